@@ -1,0 +1,46 @@
+"""queue-engine: a Postgres-backed job queue for Python, run as small daemons.
+
+The public API: :class:`Client` and :class:`AsyncClient` to enqueue and manage
+jobs, :func:`task` to register handlers, :class:`Job` and :class:`JobStatus`
+to read them, and the exceptions in :mod:`queue_engine.errors`.
+"""
+
+from __future__ import annotations
+
+from queue_engine.async_client import AsyncClient
+from queue_engine.client import Client
+from queue_engine.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    InvalidTransition,
+    JobNotFound,
+    MigrationError,
+    QueueEngineError,
+    SchemaMissing,
+    ValidationError,
+)
+from queue_engine.jobs import Job, JobStatus
+from queue_engine.migrate import Migrator, wait_for_schema
+from queue_engine.tasks import registry, task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ConfigError",
+    "DatabaseUnavailable",
+    "InvalidTransition",
+    "Job",
+    "JobNotFound",
+    "JobStatus",
+    "MigrationError",
+    "Migrator",
+    "QueueEngineError",
+    "SchemaMissing",
+    "ValidationError",
+    "__version__",
+    "registry",
+    "task",
+    "wait_for_schema",
+]

@@ -1,0 +1,204 @@
+"""The asyncio producer API: the same operations as :class:`~queue_engine.client.Client`.
+
+Statements and their interpretation come from :mod:`queue_engine.operations`;
+only the I/O differs. With ``conn=`` (an ``AsyncConnection``), the job exists if
+and only if the caller's transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from queue_engine import operations as ops
+from queue_engine.config import resolve_dsn, resolve_schema
+from queue_engine.db import APPLICATION_NAME, describe_dsn, first_line, schema_errors
+from queue_engine.errors import DatabaseUnavailable, JobNotFound
+from queue_engine.jobs import Job
+from queue_engine.validation import build_spec
+
+AsyncConnection = psycopg.AsyncConnection[Any]
+
+
+class AsyncClient:
+    """Enqueue and manage jobs from asyncio code."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str | None = None,
+        conn: AsyncConnection | None = None,
+        pool_size: int = 4,
+    ) -> None:
+        self.schema = resolve_schema(schema)
+        self._conn = conn
+        self._dsn = resolve_dsn(dsn)
+        self._pool_size = pool_size
+        self._pool: AsyncConnectionPool | None = None
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the pool, if this client opened one; a passed-in connection is left open."""
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def _open_pool(self) -> AsyncConnectionPool:
+        if self._pool is None:
+            try:
+                probe = await psycopg.AsyncConnection.connect(self._dsn, connect_timeout=10)
+            except psycopg.OperationalError as exc:
+                raise DatabaseUnavailable(
+                    f"cannot connect to the database at {describe_dsn(self._dsn)}: {first_line(exc)}"
+                ) from None
+            await probe.close()
+            pool = AsyncConnectionPool(
+                self._dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
+                open=False,
+                name="queue-engine-async-client",
+            )
+            await pool.open()
+            self._pool = pool
+        return self._pool
+
+    @asynccontextmanager
+    async def _connection(self, conn: AsyncConnection | None) -> AsyncIterator[AsyncConnection]:
+        chosen = conn if conn is not None else self._conn
+        with schema_errors(self.schema):
+            if chosen is not None:
+                yield chosen
+                return
+            pool = await self._open_pool()
+            try:
+                async with pool.connection(timeout=30) as pooled:
+                    yield pooled
+            except PoolTimeout:
+                raise DatabaseUnavailable("no database connection available within 30 s") from None
+
+    async def _fetch_one(self, conn: AsyncConnection, statement: ops.Statement) -> dict[str, Any] | None:
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(statement.query, statement.params, prepare=True)
+            return await cur.fetchone()
+
+    async def enqueue(
+        self,
+        task: str,
+        *,
+        queue: str | None = None,
+        args: dict[str, Any] | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        timeout_s: int | None = None,
+        lease_ttl_s: int | None = None,
+        idempotency_key: str | None = None,
+        dedupe_key: str | None = None,
+        lock_key: str | None = None,
+        partition_key: str | None = None,
+        producer: str | None = None,
+        conn: AsyncConnection | None = None,
+    ) -> Job:
+        """Enqueue one job; see :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`."""
+        spec = build_spec(
+            task, queue=queue, args=args, priority=priority, run_at=run_at, delay=delay,
+            max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
+            idempotency_key=idempotency_key, dedupe_key=dedupe_key, lock_key=lock_key,
+            partition_key=partition_key, producer=producer,
+        )
+        statement = ops.enqueue_statement(self.schema, spec)
+        async with self._connection(conn) as c:
+            for _ in range(ops.CONFLICT_RETRIES):
+                row = await self._fetch_one(c, statement)
+                if row is not None:
+                    return Job.from_row(row)
+        raise ops.EnqueueConflictUnresolved()
+
+    async def enqueue_many(
+        self, jobs: Iterable[dict[str, Any]], *, conn: AsyncConnection | None = None
+    ) -> list[int]:
+        """Enqueue many jobs in one statement; return their ids in input order."""
+        specs = ops.enqueue_many_specs(jobs)
+        ids: list[int | None] = [None] * len(specs)
+        pending = list(range(len(specs)))
+        async with self._connection(conn) as c:
+            for _ in range(ops.CONFLICT_RETRIES):
+                if not pending:
+                    break
+                statement = ops.enqueue_many_statement(self.schema, [specs[i] for i in pending])
+                cur = await c.execute(statement.query, statement.params)
+                rows = await cur.fetchall()
+                unresolved = []
+                for (_ordinal, job_id, _created), index in zip(rows, pending, strict=True):
+                    if job_id is None:
+                        unresolved.append(index)
+                    else:
+                        ids[index] = int(job_id)
+                pending = unresolved
+        if pending:
+            raise ops.EnqueueConflictUnresolved()
+        return [i for i in ids if i is not None]
+
+    async def get(self, job_id: int, *, conn: AsyncConnection | None = None) -> Job:
+        """Return the job, or raise :class:`~queue_engine.errors.JobNotFound`."""
+        async with self._connection(conn) as c:
+            job = ops.job_or_none(await self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    async def cancel(
+        self, job_id: int, *, conn: AsyncConnection | None = None, message: str = "canceled by client"
+    ) -> Job:
+        """Cancel a queued job at once, or ask a running job to stop; return the job after."""
+        async with self._connection(conn) as c:
+            row = await self._fetch_one(c, ops.cancel_statement(self.schema, job_id, message))
+            if row is not None:
+                return Job.from_row(row)
+            current = ops.job_or_none(await self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+        raise ops.cancel_refusal(job_id, current)
+
+    async def retry(
+        self, job_id: int, *, conn: AsyncConnection | None = None, message: str = "retried by client"
+    ) -> Job:
+        """Put a failed, canceled or lost job back in its queue with fresh attempts."""
+        async with self._connection(conn) as c:
+            try:
+                row = await self._fetch_one(c, ops.retry_statement(self.schema, job_id, message))
+            except pg_errors.UniqueViolation:
+                raise ops.dedupe_refusal(job_id) from None
+            if row is not None:
+                return Job.from_row(row)
+            current = ops.job_or_none(await self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+        raise ops.retry_refusal(job_id, current)
+
+    async def list(
+        self,
+        *,
+        queue: str | None = None,
+        status: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+        conn: AsyncConnection | None = None,
+    ) -> list[Job]:
+        """Return jobs newest first, filtered by queue, status and task."""
+        statement = ops.list_statement(self.schema, queue=queue, status=status, task=task, limit=limit)
+        async with self._connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
+            await cur.execute(statement.query, statement.params)
+            return [Job.from_row(r) for r in await cur.fetchall()]

@@ -1,0 +1,199 @@
+"""The synchronous producer API: enqueue, inspect, cancel and retry jobs.
+
+A ``Client`` either owns a small connection pool (``Client(dsn)``), in which
+case every call is its own committed transaction, or works on a connection the
+caller passes (``Client(conn=...)`` or ``conn=`` per call), in which case the
+job exists if and only if the caller's transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from queue_engine import operations as ops
+from queue_engine.config import resolve_dsn, resolve_schema
+from queue_engine.db import APPLICATION_NAME, connect, schema_errors
+from queue_engine.errors import DatabaseUnavailable, JobNotFound
+from queue_engine.jobs import Job
+from queue_engine.validation import build_spec
+
+Connection = psycopg.Connection[Any]
+
+
+class Client:
+    """Enqueue and manage jobs from synchronous code."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str | None = None,
+        conn: Connection | None = None,
+        pool_size: int = 4,
+    ) -> None:
+        self.schema = resolve_schema(schema)
+        self._conn = conn
+        self._dsn = resolve_dsn(dsn)
+        self._pool_size = pool_size
+        self._pool: ConnectionPool | None = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pool, if this client opened one; a passed-in connection is left open."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def _open_pool(self) -> ConnectionPool:
+        if self._pool is None:
+            connect(self._dsn).close()  # fail fast, with a clear reason, if unreachable
+            self._pool = ConnectionPool(
+                self._dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
+                open=True,
+                name="queue-engine-client",
+            )
+        return self._pool
+
+    @contextmanager
+    def _connection(self, conn: Connection | None) -> Iterator[Connection]:
+        chosen = conn if conn is not None else self._conn
+        with schema_errors(self.schema):
+            if chosen is not None:
+                yield chosen
+                return
+            try:
+                with self._open_pool().connection(timeout=30) as pooled:
+                    yield pooled
+            except PoolTimeout:
+                raise DatabaseUnavailable("no database connection available within 30 s") from None
+
+    def _fetch_one(self, conn: Connection, statement: ops.Statement) -> dict[str, Any] | None:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(statement.query, statement.params, prepare=True)
+            return cur.fetchone()
+
+    def enqueue(
+        self,
+        task: str,
+        *,
+        queue: str | None = None,
+        args: dict[str, Any] | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        timeout_s: int | None = None,
+        lease_ttl_s: int | None = None,
+        idempotency_key: str | None = None,
+        dedupe_key: str | None = None,
+        lock_key: str | None = None,
+        partition_key: str | None = None,
+        producer: str | None = None,
+        conn: Connection | None = None,
+    ) -> Job:
+        """Enqueue one job; with an idempotency or dedupe key, may return the existing job.
+
+        ``queue``, ``max_attempts`` and ``timeout_s`` default to the task's
+        registered values when the task is known in this process, else to
+        ``"default"``, 5 and the worker's default budget.
+        """
+        spec = build_spec(
+            task, queue=queue, args=args, priority=priority, run_at=run_at, delay=delay,
+            max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
+            idempotency_key=idempotency_key, dedupe_key=dedupe_key, lock_key=lock_key,
+            partition_key=partition_key, producer=producer,
+        )
+        statement = ops.enqueue_statement(self.schema, spec)
+        with self._connection(conn) as c:
+            for _ in range(ops.CONFLICT_RETRIES):
+                row = self._fetch_one(c, statement)
+                if row is not None:
+                    return Job.from_row(row)
+        raise ops.EnqueueConflictUnresolved()
+
+    def enqueue_many(self, jobs: Iterable[dict[str, Any]], *, conn: Connection | None = None) -> list[int]:
+        """Enqueue many jobs in one statement; return their ids in input order.
+
+        Items are dicts of :meth:`enqueue`'s keyword arguments. Items whose
+        idempotency or dedupe key matches an existing job (or an earlier item)
+        get that job's id. All items are validated before anything is sent.
+        """
+        specs = ops.enqueue_many_specs(jobs)
+        ids: list[int | None] = [None] * len(specs)
+        pending = list(range(len(specs)))
+        with self._connection(conn) as c:
+            for _ in range(ops.CONFLICT_RETRIES):
+                if not pending:
+                    break
+                statement = ops.enqueue_many_statement(self.schema, [specs[i] for i in pending])
+                rows = c.execute(statement.query, statement.params).fetchall()
+                unresolved = []
+                for (_ordinal, job_id, _created), index in zip(rows, pending, strict=True):
+                    if job_id is None:
+                        unresolved.append(index)
+                    else:
+                        ids[index] = int(job_id)
+                pending = unresolved
+        if pending:
+            raise ops.EnqueueConflictUnresolved()
+        return [i for i in ids if i is not None]
+
+    def get(self, job_id: int, *, conn: Connection | None = None) -> Job:
+        """Return the job, or raise :class:`~queue_engine.errors.JobNotFound`."""
+        with self._connection(conn) as c:
+            job = ops.job_or_none(self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    def cancel(self, job_id: int, *, conn: Connection | None = None, message: str = "canceled by client") -> Job:
+        """Cancel a queued job at once, or ask a running job to stop; return the job after."""
+        with self._connection(conn) as c:
+            row = self._fetch_one(c, ops.cancel_statement(self.schema, job_id, message))
+            if row is not None:
+                return Job.from_row(row)
+            current = ops.job_or_none(self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+        raise ops.cancel_refusal(job_id, current)
+
+    def retry(self, job_id: int, *, conn: Connection | None = None, message: str = "retried by client") -> Job:
+        """Put a failed, canceled or lost job back in its queue with fresh attempts."""
+        with self._connection(conn) as c:
+            try:
+                row = self._fetch_one(c, ops.retry_statement(self.schema, job_id, message))
+            except pg_errors.UniqueViolation:
+                raise ops.dedupe_refusal(job_id) from None
+            if row is not None:
+                return Job.from_row(row)
+            current = ops.job_or_none(self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+        raise ops.retry_refusal(job_id, current)
+
+    def list(
+        self,
+        *,
+        queue: str | None = None,
+        status: str | None = None,
+        task: str | None = None,
+        limit: int = 100,
+        conn: Connection | None = None,
+    ) -> list[Job]:
+        """Return jobs newest first, filtered by queue, status and task."""
+        statement = ops.list_statement(self.schema, queue=queue, status=status, task=task, limit=limit)
+        with self._connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
+            cur.execute(statement.query, statement.params)
+            return [Job.from_row(r) for r in cur.fetchall()]

@@ -1,0 +1,77 @@
+"""Opening connections and turning driver errors into queue-engine errors.
+
+Every process connects through :func:`connect` so that an unreachable database
+is reported the same way everywhere (one line, no password, exit code 69), and
+so that a missing schema is reported as "run queue-ctl migrate" rather than as
+an ``UndefinedTable`` traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+
+from queue_engine.errors import DatabaseUnavailable, SchemaMissing
+
+APPLICATION_NAME = "queue-engine"
+
+
+def describe_dsn(dsn: str) -> str:
+    """Return ``host/dbname`` for messages; never the password or the full DSN."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(unparsable DSN)"
+    host = str(params.get("host") or "local socket")
+    port = params.get("port")
+    dbname = str(params.get("dbname") or params.get("user") or "default database")
+    return f"{host}{':' + str(port) if port else ''}/{dbname}"
+
+
+def first_line(exc: BaseException) -> str:
+    """Return the first non-empty line of an exception message."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
+def connect(dsn: str, *, autocommit: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
+    """Open a connection, raising :class:`DatabaseUnavailable` with a one-line reason."""
+    kwargs.setdefault("application_name", APPLICATION_NAME)
+    kwargs.setdefault("connect_timeout", 10)
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit, **kwargs)
+    except psycopg.ProgrammingError as exc:
+        raise DatabaseUnavailable(f"invalid DSN: {first_line(exc)}") from None
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(
+            f"cannot connect to the database at {describe_dsn(dsn)}: {first_line(exc)}"
+        ) from None
+
+
+SCHEMA_ERRORS = (
+    pg_errors.UndefinedTable,
+    pg_errors.UndefinedFunction,
+    pg_errors.UndefinedColumn,
+    pg_errors.InvalidSchemaName,
+)
+
+
+@contextmanager
+def schema_errors(schema: str) -> Iterator[None]:
+    """Report a missing or outdated engine schema as :class:`SchemaMissing`."""
+    try:
+        yield
+    except SCHEMA_ERRORS as exc:
+        raise SchemaMissing(
+            f"the queue-engine schema {schema!r} is missing or out of date "
+            f"({first_line(exc)}): run `queue-ctl migrate`"
+        ) from None
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"lost the database connection: {first_line(exc)}") from None

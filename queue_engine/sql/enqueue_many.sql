@@ -1,0 +1,54 @@
+-- Bulk insert in one statement; one row out per input row, in input order:
+-- (ord, id, created). Ids are drawn before the insert so every input row can be
+-- matched to its job whether it was inserted, deduplicated against a row of the
+-- same batch, or against an existing job. A NULL id means the conflicting job
+-- committed after this statement's snapshot: the caller resubmits those rows.
+WITH input AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('__SCHEMA__.jobs', 'id')) AS new_id, t.*
+    FROM unnest(
+        %(queue)s::text[], %(task)s::text[], %(args)s::text[], %(priority)s::smallint[],
+        %(run_at)s::timestamptz[], %(delay_s)s::float8[], %(max_attempts)s::int[],
+        %(timeout_s)s::int[], %(lease_ttl_s)s::int[], %(idempotency_key)s::text[],
+        %(dedupe_key)s::text[], %(lock_key)s::text[], %(partition_key)s::text[],
+        %(producer)s::text[]
+    ) WITH ORDINALITY AS t(queue, task, args, priority, run_at, delay_s, max_attempts,
+                           timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
+                           partition_key, producer, ord)
+),
+ins AS (
+    INSERT INTO __SCHEMA__.jobs (
+        id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
+        idempotency_key, dedupe_key, lock_key, partition_key, producer
+    )
+    SELECT new_id, queue, task, args::jsonb, priority,
+           coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))),
+           max_attempts, timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
+           partition_key, producer
+    FROM input
+    ORDER BY ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, idempotency_key, dedupe_key
+)
+SELECT i.ord,
+       coalesce(direct.id, same_batch.id, existing.id) AS id,
+       direct.id IS NOT NULL AS created
+FROM input i
+LEFT JOIN ins direct ON direct.id = i.new_id
+LEFT JOIN LATERAL (
+    SELECT b.id FROM ins b
+    WHERE direct.id IS NULL
+      AND ((i.idempotency_key IS NOT NULL AND b.idempotency_key = i.idempotency_key)
+        OR (i.dedupe_key IS NOT NULL AND b.dedupe_key = i.dedupe_key))
+    ORDER BY (b.idempotency_key IS NOT DISTINCT FROM i.idempotency_key) DESC
+    LIMIT 1
+) same_batch ON true
+LEFT JOIN LATERAL (
+    SELECT j.id FROM __SCHEMA__.jobs j
+    WHERE direct.id IS NULL AND same_batch.id IS NULL
+      AND ((i.idempotency_key IS NOT NULL AND j.idempotency_key = i.idempotency_key)
+        OR (i.dedupe_key IS NOT NULL AND j.dedupe_key = i.dedupe_key
+            AND j.status IN ('queued', 'running')))
+    ORDER BY (j.idempotency_key IS NOT DISTINCT FROM i.idempotency_key) DESC
+    LIMIT 1
+) existing ON true
+ORDER BY i.ord

@@ -1,0 +1,1 @@
+SELECT version, name, checksum, applied_at FROM {ledger} ORDER BY version

@@ -1,0 +1,224 @@
+"""Validation of enqueue options: every check runs before anything is written.
+
+The same rules are CHECK constraints in the schema, so a plain SQL enqueue is
+held to them too; checking here first gives the caller a clear message instead
+of a constraint name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from queue_engine.errors import ValidationError
+
+QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+TASK_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
+MAX_ARGS_BYTES = 1024 * 1024
+MAX_KEY_LENGTH = 255
+PRIORITY_RANGE = (0, 1000)
+MAX_ATTEMPTS_RANGE = (1, 1000)
+TIMEOUT_RANGE = (1, 7 * 24 * 3600)
+LEASE_TTL_RANGE = (1, 24 * 3600)
+DEFAULT_QUEUE = "default"
+DEFAULT_PRIORITY = 100
+DEFAULT_MAX_ATTEMPTS = 5
+
+ENQUEUE_OPTIONS = (
+    "task",
+    "queue",
+    "args",
+    "priority",
+    "run_at",
+    "delay",
+    "max_attempts",
+    "timeout_s",
+    "lease_ttl_s",
+    "idempotency_key",
+    "dedupe_key",
+    "lock_key",
+    "partition_key",
+    "producer",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A validated enqueue request, ready to be bound to the enqueue statements."""
+
+    task: str
+    queue: str
+    args_json: str
+    priority: int
+    run_at: datetime | None
+    delay_s: float | None
+    max_attempts: int
+    timeout_s: int | None
+    lease_ttl_s: int | None
+    idempotency_key: str | None
+    dedupe_key: str | None
+    lock_key: str | None
+    partition_key: str | None
+    producer: str | None
+
+    def params(self) -> dict[str, Any]:
+        """Return the named parameters of ``enqueue.sql``."""
+        return {
+            "task": self.task,
+            "queue": self.queue,
+            "args": self.args_json,
+            "priority": self.priority,
+            "run_at": self.run_at,
+            "delay_s": self.delay_s,
+            "max_attempts": self.max_attempts,
+            "timeout_s": self.timeout_s,
+            "lease_ttl_s": self.lease_ttl_s,
+            "idempotency_key": self.idempotency_key,
+            "dedupe_key": self.dedupe_key,
+            "lock_key": self.lock_key,
+            "partition_key": self.partition_key,
+            "producer": self.producer,
+        }
+
+
+def check_queue_name(queue: str) -> str:
+    """Refuse a queue name outside the documented character set and length."""
+    if not isinstance(queue, str) or not QUEUE_PATTERN.match(queue):
+        raise ValidationError(
+            f"invalid queue name {queue!r}: use 1-64 characters of letters, digits and _ . : -, "
+            "starting with a letter or digit"
+        )
+    return queue
+
+
+def check_task_name(task: str) -> str:
+    """Refuse a task name outside the documented character set and length."""
+    if not isinstance(task, str) or not TASK_PATTERN.match(task):
+        raise ValidationError(
+            f"invalid task name {task!r}: use 1-128 characters of letters, digits and _ . : -, "
+            "starting with a letter or _"
+        )
+    return task
+
+
+def _check_int(name: str, value: Any, bounds: tuple[int, int]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{name} must be an integer, got {value!r}")
+    low, high = bounds
+    if not low <= value <= high:
+        raise ValidationError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _check_key(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH:
+        raise ValidationError(f"{name} must be a non-empty string of at most {MAX_KEY_LENGTH} characters")
+    return value
+
+
+def encode_args(args: Any) -> str:
+    """Serialise job args to JSON, refusing non-objects, non-JSON values and oversize payloads."""
+    if args is None:
+        return "{}"
+    if not isinstance(args, dict):
+        raise ValidationError(f"args must be a dict (a JSON object), got {type(args).__name__}")
+    try:
+        encoded = json.dumps(args, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"args are not JSON-serialisable: {exc}") from None
+    size = len(encoded.encode())
+    if size > MAX_ARGS_BYTES:
+        raise ValidationError(f"args are {size} bytes as JSON; the limit is {MAX_ARGS_BYTES} bytes")
+    return encoded
+
+
+def _delay_seconds(delay: Any) -> float:
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = float(delay)
+    else:
+        raise ValidationError(f"delay must be seconds or a timedelta, got {delay!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValidationError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
+    return seconds
+
+
+def build_spec(
+    task: str,
+    *,
+    queue: str | None = None,
+    args: dict[str, Any] | None = None,
+    priority: int | None = None,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    max_attempts: int | None = None,
+    timeout_s: int | None = None,
+    lease_ttl_s: int | None = None,
+    idempotency_key: str | None = None,
+    dedupe_key: str | None = None,
+    lock_key: str | None = None,
+    partition_key: str | None = None,
+    producer: str | None = None,
+) -> JobSpec:
+    """Validate enqueue options and fill defaults from the task registry, if the task is known."""
+    from queue_engine.tasks import registry  # late import: tasks imports validation
+
+    check_task_name(task)
+    declared = registry.get(task)
+    if queue is None:
+        queue = declared.queue if declared is not None else DEFAULT_QUEUE
+    if max_attempts is None:
+        max_attempts = declared.max_attempts if declared is not None else DEFAULT_MAX_ATTEMPTS
+    if timeout_s is None and declared is not None:
+        timeout_s = declared.timeout_s
+    if run_at is not None and delay is not None:
+        raise ValidationError("give either run_at or delay, not both")
+    if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
+        raise ValidationError("run_at must be a timezone-aware datetime")
+    return JobSpec(
+        task=task,
+        queue=check_queue_name(queue),
+        args_json=encode_args(args),
+        priority=_check_int("priority", DEFAULT_PRIORITY if priority is None else priority, PRIORITY_RANGE),
+        run_at=run_at,
+        delay_s=None if delay is None else _delay_seconds(delay),
+        max_attempts=_check_int("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
+        timeout_s=None if timeout_s is None else _check_int("timeout_s", timeout_s, TIMEOUT_RANGE),
+        lease_ttl_s=None if lease_ttl_s is None else _check_int("lease_ttl_s", lease_ttl_s, LEASE_TTL_RANGE),
+        idempotency_key=_check_key("idempotency_key", idempotency_key),
+        dedupe_key=_check_key("dedupe_key", dedupe_key),
+        lock_key=_check_key("lock_key", lock_key),
+        partition_key=_check_key("partition_key", partition_key),
+        producer=_check_key("producer", producer),
+    )
+
+
+def check_option_names(item: dict[str, Any], *, where: str) -> None:
+    """Refuse unknown keys in an ``enqueue_many`` item, suggesting the closest known one."""
+    for key in item:
+        if key not in ENQUEUE_OPTIONS:
+            close = difflib.get_close_matches(key, ENQUEUE_OPTIONS, n=1)
+            hint = f", did you mean {close[0]!r}?" if close else f"; known: {', '.join(ENQUEUE_OPTIONS)}"
+            raise ValidationError(f"{where}: unknown option {key!r}{hint}")
+    if "task" not in item:
+        raise ValidationError(f"{where}: 'task' is required")
+
+
+def spec_from_item(item: Any, index: int) -> JobSpec:
+    """Validate one ``enqueue_many`` item; errors name the item's position."""
+    where = f"jobs[{index}]"
+    if not isinstance(item, dict):
+        raise ValidationError(f"{where} must be a dict of enqueue options, got {type(item).__name__}")
+    check_option_names(item, where=where)
+    try:
+        return build_spec(**item)
+    except ValidationError as exc:
+        raise ValidationError(f"{where}: {exc}") from None
