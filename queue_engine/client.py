@@ -23,7 +23,6 @@ from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import APPLICATION_NAME, connect, schema_errors
 from queue_engine.errors import DatabaseUnavailable, JobNotFound
 from queue_engine.jobs import Job
-from queue_engine.validation import build_spec
 
 Connection = psycopg.Connection[Any]
 
@@ -113,7 +112,7 @@ class Client:
         registered values when the task is known in this process, else to
         ``"default"``, 5 and the worker's default budget.
         """
-        spec = build_spec(
+        spec = ops.job_spec(
             task, queue=queue, args=args, priority=priority, run_at=run_at, delay=delay,
             max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
             idempotency_key=idempotency_key, dedupe_key=dedupe_key, lock_key=lock_key,
@@ -141,15 +140,13 @@ class Client:
             for _ in range(ops.CONFLICT_RETRIES):
                 if not pending:
                     break
-                statement = ops.enqueue_many_statement(self.schema, [specs[i] for i in pending])
-                rows = c.execute(statement.query, statement.params).fetchall()
-                unresolved = []
-                for (_ordinal, job_id, _created), index in zip(rows, pending, strict=True):
-                    if job_id is None:
-                        unresolved.append(index)
-                    else:
-                        ids[index] = int(job_id)
-                pending = unresolved
+                batch = [specs[i] for i in pending]
+                statement = ops.enqueue_many_statement(self.schema, batch)
+                with c.cursor(binary=True) as cur:
+                    rows = cur.execute(statement.query, statement.params).fetchall()
+                if not ops.has_keys(batch):
+                    return ops.ids_from_plain_bulk(rows)
+                pending = ops.resolve_keyed_bulk(rows, pending, ids)
         if pending:
             raise ops.EnqueueConflictUnresolved()
         return [i for i in ids if i is not None]

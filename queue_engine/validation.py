@@ -12,8 +12,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from queue_engine.errors import ValidationError
 
@@ -47,7 +48,15 @@ ENQUEUE_OPTIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+class TaskDefaults(Protocol):
+    """What enqueue takes from a registered task when the caller does not say."""
+
+    queue: str
+    max_attempts: int
+    timeout_s: int | None
+
+
+@dataclass(slots=True)
 class JobSpec:
     """A validated enqueue request, ready to be bound to the enqueue statements."""
 
@@ -86,6 +95,7 @@ class JobSpec:
         }
 
 
+@lru_cache(maxsize=4096)
 def check_queue_name(queue: str) -> str:
     """Refuse a queue name outside the documented character set and length."""
     if not isinstance(queue, str) or not QUEUE_PATTERN.match(queue):
@@ -96,6 +106,7 @@ def check_queue_name(queue: str) -> str:
     return queue
 
 
+@lru_cache(maxsize=4096)
 def check_task_name(task: str) -> str:
     """Refuse a task name outside the documented character set and length."""
     if not isinstance(task, str) or not TASK_PATTERN.match(task):
@@ -125,7 +136,7 @@ def _check_key(name: str, value: Any) -> str | None:
 
 def encode_args(args: Any) -> str:
     """Serialise job args to JSON, refusing non-objects, non-JSON values and oversize payloads."""
-    if args is None:
+    if args is None or args == {}:
         return "{}"
     if not isinstance(args, dict):
         raise ValidationError(f"args must be a dict (a JSON object), got {type(args).__name__}")
@@ -154,6 +165,7 @@ def _delay_seconds(delay: Any) -> float:
 def build_spec(
     task: str,
     *,
+    declared: TaskDefaults | None = None,
     queue: str | None = None,
     args: dict[str, Any] | None = None,
     priority: int | None = None,
@@ -168,11 +180,8 @@ def build_spec(
     partition_key: str | None = None,
     producer: str | None = None,
 ) -> JobSpec:
-    """Validate enqueue options and fill defaults from the task registry, if the task is known."""
-    from queue_engine.tasks import registry  # late import: tasks imports validation
-
+    """Validate enqueue options; ``declared`` (the registered task, if any) supplies defaults."""
     check_task_name(task)
-    declared = registry.get(task)
     if queue is None:
         queue = declared.queue if declared is not None else DEFAULT_QUEUE
     if max_attempts is None:
@@ -210,15 +219,3 @@ def check_option_names(item: dict[str, Any], *, where: str) -> None:
             raise ValidationError(f"{where}: unknown option {key!r}{hint}")
     if "task" not in item:
         raise ValidationError(f"{where}: 'task' is required")
-
-
-def spec_from_item(item: Any, index: int) -> JobSpec:
-    """Validate one ``enqueue_many`` item; errors name the item's position."""
-    where = f"jobs[{index}]"
-    if not isinstance(item, dict):
-        raise ValidationError(f"{where} must be a dict of enqueue options, got {type(item).__name__}")
-    check_option_names(item, where=where)
-    try:
-        return build_spec(**item)
-    except ValidationError as exc:
-        raise ValidationError(f"{where}: {exc}") from None

@@ -25,7 +25,6 @@ ins AS (
            max_attempts, timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
            partition_key, producer
     FROM input
-    ORDER BY ord
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedupe_key
 )
