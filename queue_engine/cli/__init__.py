@@ -1,0 +1,1 @@
+"""Console scripts: one module per command (``queue-ctl`` lives in :mod:`.ctl`)."""

@@ -1,0 +1,232 @@
+"""``queue-ctl``: the operator and developer command line.
+
+Each subcommand opens one connection, does one thing, and exits. Errors are
+one line on stderr with the exit codes of :mod:`queue_engine.cli.common`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from queue_engine.cli.common import dsn_option, print_json, run_cli, schema_option
+from queue_engine.client import Client
+from queue_engine.config import validate_schema
+from queue_engine.db import connect
+from queue_engine.errors import ConfigError, ValidationError
+from queue_engine.jobs import Job, JobStatus
+from queue_engine.migrate import Migrator
+
+
+@contextmanager
+def open_client(ctx: click.Context) -> Iterator[Client]:
+    """A Client on one autocommit connection, closed on exit."""
+    settings = ctx.obj
+    with connect(settings["dsn"]) as conn:
+        yield Client(conn=conn, schema=settings["schema"])
+
+
+def _migrator(ctx: click.Context, directory: Path | None, ledger: str | None) -> Migrator:
+    if (directory is None) != (ledger is None):
+        raise click.UsageError("--dir and --ledger go together (a host chain needs its own ledger)")
+    return Migrator(ctx.obj["dsn"], schema=ctx.obj["schema"], directory=directory, ledger=ledger)
+
+
+def _job_lines(job: Job) -> list[str]:
+    fields = [
+        ("id", job.id), ("task", job.task), ("queue", job.queue), ("status", job.status),
+        ("attempt", f"{job.attempt}/{job.max_attempts}"), ("priority", job.priority),
+        ("args", json.dumps(job.args)), ("available_at", job.available_at),
+        ("created_at", job.created_at), ("started_at", job.started_at),
+        ("finished_at", job.finished_at), ("duration_ms", job.duration_ms),
+        ("claimed_by", job.claimed_by), ("lock_key", job.lock_key),
+        ("idempotency_key", job.idempotency_key), ("dedupe_key", job.dedupe_key),
+        ("cancel_requested", job.cancel_requested if job.cancel_requested else None),
+        ("progress", None if job.progress is None else json.dumps(job.progress)),
+        ("result", None if job.result is None else json.dumps(job.result)),
+        ("error", job.error),
+    ]
+    return [f"{name:>16}: {value}" for name, value in fields if value is not None]
+
+
+def _echo_job(job: Job, as_json: bool) -> None:
+    if as_json:
+        print_json(job.to_dict())
+    else:
+        click.echo("\n".join(_job_lines(job)))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@dsn_option
+@schema_option
+@click.version_option(package_name="queue-engine", prog_name="queue-ctl")
+@click.pass_context
+def ctl(ctx: click.Context, dsn: str, schema: str) -> None:
+    """Operate a queue-engine database: migrations, jobs, and a local demo."""
+    try:
+        validate_schema(schema)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--schema") from None
+    ctx.obj = {"dsn": dsn, "schema": schema}
+
+
+@ctl.command()
+@click.option("--to", "target", type=click.IntRange(min=0), help="Stop at this version (default: latest).")
+@click.option("--status", "show_status", is_flag=True, help="Show applied and pending migrations; change nothing.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              help="Run a host application's own chain from this folder (with --ledger).")
+@click.option("--ledger", help="[schema.]table recording the host chain's applied versions (with --dir).")
+@click.pass_context
+def migrate(ctx: click.Context, target: int | None, show_status: bool, directory: Path | None,
+            ledger: str | None) -> None:
+    """Apply pending migrations (safe to run from several processes at once)."""
+    migrator = _migrator(ctx, directory, ledger)
+    if show_status:
+        for state in migrator.status():
+            mark = state.applied_at.isoformat(timespec="seconds") if state.applied_at else "pending"
+            changed = "" if state.checksum_matches else "  (file changed since applied)"
+            click.echo(f"{state.version:04d}  {state.name:<30} {mark}{changed}")
+        return
+    applied = migrator.up(target)
+    for m in applied:
+        click.echo(f"applied {m.version:04d}_{m.name}")
+    version = migrator.current_version()
+    click.echo(f"database is at version {version}" + ("" if applied else " (nothing to do)"))
+
+
+@ctl.command()
+@click.option("--to", "target", type=click.IntRange(min=0), required=True,
+              help="Version to go down to (0 removes every table of the chain).")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              help="A host application's chain folder (with --ledger).")
+@click.option("--ledger", help="[schema.]table of the host chain (with --dir).")
+@click.pass_context
+def downgrade(ctx: click.Context, target: int, directory: Path | None, ledger: str | None) -> None:
+    """Revert migrations down to a version."""
+    migrator = _migrator(ctx, directory, ledger)
+    for m in migrator.down(target):
+        click.echo(f"reverted {m.version:04d}_{m.name}")
+    click.echo(f"database is at version {migrator.current_version()}")
+
+
+def _parse_args(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise ValidationError("--args must be a JSON object, e.g. '{\"n\": 1}'")
+    return value
+
+
+@ctl.command()
+@click.argument("task")
+@click.option("--queue", "-q", help="Queue name (default: the task's, else 'default').")
+@click.option("--args", "raw_args", default="{}", show_default=True, help="Job arguments as a JSON object.")
+@click.option("--priority", type=int, help="0-1000, lower runs first (default 100).")
+@click.option("--delay", type=float, help="Seconds to wait before the job may run.")
+@click.option("--run-at", type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]),
+              help="Timezone-aware time the job may run from, e.g. 2026-01-01T09:00:00+00:00.")
+@click.option("--max-attempts", type=int, help="Attempts before the job fails (default 5).")
+@click.option("--timeout", "timeout_s", type=int, help="Wall-clock budget of one attempt, seconds.")
+@click.option("--lease-ttl", "lease_ttl_s", type=int, help="Lease length, seconds.")
+@click.option("--lock-key", help="At most one running job per lock key, cluster-wide.")
+@click.option("--idempotency-key", help="A second enqueue with this key returns the first job.")
+@click.option("--dedupe-key", help="Unique among queued and running jobs.")
+@click.option("--partition-key", help="Free-form partition label.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole job as JSON.")
+@click.pass_context
+def enqueue(ctx: click.Context, task: str, queue: str | None, raw_args: str, priority: int | None,
+            delay: float | None, run_at: datetime | None, max_attempts: int | None,
+            timeout_s: int | None, lease_ttl_s: int | None, lock_key: str | None,
+            idempotency_key: str | None, dedupe_key: str | None, partition_key: str | None,
+            as_json: bool) -> None:
+    """Enqueue one job of TASK and print its id."""
+    args = _parse_args(raw_args)
+    with open_client(ctx) as client:
+        job = client.enqueue(
+            task, queue=queue, args=args, priority=priority, delay=delay, run_at=run_at,
+            max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
+            lock_key=lock_key, idempotency_key=idempotency_key, dedupe_key=dedupe_key,
+            partition_key=partition_key, producer="queue-ctl",
+        )
+    if as_json:
+        print_json(job.to_dict())
+    else:
+        click.echo(job.id)
+
+
+@ctl.command()
+@click.argument("job_id", type=click.IntRange(min=1))
+@click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
+@click.pass_context
+def status(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """Show one job."""
+    with open_client(ctx) as client:
+        _echo_job(client.get(job_id), as_json)
+
+
+@ctl.command()
+@click.argument("job_id", type=click.IntRange(min=1))
+@click.pass_context
+def cancel(ctx: click.Context, job_id: int) -> None:
+    """Cancel a queued job, or ask a running job to stop at its next checkpoint."""
+    with open_client(ctx) as client:
+        job = client.cancel(job_id, message="canceled with queue-ctl")
+    if job.status == JobStatus.CANCELED:
+        click.echo(f"job {job_id} canceled")
+    else:
+        click.echo(f"job {job_id} is running: cancel requested, it stops at its next checkpoint")
+
+
+@ctl.command()
+@click.argument("job_id", type=click.IntRange(min=1))
+@click.pass_context
+def retry(ctx: click.Context, job_id: int) -> None:
+    """Put a failed, canceled or lost job back in its queue."""
+    with open_client(ctx) as client:
+        client.retry(job_id, message="retried with queue-ctl")
+    click.echo(f"job {job_id} queued again")
+
+
+@ctl.command(name="list")
+@click.option("--queue", "-q", help="Only this queue.")
+@click.option("--status", "status_", type=click.Choice([s.value for s in JobStatus]), help="Only this status.")
+@click.option("--task", help="Only this task.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the jobs as a JSON array.")
+@click.pass_context
+def list_jobs(ctx: click.Context, queue: str | None, status_: str | None, task: str | None,
+              limit: int, as_json: bool) -> None:
+    """List jobs, newest first."""
+    with open_client(ctx) as client:
+        jobs = client.list(queue=queue, status=status_, task=task, limit=limit)
+    if as_json:
+        print_json([j.to_dict() for j in jobs])
+        return
+    click.echo(f"{'ID':>8}  {'STATUS':<10} {'QUEUE':<16} {'TASK':<24} {'ATTEMPT':>7}  CREATED")
+    for j in jobs:
+        click.echo(
+            f"{j.id:>8}  {j.status:<10} {j.queue:<16} {j.task:<24} {j.attempt:>3}/{j.max_attempts:<3}  "
+            f"{j.created_at.isoformat(timespec='seconds')}"
+        )
+
+
+def _register_optional_commands() -> None:
+    from queue_engine.cli.demo import demo
+
+    ctl.add_command(demo)
+
+
+_register_optional_commands()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``queue-ctl`` console script."""
+    run_cli(ctl, "queue-ctl", argv)
