@@ -90,7 +90,9 @@ class AsyncClient:
             except PoolTimeout:
                 raise DatabaseUnavailable("no database connection available within 30 s") from None
 
-    async def _fetch_one(self, conn: AsyncConnection, statement: ops.Statement) -> dict[str, Any] | None:
+    async def _fetch_one(
+        self, conn: AsyncConnection, statement: ops.Statement
+    ) -> dict[str, Any] | None:
         async with conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(statement.query, statement.params, prepare=True)
             return await cur.fetchone()
@@ -116,10 +118,20 @@ class AsyncClient:
     ) -> Job:
         """Enqueue one job; see :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`."""
         spec = ops.job_spec(
-            task, queue=queue, args=args, priority=priority, run_at=run_at, delay=delay,
-            max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
-            idempotency_key=idempotency_key, dedupe_key=dedupe_key, lock_key=lock_key,
-            partition_key=partition_key, producer=producer,
+            task,
+            queue=queue,
+            args=args,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
+            lease_ttl_s=lease_ttl_s,
+            idempotency_key=idempotency_key,
+            dedupe_key=dedupe_key,
+            lock_key=lock_key,
+            partition_key=partition_key,
+            producer=producer,
         )
         statement = ops.enqueue_statement(self.schema, spec)
         async with self._connection(conn) as c:
@@ -161,18 +173,28 @@ class AsyncClient:
         return job
 
     async def cancel(
-        self, job_id: int, *, conn: AsyncConnection | None = None, message: str = "canceled by client"
+        self,
+        job_id: int,
+        *,
+        conn: AsyncConnection | None = None,
+        message: str = "canceled by client",
     ) -> Job:
         """Cancel a queued job at once, or ask a running job to stop; return the job after."""
         async with self._connection(conn) as c:
             row = await self._fetch_one(c, ops.cancel_statement(self.schema, job_id, message))
             if row is not None:
                 return Job.from_row(row)
-            current = ops.job_or_none(await self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+            current = ops.job_or_none(
+                await self._fetch_one(c, ops.get_statement(self.schema, job_id))
+            )
         raise ops.cancel_refusal(job_id, current)
 
     async def retry(
-        self, job_id: int, *, conn: AsyncConnection | None = None, message: str = "retried by client"
+        self,
+        job_id: int,
+        *,
+        conn: AsyncConnection | None = None,
+        message: str = "retried by client",
     ) -> Job:
         """Put a failed, canceled or lost job back in its queue with fresh attempts."""
         async with self._connection(conn) as c:
@@ -182,7 +204,9 @@ class AsyncClient:
                 raise ops.dedupe_refusal(job_id) from None
             if row is not None:
                 return Job.from_row(row)
-            current = ops.job_or_none(await self._fetch_one(c, ops.get_statement(self.schema, job_id)))
+            current = ops.job_or_none(
+                await self._fetch_one(c, ops.get_statement(self.schema, job_id))
+            )
         raise ops.retry_refusal(job_id, current)
 
     async def list(
@@ -195,7 +219,9 @@ class AsyncClient:
         conn: AsyncConnection | None = None,
     ) -> list[Job]:
         """Return jobs newest first, filtered by queue, status and task."""
-        statement = ops.list_statement(self.schema, queue=queue, status=status, task=task, limit=limit)
+        statement = ops.list_statement(
+            self.schema, queue=queue, status=status, task=task, limit=limit
+        )
         async with self._connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
             await cur.execute(statement.query, statement.params)
             return [Job.from_row(r) for r in await cur.fetchall()]

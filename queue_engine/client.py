@@ -113,10 +113,20 @@ class Client:
         ``"default"``, 5 and the worker's default budget.
         """
         spec = ops.job_spec(
-            task, queue=queue, args=args, priority=priority, run_at=run_at, delay=delay,
-            max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
-            idempotency_key=idempotency_key, dedupe_key=dedupe_key, lock_key=lock_key,
-            partition_key=partition_key, producer=producer,
+            task,
+            queue=queue,
+            args=args,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
+            lease_ttl_s=lease_ttl_s,
+            idempotency_key=idempotency_key,
+            dedupe_key=dedupe_key,
+            lock_key=lock_key,
+            partition_key=partition_key,
+            producer=producer,
         )
         statement = ops.enqueue_statement(self.schema, spec)
         with self._connection(conn) as c:
@@ -126,7 +136,9 @@ class Client:
                     return Job.from_row(row)
         raise ops.EnqueueConflictUnresolved()
 
-    def enqueue_many(self, jobs: Iterable[dict[str, Any]], *, conn: Connection | None = None) -> list[int]:
+    def enqueue_many(
+        self, jobs: Iterable[dict[str, Any]], *, conn: Connection | None = None
+    ) -> list[int]:
         """Enqueue many jobs in one statement; return their ids in input order.
 
         Items are dicts of :meth:`enqueue`'s keyword arguments. Items whose
@@ -159,7 +171,9 @@ class Client:
             raise JobNotFound(job_id)
         return job
 
-    def cancel(self, job_id: int, *, conn: Connection | None = None, message: str = "canceled by client") -> Job:
+    def cancel(
+        self, job_id: int, *, conn: Connection | None = None, message: str = "canceled by client"
+    ) -> Job:
         """Cancel a queued job at once, or ask a running job to stop; return the job after."""
         with self._connection(conn) as c:
             row = self._fetch_one(c, ops.cancel_statement(self.schema, job_id, message))
@@ -168,7 +182,9 @@ class Client:
             current = ops.job_or_none(self._fetch_one(c, ops.get_statement(self.schema, job_id)))
         raise ops.cancel_refusal(job_id, current)
 
-    def retry(self, job_id: int, *, conn: Connection | None = None, message: str = "retried by client") -> Job:
+    def retry(
+        self, job_id: int, *, conn: Connection | None = None, message: str = "retried by client"
+    ) -> Job:
         """Put a failed, canceled or lost job back in its queue with fresh attempts."""
         with self._connection(conn) as c:
             try:
@@ -190,7 +206,9 @@ class Client:
         conn: Connection | None = None,
     ) -> list[Job]:
         """Return jobs newest first, filtered by queue, status and task."""
-        statement = ops.list_statement(self.schema, queue=queue, status=status, task=task, limit=limit)
+        statement = ops.list_statement(
+            self.schema, queue=queue, status=status, task=task, limit=limit
+        )
         with self._connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
             cur.execute(statement.query, statement.params)
             return [Job.from_row(r) for r in cur.fetchall()]

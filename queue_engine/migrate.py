@@ -124,7 +124,9 @@ def parse_ledger(ledger: str) -> tuple[str, str]:
     if len(parts) == 1:
         parts = ["public", parts[0]]
     if len(parts) != 2 or not all(IDENTIFIER.match(p) for p in parts):
-        raise ConfigError(f"invalid ledger table {ledger!r}: use [schema.]table with plain identifiers")
+        raise ConfigError(
+            f"invalid ledger table {ledger!r}: use [schema.]table with plain identifiers"
+        )
     return parts[0], parts[1]
 
 
@@ -235,12 +237,20 @@ class Migrator:
                 if direction == "up":
                     conn.execute(
                         _ledger_sql("ledger_insert", self.ledger),
-                        {"version": migration.version, "name": migration.name, "checksum": migration.checksum},
+                        {
+                            "version": migration.version,
+                            "name": migration.name,
+                            "checksum": migration.checksum,
+                        },
                     )
                 else:
-                    conn.execute(_ledger_sql("ledger_delete", self.ledger), {"version": migration.version})
+                    conn.execute(
+                        _ledger_sql("ledger_delete", self.ledger), {"version": migration.version}
+                    )
         except psycopg.OperationalError as exc:
-            raise DatabaseUnavailable(f"lost the database during migration: {first_line(exc)}") from None
+            raise DatabaseUnavailable(
+                f"lost the database during migration: {first_line(exc)}"
+            ) from None
         except psycopg.Error as exc:
             raise MigrationError(
                 f"migration {migration.version:04d}_{migration.name} ({direction}) failed and was "
@@ -316,7 +326,10 @@ def wait_for_schema(
         if not announced:
             log.warning(
                 "waiting for schema %r version %d (found %d%s): run queue-orchestrator or `queue-ctl migrate`",
-                schema, min_version, version, f"; {reason}" if reason else "",
+                schema,
+                min_version,
+                version,
+                f"; {reason}" if reason else "",
             )
             announced = True
         if deadline is not None and clock() >= deadline:

@@ -18,8 +18,20 @@ from queue_engine.tasks import registry
 from queue_engine.validation import JobSpec, build_spec, check_option_names, check_queue_name
 
 BULK_COLUMNS = (
-    "queue", "task", "args_json", "priority", "run_at", "delay_s", "max_attempts", "timeout_s",
-    "lease_ttl_s", "idempotency_key", "dedupe_key", "lock_key", "partition_key", "producer",
+    "queue",
+    "task",
+    "args_json",
+    "priority",
+    "run_at",
+    "delay_s",
+    "max_attempts",
+    "timeout_s",
+    "lease_ttl_s",
+    "idempotency_key",
+    "dedupe_key",
+    "lock_key",
+    "partition_key",
+    "producer",
 )
 
 #: How often an enqueue is re-run when its conflicting job is not yet visible.
@@ -54,7 +66,9 @@ def spec_from_item(item: Any, index: int) -> JobSpec:
     """Validate one ``enqueue_many`` item; errors name the item's position."""
     where = f"jobs[{index}]"
     if not isinstance(item, dict):
-        raise ValidationError(f"{where} must be a dict of enqueue options, got {type(item).__name__}")
+        raise ValidationError(
+            f"{where} must be a dict of enqueue options, got {type(item).__name__}"
+        )
     check_option_names(item, where=where)
     try:
         return job_spec(**item)
@@ -97,7 +111,9 @@ def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
         columns["args" if name == "args_json" else name] = (
             values if any(v is not None for v in values) else None
         )
-    return Statement(queries.query("enqueue_many" if keyed else "enqueue_many_plain", schema), columns)
+    return Statement(
+        queries.query("enqueue_many" if keyed else "enqueue_many_plain", schema), columns
+    )
 
 
 def ids_from_plain_bulk(rows: Sequence[tuple[Any, ...]]) -> list[int]:
@@ -132,7 +148,11 @@ def cancel_statement(schema: str, job_id: int, message: str) -> Statement:
     """Return the cancel statement (queued → canceled, running → cancel requested)."""
     return Statement(
         queries.query("cancel_job", schema),
-        {"id": _check_id(job_id), "message": message, "cancel_channel": queries.cancel_channel(schema)},
+        {
+            "id": _check_id(job_id),
+            "message": message,
+            "cancel_channel": queries.cancel_channel(schema),
+        },
     )
 
 

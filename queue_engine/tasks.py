@@ -125,11 +125,19 @@ def task(
     check_task_name(name)
     check_queue_name(queue)
     low, high = MAX_ATTEMPTS_RANGE
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not low <= max_attempts <= high:
-        raise ValidationError(f"task {name!r}: max_attempts must be an integer between {low} and {high}")
+    if (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not low <= max_attempts <= high
+    ):
+        raise ValidationError(
+            f"task {name!r}: max_attempts must be an integer between {low} and {high}"
+        )
     for option, value in (("timeout_s", timeout_s), ("stall_timeout_s", stall_timeout_s)):
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or not TIMEOUT_RANGE[0] <= value <= TIMEOUT_RANGE[1]
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not TIMEOUT_RANGE[0] <= value <= TIMEOUT_RANGE[1]
         ):
             raise ValidationError(
                 f"task {name!r}: {option} must be an integer between {TIMEOUT_RANGE[0]} and {TIMEOUT_RANGE[1]}"
@@ -167,10 +175,14 @@ def load_app(module_name: str) -> TaskRegistry:
         importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise ConfigError(f"app module {module_name!r} not found (check --app and PYTHONPATH)") from None
+            raise ConfigError(
+                f"app module {module_name!r} not found (check --app and PYTHONPATH)"
+            ) from None
         raise ConfigError(f"app module {module_name!r} failed to import: {exc}") from None
     except Exception as exc:
-        raise ConfigError(f"app module {module_name!r} failed to import: {type(exc).__name__}: {exc}") from None
+        raise ConfigError(
+            f"app module {module_name!r} failed to import: {type(exc).__name__}: {exc}"
+        ) from None
     if len(registry) == 0:
         raise ConfigError(f"app module {module_name!r} registers no task (use @queue_engine.task)")
     return registry

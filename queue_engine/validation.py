@@ -12,8 +12,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, Protocol
 
 from queue_engine.errors import ValidationError
@@ -51,9 +51,14 @@ ENQUEUE_OPTIONS = (
 class TaskDefaults(Protocol):
     """What enqueue takes from a registered task when the caller does not say."""
 
-    queue: str
-    max_attempts: int
-    timeout_s: int | None
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def max_attempts(self) -> int: ...
+
+    @property
+    def timeout_s(self) -> int | None: ...
 
 
 @dataclass(slots=True)
@@ -130,7 +135,9 @@ def _check_key(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH:
-        raise ValidationError(f"{name} must be a non-empty string of at most {MAX_KEY_LENGTH} characters")
+        raise ValidationError(
+            f"{name} must be a non-empty string of at most {MAX_KEY_LENGTH} characters"
+        )
     return value
 
 
@@ -196,12 +203,16 @@ def build_spec(
         task=task,
         queue=check_queue_name(queue),
         args_json=encode_args(args),
-        priority=_check_int("priority", DEFAULT_PRIORITY if priority is None else priority, PRIORITY_RANGE),
+        priority=_check_int(
+            "priority", DEFAULT_PRIORITY if priority is None else priority, PRIORITY_RANGE
+        ),
         run_at=run_at,
         delay_s=None if delay is None else _delay_seconds(delay),
         max_attempts=_check_int("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
         timeout_s=None if timeout_s is None else _check_int("timeout_s", timeout_s, TIMEOUT_RANGE),
-        lease_ttl_s=None if lease_ttl_s is None else _check_int("lease_ttl_s", lease_ttl_s, LEASE_TTL_RANGE),
+        lease_ttl_s=None
+        if lease_ttl_s is None
+        else _check_int("lease_ttl_s", lease_ttl_s, LEASE_TTL_RANGE),
         idempotency_key=_check_key("idempotency_key", idempotency_key),
         dedupe_key=_check_key("dedupe_key", dedupe_key),
         lock_key=_check_key("lock_key", lock_key),
@@ -215,7 +226,11 @@ def check_option_names(item: dict[str, Any], *, where: str) -> None:
     for key in item:
         if key not in ENQUEUE_OPTIONS:
             close = difflib.get_close_matches(key, ENQUEUE_OPTIONS, n=1)
-            hint = f", did you mean {close[0]!r}?" if close else f"; known: {', '.join(ENQUEUE_OPTIONS)}"
+            hint = (
+                f", did you mean {close[0]!r}?"
+                if close
+                else f"; known: {', '.join(ENQUEUE_OPTIONS)}"
+            )
             raise ValidationError(f"{where}: unknown option {key!r}{hint}")
     if "task" not in item:
         raise ValidationError(f"{where}: 'task' is required")

@@ -40,13 +40,22 @@ def _migrator(ctx: click.Context, directory: Path | None, ledger: str | None) ->
 
 def _job_lines(job: Job) -> list[str]:
     fields = [
-        ("id", job.id), ("task", job.task), ("queue", job.queue), ("status", job.status),
-        ("attempt", f"{job.attempt}/{job.max_attempts}"), ("priority", job.priority),
-        ("args", json.dumps(job.args)), ("available_at", job.available_at),
-        ("created_at", job.created_at), ("started_at", job.started_at),
-        ("finished_at", job.finished_at), ("duration_ms", job.duration_ms),
-        ("claimed_by", job.claimed_by), ("lock_key", job.lock_key),
-        ("idempotency_key", job.idempotency_key), ("dedupe_key", job.dedupe_key),
+        ("id", job.id),
+        ("task", job.task),
+        ("queue", job.queue),
+        ("status", job.status),
+        ("attempt", f"{job.attempt}/{job.max_attempts}"),
+        ("priority", job.priority),
+        ("args", json.dumps(job.args)),
+        ("available_at", job.available_at),
+        ("created_at", job.created_at),
+        ("started_at", job.started_at),
+        ("finished_at", job.finished_at),
+        ("duration_ms", job.duration_ms),
+        ("claimed_by", job.claimed_by),
+        ("lock_key", job.lock_key),
+        ("idempotency_key", job.idempotency_key),
+        ("dedupe_key", job.dedupe_key),
         ("cancel_requested", job.cancel_requested if job.cancel_requested else None),
         ("progress", None if job.progress is None else json.dumps(job.progress)),
         ("result", None if job.result is None else json.dumps(job.result)),
@@ -77,14 +86,32 @@ def ctl(ctx: click.Context, dsn: str, schema: str) -> None:
 
 
 @ctl.command()
-@click.option("--to", "target", type=click.IntRange(min=0), help="Stop at this version (default: latest).")
-@click.option("--status", "show_status", is_flag=True, help="Show applied and pending migrations; change nothing.")
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
-              help="Run a host application's own chain from this folder (with --ledger).")
-@click.option("--ledger", help="[schema.]table recording the host chain's applied versions (with --dir).")
+@click.option(
+    "--to", "target", type=click.IntRange(min=0), help="Stop at this version (default: latest)."
+)
+@click.option(
+    "--status",
+    "show_status",
+    is_flag=True,
+    help="Show applied and pending migrations; change nothing.",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run a host application's own chain from this folder (with --ledger).",
+)
+@click.option(
+    "--ledger", help="[schema.]table recording the host chain's applied versions (with --dir)."
+)
 @click.pass_context
-def migrate(ctx: click.Context, target: int | None, show_status: bool, directory: Path | None,
-            ledger: str | None) -> None:
+def migrate(
+    ctx: click.Context,
+    target: int | None,
+    show_status: bool,
+    directory: Path | None,
+    ledger: str | None,
+) -> None:
     """Apply pending migrations (safe to run from several processes at once)."""
     migrator = _migrator(ctx, directory, ledger)
     if show_status:
@@ -101,10 +128,19 @@ def migrate(ctx: click.Context, target: int | None, show_status: bool, directory
 
 
 @ctl.command()
-@click.option("--to", "target", type=click.IntRange(min=0), required=True,
-              help="Version to go down to (0 removes every table of the chain).")
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
-              help="A host application's chain folder (with --ledger).")
+@click.option(
+    "--to",
+    "target",
+    type=click.IntRange(min=0),
+    required=True,
+    help="Version to go down to (0 removes every table of the chain).",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A host application's chain folder (with --ledger).",
+)
 @click.option("--ledger", help="[schema.]table of the host chain (with --dir).")
 @click.pass_context
 def downgrade(ctx: click.Context, target: int, directory: Path | None, ledger: str | None) -> None:
@@ -119,7 +155,9 @@ def _parse_args(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
+        raise ValidationError(
+            f"--args is not valid JSON: {exc.msg} at position {exc.pos}"
+        ) from None
     if not isinstance(value, dict):
         raise ValidationError("--args must be a JSON object, e.g. '{\"n\": 1}'")
     return value
@@ -128,11 +166,16 @@ def _parse_args(raw: str) -> dict[str, Any]:
 @ctl.command()
 @click.argument("task")
 @click.option("--queue", "-q", help="Queue name (default: the task's, else 'default').")
-@click.option("--args", "raw_args", default="{}", show_default=True, help="Job arguments as a JSON object.")
+@click.option(
+    "--args", "raw_args", default="{}", show_default=True, help="Job arguments as a JSON object."
+)
 @click.option("--priority", type=int, help="0-1000, lower runs first (default 100).")
 @click.option("--delay", type=float, help="Seconds to wait before the job may run.")
-@click.option("--run-at", type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]),
-              help="Timezone-aware time the job may run from, e.g. 2026-01-01T09:00:00+00:00.")
+@click.option(
+    "--run-at",
+    type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]),
+    help="Timezone-aware time the job may run from, e.g. 2026-01-01T09:00:00+00:00.",
+)
 @click.option("--max-attempts", type=int, help="Attempts before the job fails (default 5).")
 @click.option("--timeout", "timeout_s", type=int, help="Wall-clock budget of one attempt, seconds.")
 @click.option("--lease-ttl", "lease_ttl_s", type=int, help="Lease length, seconds.")
@@ -142,19 +185,41 @@ def _parse_args(raw: str) -> dict[str, Any]:
 @click.option("--partition-key", help="Free-form partition label.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole job as JSON.")
 @click.pass_context
-def enqueue(ctx: click.Context, task: str, queue: str | None, raw_args: str, priority: int | None,
-            delay: float | None, run_at: datetime | None, max_attempts: int | None,
-            timeout_s: int | None, lease_ttl_s: int | None, lock_key: str | None,
-            idempotency_key: str | None, dedupe_key: str | None, partition_key: str | None,
-            as_json: bool) -> None:
+def enqueue(
+    ctx: click.Context,
+    task: str,
+    queue: str | None,
+    raw_args: str,
+    priority: int | None,
+    delay: float | None,
+    run_at: datetime | None,
+    max_attempts: int | None,
+    timeout_s: int | None,
+    lease_ttl_s: int | None,
+    lock_key: str | None,
+    idempotency_key: str | None,
+    dedupe_key: str | None,
+    partition_key: str | None,
+    as_json: bool,
+) -> None:
     """Enqueue one job of TASK and print its id."""
     args = _parse_args(raw_args)
     with open_client(ctx) as client:
         job = client.enqueue(
-            task, queue=queue, args=args, priority=priority, delay=delay, run_at=run_at,
-            max_attempts=max_attempts, timeout_s=timeout_s, lease_ttl_s=lease_ttl_s,
-            lock_key=lock_key, idempotency_key=idempotency_key, dedupe_key=dedupe_key,
-            partition_key=partition_key, producer="queue-ctl",
+            task,
+            queue=queue,
+            args=args,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
+            lease_ttl_s=lease_ttl_s,
+            lock_key=lock_key,
+            idempotency_key=idempotency_key,
+            dedupe_key=dedupe_key,
+            partition_key=partition_key,
+            producer="queue-ctl",
         )
     if as_json:
         print_json(job.to_dict())
@@ -197,13 +262,21 @@ def retry(ctx: click.Context, job_id: int) -> None:
 
 @ctl.command(name="list")
 @click.option("--queue", "-q", help="Only this queue.")
-@click.option("--status", "status_", type=click.Choice([s.value for s in JobStatus]), help="Only this status.")
+@click.option(
+    "--status", "status_", type=click.Choice([s.value for s in JobStatus]), help="Only this status."
+)
 @click.option("--task", help="Only this task.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as a JSON array.")
 @click.pass_context
-def list_jobs(ctx: click.Context, queue: str | None, status_: str | None, task: str | None,
-              limit: int, as_json: bool) -> None:
+def list_jobs(
+    ctx: click.Context,
+    queue: str | None,
+    status_: str | None,
+    task: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
     """List jobs, newest first."""
     with open_client(ctx) as client:
         jobs = client.list(queue=queue, status=status_, task=task, limit=limit)

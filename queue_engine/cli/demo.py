@@ -22,8 +22,11 @@ DEMO_QUEUE = "demo"
 
 
 @click.command()
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder of the embedded Postgres (default: a temp folder).")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of the embedded Postgres (default: a temp folder).",
+)
 @click.option("--keep", is_flag=True, help="Keep the embedded database folder afterwards.")
 @click.pass_context
 def demo(ctx: click.Context, data_dir: Path | None, keep: bool) -> None:
@@ -37,17 +40,30 @@ def demo(ctx: click.Context, data_dir: Path | None, keep: bool) -> None:
         click.echo(f"migrated: {len(applied)} migration(s) applied")
         with connect(dsn) as conn:
             client = Client(conn=conn, schema=schema)
-            first = client.enqueue("demo.hello", queue=DEMO_QUEUE, args={"name": "world"},
-                                   idempotency_key="demo-hello")
-            same = client.enqueue("demo.hello", queue=DEMO_QUEUE, args={"name": "world"},
-                                  idempotency_key="demo-hello")
-            click.echo(f"enqueued job {first.id} (created={first.created}); the same idempotency key "
-                       f"again returned job {same.id} (created={same.created})")
+            first = client.enqueue(
+                "demo.hello", queue=DEMO_QUEUE, args={"name": "world"}, idempotency_key="demo-hello"
+            )
+            same = client.enqueue(
+                "demo.hello", queue=DEMO_QUEUE, args={"name": "world"}, idempotency_key="demo-hello"
+            )
+            click.echo(
+                f"enqueued job {first.id} (created={first.created}); the same idempotency key "
+                f"again returned job {same.id} (created={same.created})"
+            )
             delayed = client.enqueue("demo.report", queue=DEMO_QUEUE, delay=3600)
-            click.echo(f"enqueued job {delayed.id} to run at {delayed.available_at.isoformat(timespec='seconds')}")
+            click.echo(
+                f"enqueued job {delayed.id} to run at {delayed.available_at.isoformat(timespec='seconds')}"
+            )
             ids = client.enqueue_many(
-                [{"task": "demo.resize", "queue": DEMO_QUEUE, "args": {"image": i}, "lock_key": "images"}
-                 for i in range(20)]
+                [
+                    {
+                        "task": "demo.resize",
+                        "queue": DEMO_QUEUE,
+                        "args": {"image": i},
+                        "lock_key": "images",
+                    }
+                    for i in range(20)
+                ]
             )
             click.echo(f"bulk-enqueued {len(ids)} jobs: {ids[0]}..{ids[-1]}")
             canceled = client.cancel(ids[-1], message="canceled by the demo")

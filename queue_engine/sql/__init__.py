@@ -8,9 +8,9 @@ quoted, validated engine schema identifier.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
-from typing import LiteralString, cast
+from typing import LiteralString
 
 from psycopg import sql
 
@@ -22,16 +22,16 @@ SCHEMA_PLACEHOLDER = "__SCHEMA__"
 def render(text: str, schema: str) -> LiteralString:
     """Substitute the quoted schema identifier into a statement's text."""
     quoted = sql.Identifier(validate_schema(schema)).as_string()
-    return cast(LiteralString, text.replace(SCHEMA_PLACEHOLDER, quoted))
+    return text.replace(SCHEMA_PLACEHOLDER, quoted)
 
 
-@lru_cache(maxsize=None)
+@cache
 def source(name: str) -> str:
     """Return the raw text of ``sql/<name>.sql``."""
     return resources.files(__package__).joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=None)
+@cache
 def query(name: str, schema: str) -> LiteralString:
     """Return the named statement (``sql/<name>.sql``) for the given schema."""
     return render(source(name), schema)
@@ -39,7 +39,7 @@ def query(name: str, schema: str) -> LiteralString:
 
 def plain(name: str) -> LiteralString:
     """Return a statement that names no engine table (advisory locks, ledger templates)."""
-    return cast(LiteralString, source(name))
+    return source(name)
 
 
 def jobs_channel(schema: str) -> str:
