@@ -21,6 +21,7 @@ from queue_engine.errors import (
 )
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.migrate import Migrator, wait_for_schema
+from queue_engine.retry import ExponentialBackoff, FixedBackoff, Permanent, Snooze
 from queue_engine.tasks import registry, task
 
 __version__ = "0.1.0"
@@ -30,14 +31,18 @@ __all__ = [
     "Client",
     "ConfigError",
     "DatabaseUnavailable",
+    "ExponentialBackoff",
+    "FixedBackoff",
     "InvalidTransition",
     "Job",
     "JobNotFound",
     "JobStatus",
     "MigrationError",
     "Migrator",
+    "Permanent",
     "QueueEngineError",
     "SchemaMissing",
+    "Snooze",
     "ValidationError",
     "__version__",
     "registry",
