@@ -154,9 +154,14 @@ class AsyncClient:
                     break
                 batch = [specs[i] for i in pending]
                 statement = ops.enqueue_many_statement(self.schema, batch)
-                async with c.cursor(binary=True) as cur:
-                    await cur.execute(statement.query, statement.params)
-                    rows = await cur.fetchall()
+                try:
+                    async with c.cursor(binary=True) as cur:
+                        await cur.execute(statement.query, statement.params)
+                        rows = await cur.fetchall()
+                except pg_errors.DeadlockDetected:
+                    if not ops.owns_transaction(conn, self._conn):
+                        raise
+                    continue
                 if not ops.has_keys(batch):
                     return ops.ids_from_plain_bulk(rows)
                 pending = ops.resolve_keyed_bulk(rows, pending, ids)

@@ -154,8 +154,13 @@ class Client:
                     break
                 batch = [specs[i] for i in pending]
                 statement = ops.enqueue_many_statement(self.schema, batch)
-                with c.cursor(binary=True) as cur:
-                    rows = cur.execute(statement.query, statement.params).fetchall()
+                try:
+                    with c.cursor(binary=True) as cur:
+                        rows = cur.execute(statement.query, statement.params).fetchall()
+                except pg_errors.DeadlockDetected:
+                    if not ops.owns_transaction(conn, self._conn):
+                        raise
+                    continue
                 if not ops.has_keys(batch):
                     return ops.ids_from_plain_bulk(rows)
                 pending = ops.resolve_keyed_bulk(rows, pending, ids)

@@ -74,4 +74,21 @@ def schema_errors(schema: str) -> Iterator[None]:
             f"({first_line(exc)}): run `queue-ctl migrate`"
         ) from None
     except psycopg.OperationalError as exc:
+        if not is_connection_error(exc):
+            raise
         raise DatabaseUnavailable(f"lost the database connection: {first_line(exc)}") from None
+
+
+#: SQLSTATEs that mean the session is gone: class 08 (connection exception),
+#: and the server shutting down or restarting (57P01-57P03).
+_SESSION_GONE_STATES = ("57P01", "57P02", "57P03")
+
+
+def is_connection_error(exc: psycopg.Error) -> bool:
+    """True when the error means the connection is lost, not that a statement failed.
+
+    Deadlocks and serialization failures are ``OperationalError`` too, but the
+    connection is fine and the transaction can simply be retried.
+    """
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _SESSION_GONE_STATES

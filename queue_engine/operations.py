@@ -88,6 +88,15 @@ def enqueue_many_specs(jobs: Iterable[Any]) -> list[JobSpec]:
     return [spec_from_item(item, index) for index, item in enumerate(jobs)]
 
 
+def owns_transaction(call_conn: object, client_conn: object) -> bool:
+    """True when the client runs its own autocommit statements (it may retry them).
+
+    On a caller's connection a failed statement aborts the caller's
+    transaction, so only the caller can decide to retry.
+    """
+    return call_conn is None and client_conn is None
+
+
 def has_keys(specs: Sequence[JobSpec]) -> bool:
     """True when some job carries an idempotency or dedupe key (it may conflict)."""
     return any(s.idempotency_key is not None or s.dedupe_key is not None for s in specs)

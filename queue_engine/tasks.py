@@ -171,6 +171,8 @@ def load_app(module_name: str) -> TaskRegistry:
         raise ConfigError("no app module given: pass --app MODULE or set QUEUE_ENGINE_APP")
     if "" not in sys.path:
         sys.path.insert(0, "")
+    already_imported = module_name in sys.modules
+    known = set(registry.names())
     try:
         importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -183,6 +185,6 @@ def load_app(module_name: str) -> TaskRegistry:
         raise ConfigError(
             f"app module {module_name!r} failed to import: {type(exc).__name__}: {exc}"
         ) from None
-    if len(registry) == 0:
+    if not already_imported and set(registry.names()) == known:
         raise ConfigError(f"app module {module_name!r} registers no task (use @queue_engine.task)")
     return registry

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from queue_engine.errors import ValidationError
 
@@ -100,26 +100,48 @@ class JobSpec:
         }
 
 
-@lru_cache(maxsize=4096)
 def check_queue_name(queue: str) -> str:
     """Refuse a queue name outside the documented character set and length."""
-    if not isinstance(queue, str) or not QUEUE_PATTERN.match(queue):
-        raise ValidationError(
-            f"invalid queue name {queue!r}: use 1-64 characters of letters, digits and _ . : -, "
-            "starting with a letter or digit"
-        )
+    if not isinstance(queue, str):  # before the cache: an unhashable value would raise TypeError
+        _refuse_queue_name(queue)
+    return _check_queue_name(queue)
+
+
+@lru_cache(maxsize=4096)
+def _check_queue_name(queue: str) -> str:
+    # fullmatch: with match(), "$" also matches before a trailing newline.
+    if not QUEUE_PATTERN.fullmatch(queue):
+        _refuse_queue_name(queue)
     return queue
 
 
-@lru_cache(maxsize=4096)
+def _refuse_queue_name(queue: Any) -> NoReturn:
+    raise ValidationError(
+        f"invalid queue name {queue!r}: use 1-64 characters of letters, digits and _ . : -, "
+        "starting with a letter or digit"
+    )
+
+
 def check_task_name(task: str) -> str:
     """Refuse a task name outside the documented character set and length."""
-    if not isinstance(task, str) or not TASK_PATTERN.match(task):
-        raise ValidationError(
-            f"invalid task name {task!r}: use 1-128 characters of letters, digits and _ . : -, "
-            "starting with a letter or _"
-        )
+    if not isinstance(task, str):  # before the cache: an unhashable value would raise TypeError
+        _refuse_task_name(task)
+    return _check_task_name(task)
+
+
+@lru_cache(maxsize=4096)
+def _check_task_name(task: str) -> str:
+    # fullmatch: with match(), "$" also matches before a trailing newline.
+    if not TASK_PATTERN.fullmatch(task):
+        _refuse_task_name(task)
     return task
+
+
+def _refuse_task_name(task: Any) -> NoReturn:
+    raise ValidationError(
+        f"invalid task name {task!r}: use 1-128 characters of letters, digits and _ . : -, "
+        "starting with a letter or _"
+    )
 
 
 def _check_int(name: str, value: Any, bounds: tuple[int, int]) -> int:
@@ -225,7 +247,9 @@ def check_option_names(item: dict[str, Any], *, where: str) -> None:
     """Refuse unknown keys in an ``enqueue_many`` item, suggesting the closest known one."""
     for key in item:
         if key not in ENQUEUE_OPTIONS:
-            close = difflib.get_close_matches(key, ENQUEUE_OPTIONS, n=1)
+            close = (
+                difflib.get_close_matches(key, ENQUEUE_OPTIONS, n=1) if isinstance(key, str) else []
+            )
             hint = (
                 f", did you mean {close[0]!r}?"
                 if close

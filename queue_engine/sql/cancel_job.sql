@@ -23,4 +23,4 @@ ev AS (
 wake AS (
     SELECT pg_notify(%(cancel_channel)s, upd.id::text) FROM upd WHERE upd.status = 'running'
 )
-SELECT upd.*, false AS created FROM upd LEFT JOIN (SELECT count(*) FROM wake) w ON true
+SELECT upd.*, false AS created FROM upd CROSS JOIN (SELECT count(*) AS notified FROM wake) w

@@ -2,7 +2,8 @@
 -- (ord, id, created). Ids are drawn before the insert so every input row can be
 -- matched to its job whether it was inserted, deduplicated against a row of the
 -- same batch, or against an existing job. A NULL id means the conflicting job
--- committed after this statement's snapshot: the caller resubmits those rows.
+-- committed after this statement's snapshot, or (rarely) that the batch item
+-- it collided with lost to a third one: the caller resubmits those rows.
 WITH input AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('__SCHEMA__.jobs', 'id')) AS new_id, t.*
     FROM unnest(
@@ -15,6 +16,18 @@ WITH input AS MATERIALIZED (
                            timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
                            partition_key, producer, ord)
 ),
+-- Within the batch the first item of each key wins; later items sharing a key
+-- with an earlier one are not inserted and resolve to the winner's id below.
+winners AS (
+    SELECT * FROM (
+        SELECT input.*,
+               min(ord) OVER (PARTITION BY idempotency_key) AS first_by_idempotency,
+               min(ord) OVER (PARTITION BY dedupe_key) AS first_by_dedupe
+        FROM input
+    ) ranked
+    WHERE (idempotency_key IS NULL OR first_by_idempotency = ord)
+      AND (dedupe_key IS NULL OR first_by_dedupe = ord)
+),
 ins AS (
     INSERT INTO __SCHEMA__.jobs (
         id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
@@ -24,7 +37,10 @@ ins AS (
            coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))),
            max_attempts, timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
            partition_key, producer
-    FROM input
+    FROM winners
+    -- One global order of key locks: producers sending overlapping keys in
+    -- different orders would otherwise deadlock on the unique indexes.
+    ORDER BY idempotency_key, dedupe_key
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedupe_key
 )

@@ -27,4 +27,4 @@ ev AS (
 wake AS (
     SELECT pg_notify(%(jobs_channel)s, upd.queue) FROM upd
 )
-SELECT upd.*, false AS created FROM upd LEFT JOIN (SELECT count(*) FROM wake) w ON true
+SELECT upd.*, false AS created FROM upd CROSS JOIN (SELECT count(*) AS notified FROM wake) w

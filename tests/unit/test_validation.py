@@ -1,0 +1,508 @@
+"""Enqueue validation: every documented rule is enforced before anything is written.
+
+Covers ``queue_engine.validation`` (names, args, numeric ranges, run_at/delay,
+keys, unknown ``enqueue_many`` options) and the ``operations`` helpers that
+apply it: ``job_spec`` (registered task defaults), ``spec_from_item`` and
+``enqueue_many_specs`` (errors name ``jobs[i]``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from queue_engine import operations as ops
+from queue_engine.errors import ValidationError
+from queue_engine.tasks import task
+from queue_engine.validation import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    ENQUEUE_OPTIONS,
+    MAX_ARGS_BYTES,
+    MAX_KEY_LENGTH,
+    build_spec,
+    check_option_names,
+    check_queue_name,
+    check_task_name,
+    encode_args,
+)
+
+# --- queue names -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a", "A", "0", "default", "load.cbr", "etl:daily", "a-b_c.d:e", "9lives", "q" * 64],
+)
+def test_valid_queue_names_are_accepted(name: str) -> None:
+    assert check_queue_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "q" * 65,
+        "_leading_underscore",
+        "-leading-dash",
+        ".leading-dot",
+        ":leading-colon",
+        "has space",
+        "slash/queue",
+        "semi;colon",
+        "quote'q",
+        "émile",
+        "abc\n",  # a trailing newline must not slip past the end anchor
+        "q" * 64 + "\n",
+        "\nabc",
+    ],
+)
+def test_invalid_queue_names_are_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match="invalid queue name"):
+        check_queue_name(name)
+
+
+@pytest.mark.parametrize("value", [None, 1, 1.5, b"default", ["default"], {"q": 1}])
+def test_non_string_queue_is_a_validation_error(value: object) -> None:
+    with pytest.raises(ValidationError, match="invalid queue name"):
+        check_queue_name(value)  # type: ignore[arg-type]
+
+
+def test_queue_error_message_documents_the_rule() -> None:
+    with pytest.raises(ValidationError) as info:
+        check_queue_name("bad name")
+    message = str(info.value)
+    assert "'bad name'" in message
+    assert "1-64" in message
+
+
+# --- task names ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["a", "_private", "send_email", "etl.load:v2", "A-1", "t" * 128, "_" + "x" * 127]
+)
+def test_valid_task_names_are_accepted(name: str) -> None:
+    assert check_task_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", "t" * 129, "1starts_with_digit", "-dash", ".dot", ":colon", "has space", "a/b", "abc\n"],
+)
+def test_invalid_task_names_are_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match="invalid task name"):
+        check_task_name(name)
+
+
+@pytest.mark.parametrize("value", [None, 7, ["t"]])
+def test_non_string_task_is_a_validation_error(value: object) -> None:
+    with pytest.raises(ValidationError, match="invalid task name"):
+        check_task_name(value)  # type: ignore[arg-type]
+
+
+def test_build_spec_checks_the_task_name() -> None:
+    with pytest.raises(ValidationError, match="invalid task name"):
+        build_spec("9bad")
+
+
+def test_task_error_message_documents_the_rule() -> None:
+    with pytest.raises(ValidationError) as info:
+        check_task_name("9x")
+    assert "1-128" in str(info.value)
+
+
+# --- args ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [None, {}])
+def test_missing_or_empty_args_encode_as_empty_object(args: object) -> None:
+    assert encode_args(args) == "{}"
+
+
+def test_args_round_trip_as_compact_json() -> None:
+    args = {"n": 1, "s": "x", "l": [1, 2.5, None, True], "d": {"k": "v"}, "u": "é"}
+    encoded = encode_args(args)
+    assert json.loads(encoded) == args
+    assert " " not in encoded
+
+
+@pytest.mark.parametrize("args", [[1, 2], "text", 3, (1,), {1, 2}, b"{}"])
+def test_args_must_be_a_dict(args: object) -> None:
+    with pytest.raises(ValidationError, match="args must be a dict"):
+        encode_args(args)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"when": datetime(2024, 1, 1, tzinfo=UTC)},
+        {"s": {1, 2}},
+        {"obj": object()},
+        {"nan": math.nan},
+        {"inf": math.inf},
+        {(1, 2): "tuple key"},
+    ],
+)
+def test_args_must_be_json_serialisable(args: dict[object, object]) -> None:
+    with pytest.raises(ValidationError, match="not JSON-serialisable"):
+        encode_args(args)
+
+
+def test_args_size_limit_is_inclusive_of_one_mib() -> None:
+    overhead = len(json.dumps({"x": ""}, separators=(",", ":")))
+    at_limit = {"x": "a" * (MAX_ARGS_BYTES - overhead)}
+    assert len(encode_args(at_limit).encode()) == MAX_ARGS_BYTES
+    over = {"x": "a" * (MAX_ARGS_BYTES - overhead + 1)}
+    with pytest.raises(ValidationError, match=f"limit is {MAX_ARGS_BYTES} bytes"):
+        encode_args(over)
+
+
+def test_args_size_is_measured_in_encoded_bytes_not_characters() -> None:
+    # Each non-ASCII character is escaped to six bytes, so far fewer characters fit.
+    chars = MAX_ARGS_BYTES // 6 + 10
+    with pytest.raises(ValidationError, match="bytes as JSON"):
+        encode_args({"x": "é" * chars})
+
+
+def test_build_spec_applies_args_rules() -> None:
+    with pytest.raises(ValidationError, match="args must be a dict"):
+        build_spec("t", args=[1])  # type: ignore[arg-type]
+    assert build_spec("t", args={"a": 1}).args_json == '{"a":1}'
+
+
+# --- numeric ranges --------------------------------------------------------------
+
+
+def test_defaults_without_a_registered_task() -> None:
+    spec = build_spec("some.task")
+    assert spec.queue == DEFAULT_QUEUE == "default"
+    assert spec.priority == DEFAULT_PRIORITY == 100
+    assert spec.max_attempts == DEFAULT_MAX_ATTEMPTS == 5
+    assert spec.args_json == "{}"
+    assert spec.timeout_s is None
+    assert spec.lease_ttl_s is None
+    assert spec.run_at is None
+    assert spec.delay_s is None
+    for key in ("idempotency_key", "dedupe_key", "lock_key", "partition_key", "producer"):
+        assert getattr(spec, key) is None
+
+
+@pytest.mark.parametrize("priority", [0, 1, 100, 999, 1000])
+def test_priority_in_range_is_accepted(priority: int) -> None:
+    assert build_spec("t", priority=priority).priority == priority
+
+
+@pytest.mark.parametrize("priority", [-1, 1001, 10**6])
+def test_priority_out_of_range_is_refused(priority: int) -> None:
+    with pytest.raises(ValidationError, match="priority must be between 0 and 1000"):
+        build_spec("t", priority=priority)
+
+
+@pytest.mark.parametrize("priority", [True, False, 1.0, "5"])
+def test_priority_must_be_an_integer(priority: object) -> None:
+    with pytest.raises(ValidationError, match="priority must be an integer"):
+        build_spec("t", priority=priority)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("attempts", [1, 5, 1000])
+def test_max_attempts_in_range_is_accepted(attempts: int) -> None:
+    assert build_spec("t", max_attempts=attempts).max_attempts == attempts
+
+
+@pytest.mark.parametrize("attempts", [0, -3, 1001])
+def test_max_attempts_out_of_range_is_refused(attempts: int) -> None:
+    with pytest.raises(ValidationError, match="max_attempts must be between 1 and 1000"):
+        build_spec("t", max_attempts=attempts)
+
+
+@pytest.mark.parametrize("attempts", [True, 2.0, "3"])
+def test_max_attempts_must_be_an_integer(attempts: object) -> None:
+    with pytest.raises(ValidationError, match="max_attempts must be an integer"):
+        build_spec("t", max_attempts=attempts)  # type: ignore[arg-type]
+
+
+def test_timeout_and_lease_ttl_ranges() -> None:
+    spec = build_spec("t", timeout_s=1, lease_ttl_s=86400)
+    assert (spec.timeout_s, spec.lease_ttl_s) == (1, 86400)
+    with pytest.raises(ValidationError, match="timeout_s"):
+        build_spec("t", timeout_s=0)
+    with pytest.raises(ValidationError, match="timeout_s"):
+        build_spec("t", timeout_s=7 * 24 * 3600 + 1)
+    with pytest.raises(ValidationError, match="lease_ttl_s"):
+        build_spec("t", lease_ttl_s=0)
+    with pytest.raises(ValidationError, match="lease_ttl_s"):
+        build_spec("t", lease_ttl_s=86401)
+
+
+# --- run_at / delay --------------------------------------------------------------
+
+
+def test_aware_run_at_is_kept() -> None:
+    when = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    spec = build_spec("t", run_at=when)
+    assert spec.run_at == when
+    assert spec.delay_s is None
+    assert spec.params()["run_at"] == when
+
+
+def test_naive_run_at_is_refused() -> None:
+    with pytest.raises(ValidationError, match="timezone-aware"):
+        build_spec("t", run_at=datetime(2030, 1, 1))  # noqa: DTZ001
+
+
+@pytest.mark.parametrize("value", ["2030-01-01T00:00:00+00:00", 1_700_000_000, 1.5])
+def test_run_at_must_be_a_datetime(value: object) -> None:
+    with pytest.raises(ValidationError, match="run_at must be a timezone-aware datetime"):
+        build_spec("t", run_at=value)  # type: ignore[arg-type]
+
+
+def test_run_at_and_delay_are_exclusive() -> None:
+    with pytest.raises(ValidationError, match="either run_at or delay"):
+        build_spec("t", run_at=datetime.now(UTC), delay=5)
+    with pytest.raises(ValidationError, match="either run_at or delay"):
+        build_spec("t", run_at=datetime.now(UTC), delay=0)
+
+
+@pytest.mark.parametrize(
+    ("delay", "seconds"),
+    [(0, 0.0), (5, 5.0), (2.5, 2.5), (timedelta(minutes=2), 120.0), (timedelta(0), 0.0)],
+)
+def test_delay_is_normalised_to_seconds(delay: float | timedelta, seconds: float) -> None:
+    spec = build_spec("t", delay=delay)
+    assert spec.delay_s == seconds
+    assert isinstance(spec.delay_s, float)
+    assert spec.run_at is None
+
+
+@pytest.mark.parametrize(
+    "delay", [-1, -0.001, timedelta(seconds=-1), math.nan, math.inf, -math.inf]
+)
+def test_negative_or_non_finite_delay_is_refused(delay: float | timedelta) -> None:
+    with pytest.raises(ValidationError, match="finite number of seconds >= 0"):
+        build_spec("t", delay=delay)
+
+
+@pytest.mark.parametrize("delay", [True, "5", [5]])
+def test_delay_must_be_a_number_or_timedelta(delay: object) -> None:
+    with pytest.raises(ValidationError, match="delay must be seconds or a timedelta"):
+        build_spec("t", delay=delay)  # type: ignore[arg-type]
+
+
+# --- keys ------------------------------------------------------------------------
+
+KEY_OPTIONS = ("idempotency_key", "dedupe_key", "lock_key", "partition_key", "producer")
+
+
+@pytest.mark.parametrize("option", KEY_OPTIONS)
+def test_key_at_max_length_is_accepted(option: str) -> None:
+    value = "k" * MAX_KEY_LENGTH
+    assert getattr(build_spec("t", **{option: value}), option) == value
+
+
+@pytest.mark.parametrize("option", KEY_OPTIONS)
+@pytest.mark.parametrize("value", ["k" * (MAX_KEY_LENGTH + 1), "", 5, b"bytes"])
+def test_bad_keys_are_refused(option: str, value: object) -> None:
+    with pytest.raises(
+        ValidationError, match=f"{option} must be a non-empty string of at most 255"
+    ):
+        build_spec("t", **{option: value})  # type: ignore[arg-type]
+
+
+def test_spec_params_bind_every_enqueue_parameter() -> None:
+    spec = build_spec(
+        "t",
+        queue="q",
+        args={"a": 1},
+        priority=3,
+        delay=1,
+        max_attempts=2,
+        timeout_s=9,
+        lease_ttl_s=30,
+        idempotency_key="i",
+        dedupe_key="d",
+        lock_key="l",
+        partition_key="p",
+        producer="me",
+    )
+    params = spec.params()
+    assert params == {
+        "task": "t",
+        "queue": "q",
+        "args": '{"a":1}',
+        "priority": 3,
+        "run_at": None,
+        "delay_s": 1.0,
+        "max_attempts": 2,
+        "timeout_s": 9,
+        "lease_ttl_s": 30,
+        "idempotency_key": "i",
+        "dedupe_key": "d",
+        "lock_key": "l",
+        "partition_key": "p",
+        "producer": "me",
+    }
+
+
+# --- registered task defaults (operations.job_spec) -------------------------------
+
+
+def test_job_spec_uses_registered_task_defaults() -> None:
+    @task("defaults.registered", queue="etl.load", max_attempts=9, timeout_s=600)
+    def handler(args: dict[str, object]) -> None:
+        return None
+
+    spec = ops.job_spec("defaults.registered")
+    assert spec.queue == "etl.load"
+    assert spec.max_attempts == 9
+    assert spec.timeout_s == 600
+
+
+def test_explicit_options_override_registered_defaults() -> None:
+    @task("defaults.override", queue="etl.load", max_attempts=9, timeout_s=600)
+    def handler(args: dict[str, object]) -> None:
+        return None
+
+    spec = ops.job_spec("defaults.override", queue="other", max_attempts=2, timeout_s=5)
+    assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("other", 2, 5)
+
+
+def test_unregistered_task_gets_global_defaults() -> None:
+    spec = ops.job_spec("defaults.unknown")
+    assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("default", 5, None)
+
+
+def test_registered_defaults_without_timeout_leave_timeout_unset() -> None:
+    @task("defaults.no_timeout", queue="q1")
+    def handler(args: dict[str, object]) -> None:
+        return None
+
+    spec = ops.job_spec("defaults.no_timeout")
+    assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("q1", 5, None)
+
+
+# --- enqueue_many items ----------------------------------------------------------
+
+
+def test_unknown_option_suggests_the_closest_known_one() -> None:
+    with pytest.raises(ValidationError) as info:
+        check_option_names({"task": "t", "priorty": 1}, where="jobs[0]")
+    message = str(info.value)
+    assert message.startswith("jobs[0]: unknown option 'priorty'")
+    assert "did you mean 'priority'?" in message
+
+
+def test_unknown_option_without_a_close_match_lists_known_options() -> None:
+    with pytest.raises(ValidationError) as info:
+        check_option_names({"task": "t", "zzzzzz": 1}, where="jobs[3]")
+    message = str(info.value)
+    assert "jobs[3]: unknown option 'zzzzzz'" in message
+    assert "did you mean" not in message
+    for option in ENQUEUE_OPTIONS:
+        assert option in message
+
+
+def test_non_string_option_name_is_a_validation_error() -> None:
+    with pytest.raises(ValidationError, match=r"jobs\[0\]: unknown option 1"):
+        check_option_names({"task": "t", 1: 2}, where="jobs[0]")
+
+
+def test_item_without_task_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"jobs\[2\]: 'task' is required"):
+        check_option_names({"queue": "q"}, where="jobs[2]")
+
+
+def test_conn_is_not_an_enqueue_many_item_option() -> None:
+    with pytest.raises(ValidationError, match="unknown option 'conn'"):
+        ops.spec_from_item({"task": "t", "conn": None}, 0)
+
+
+@pytest.mark.parametrize(
+    ("item", "fragment"),
+    [
+        ({"task": "t", "priority": 5000}, "priority must be between 0 and 1000"),
+        ({"task": "t", "queue": "bad queue"}, "invalid queue name"),
+        ({"task": "t", "queue": ["unhashable"]}, "invalid queue name"),
+        ({"task": "9bad"}, "invalid task name"),
+        ({"task": "t", "args": [1]}, "args must be a dict"),
+        ({"task": "t", "delay": -1}, "delay must be a finite"),
+        ({"task": "t", "run_at": datetime(2030, 1, 1)}, "timezone-aware"),  # noqa: DTZ001
+        ({"task": "t", "dedupe_key": ""}, "dedupe_key must be"),
+        ({"task": "t", "idmepotency_key": "x"}, "did you mean 'idempotency_key'"),
+    ],
+)
+def test_item_errors_name_the_item_position(item: dict[str, object], fragment: str) -> None:
+    jobs: list[object] = [{"task": "ok"}] * 4 + [item] + [{"task": "ok"}]
+    with pytest.raises(ValidationError) as info:
+        ops.enqueue_many_specs(jobs)
+    message = str(info.value)
+    assert message.startswith("jobs[4]: ")
+    assert fragment in message
+
+
+@pytest.mark.parametrize("item", ["task", 5, None, ["task", "t"]])
+def test_item_must_be_a_dict(item: object) -> None:
+    with pytest.raises(ValidationError, match=r"jobs\[1\] must be a dict of enqueue options"):
+        ops.enqueue_many_specs([{"task": "ok"}, item])
+
+
+@pytest.mark.parametrize("jobs", [{"task": "t"}, "task", b"task"])
+def test_enqueue_many_refuses_a_non_list(jobs: object) -> None:
+    with pytest.raises(ValidationError, match="takes a list of dicts"):
+        ops.enqueue_many_specs(jobs)  # type: ignore[arg-type]
+
+
+def test_enqueue_many_specs_keeps_order_and_accepts_any_iterable() -> None:
+    specs = ops.enqueue_many_specs({"task": "t", "args": {"i": i}} for i in range(5))
+    assert [json.loads(s.args_json)["i"] for s in specs] == [0, 1, 2, 3, 4]
+    assert ops.enqueue_many_specs([]) == []
+
+
+def test_enqueue_many_specs_apply_registered_defaults() -> None:
+    @task("defaults.many", queue="bulk", max_attempts=3)
+    def handler(args: dict[str, object]) -> None:
+        return None
+
+    specs = ops.enqueue_many_specs([{"task": "defaults.many"}, {"task": "other"}])
+    assert (specs[0].queue, specs[0].max_attempts) == ("bulk", 3)
+    assert (specs[1].queue, specs[1].max_attempts) == ("default", 5)
+
+
+def test_bulk_statement_picks_plain_or_keyed_sql() -> None:
+    plain = ops.enqueue_many_specs([{"task": "t"}, {"task": "t", "lock_key": "l"}])
+    keyed = ops.enqueue_many_specs([{"task": "t"}, {"task": "t", "dedupe_key": "d"}])
+    assert not ops.has_keys(plain)
+    assert ops.has_keys(keyed)
+    plain_stmt = ops.enqueue_many_statement("queue_engine", plain)
+    keyed_stmt = ops.enqueue_many_statement("queue_engine", keyed)
+    assert "idempotency_key" not in plain_stmt.params
+    assert keyed_stmt.params["dedupe_key"] == [None, "d"]
+    # An all-NULL column is sent as a single NULL array.
+    assert plain_stmt.params["producer"] is None
+    assert plain_stmt.params["lock_key"] == [None, "l"]
+    assert keyed_stmt.params["args"] == ["{}", "{}"]
+
+
+# --- list / ids ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job_id", [0, -1, True, "1", 1.0, None])
+def test_job_ids_must_be_positive_integers(job_id: object) -> None:
+    with pytest.raises(ValidationError, match="job id must be a positive integer"):
+        ops.get_statement("queue_engine", job_id)  # type: ignore[arg-type]
+
+
+def test_list_statement_validates_filters() -> None:
+    with pytest.raises(ValidationError, match="unknown status 'done'"):
+        ops.list_statement("queue_engine", queue=None, status="done", task=None, limit=10)
+    with pytest.raises(ValidationError, match="invalid queue name"):
+        ops.list_statement("queue_engine", queue="bad q", status=None, task=None, limit=10)
+    for limit in (0, 10_001, True):
+        with pytest.raises(ValidationError, match="limit must be an integer"):
+            ops.list_statement("queue_engine", queue=None, status=None, task=None, limit=limit)
+    stmt = ops.list_statement("queue_engine", queue="q", status="failed", task="t", limit=7)
+    assert stmt.params == {"queue": "q", "status": "failed", "task": "t", "limit": 7}
