@@ -63,7 +63,14 @@ CREATE TABLE __SCHEMA__.jobs (
     CONSTRAINT jobs_priority_check CHECK (priority BETWEEN 0 AND 1000),
     CONSTRAINT jobs_attempts_check CHECK (attempt >= 0 AND max_attempts BETWEEN 1 AND 1000),
     CONSTRAINT jobs_lease_ttl_check CHECK (lease_ttl_s IS NULL OR lease_ttl_s BETWEEN 1 AND 86400),
-    CONSTRAINT jobs_timeout_check CHECK (timeout_s IS NULL OR timeout_s BETWEEN 1 AND 604800)
+    CONSTRAINT jobs_timeout_check CHECK (timeout_s IS NULL OR timeout_s BETWEEN 1 AND 604800),
+    CONSTRAINT jobs_keys_length_check CHECK (
+        char_length(idempotency_key) BETWEEN 1 AND 255
+        AND char_length(dedupe_key) BETWEEN 1 AND 255
+        AND char_length(lock_key) BETWEEN 1 AND 255
+        AND char_length(partition_key) BETWEEN 1 AND 255
+        AND char_length(producer) BETWEEN 1 AND 255
+    ) -- NULL keys pass: a CHECK fails only on false
 )
 -- High churn: every job is updated at least twice (claim, finish). Free space on
 -- each page lets those updates stay HOT, and autovacuum runs far more often than
@@ -178,16 +185,22 @@ CREATE FUNCTION __SCHEMA__.enqueue(
     p_max_attempts integer DEFAULT 5,
     p_idempotency_key text DEFAULT NULL,
     p_dedupe_key text DEFAULT NULL,
-    p_lock_key text DEFAULT NULL
+    p_lock_key text DEFAULT NULL,
+    p_timeout_s integer DEFAULT NULL,
+    p_lease_ttl_s integer DEFAULT NULL,
+    p_partition_key text DEFAULT NULL,
+    p_producer text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     new_id bigint;
 BEGIN
     INSERT INTO __SCHEMA__.jobs (task, args, queue, priority, available_at, max_attempts,
-                                 idempotency_key, dedupe_key, lock_key)
+                                 idempotency_key, dedupe_key, lock_key, timeout_s, lease_ttl_s,
+                                 partition_key, producer)
     VALUES (p_task, coalesce(p_args, '{}'::jsonb), p_queue, p_priority, coalesce(p_run_at, now()),
-            p_max_attempts, p_idempotency_key, p_dedupe_key, p_lock_key)
+            p_max_attempts, p_idempotency_key, p_dedupe_key, p_lock_key, p_timeout_s,
+            p_lease_ttl_s, p_partition_key, p_producer)
     ON CONFLICT DO NOTHING
     RETURNING id INTO new_id;
     IF new_id IS NULL THEN

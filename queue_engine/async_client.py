@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from queue_engine import operations as ops
 from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.db import APPLICATION_NAME, describe_dsn, first_line, schema_errors
+from queue_engine.db import APPLICATION_NAME, connect_async, schema_errors
 from queue_engine.errors import DatabaseUnavailable, JobNotFound
 from queue_engine.jobs import Job
 
@@ -57,12 +57,7 @@ class AsyncClient:
 
     async def _open_pool(self) -> AsyncConnectionPool:
         if self._pool is None:
-            try:
-                probe = await psycopg.AsyncConnection.connect(self._dsn, connect_timeout=10)
-            except psycopg.OperationalError as exc:
-                raise DatabaseUnavailable(
-                    f"cannot connect to the database at {describe_dsn(self._dsn)}: {first_line(exc)}"
-                ) from None
+            probe = await connect_async(self._dsn)  # fail fast, with a clear reason
             await probe.close()
             pool = AsyncConnectionPool(
                 self._dsn,

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
-from queue_engine.errors import DatabaseUnavailable, SchemaMissing
+from queue_engine.errors import ConfigError, DatabaseUnavailable, SchemaMissing
 
 APPLICATION_NAME = "queue-engine"
 
@@ -48,11 +48,39 @@ def connect(dsn: str, *, autocommit: bool = True, **kwargs: Any) -> psycopg.Conn
     try:
         return psycopg.connect(dsn, autocommit=autocommit, **kwargs)
     except psycopg.ProgrammingError as exc:
-        raise DatabaseUnavailable(f"invalid DSN: {first_line(exc)}") from None
+        raise invalid_dsn(exc) from None
     except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(
-            f"cannot connect to the database at {describe_dsn(dsn)}: {first_line(exc)}"
-        ) from None
+        raise unreachable(dsn, exc) from None
+
+
+async def connect_async(
+    dsn: str, *, autocommit: bool = True, **kwargs: Any
+) -> psycopg.AsyncConnection[Any]:
+    """Like :func:`connect`, for asyncio."""
+    kwargs.setdefault("application_name", APPLICATION_NAME)
+    kwargs.setdefault("connect_timeout", 10)
+    try:
+        return await psycopg.AsyncConnection.connect(dsn, autocommit=autocommit, **kwargs)
+    except psycopg.ProgrammingError as exc:
+        raise invalid_dsn(exc) from None
+    except psycopg.OperationalError as exc:
+        raise unreachable(dsn, exc) from None
+
+
+def invalid_dsn(exc: psycopg.Error) -> ConfigError:
+    """A malformed DSN is a configuration error (exit 2), not an unreachable database.
+
+    The driver's message quotes the offending part of the string, which may be
+    the password, so it is not repeated.
+    """
+    return ConfigError("invalid DSN: not a libpq connection string or postgresql:// URI")
+
+
+def unreachable(dsn: str, exc: psycopg.Error) -> DatabaseUnavailable:
+    """The database did not answer; the message names host and database, never the password."""
+    return DatabaseUnavailable(
+        f"cannot connect to the database at {describe_dsn(dsn)}: {first_line(exc)}"
+    )
 
 
 SCHEMA_ERRORS = (

@@ -260,11 +260,14 @@ class Migrator:
     def _applied(
         self, conn: psycopg.Connection[Any], *, create: bool
     ) -> dict[int, tuple[str, datetime, str]]:
-        if create:
-            conn.execute(_ledger_sql("ledger_create", self.ledger))
+        # Read first and create the ledger only when it is missing: CREATE ... IF NOT EXISTS
+        # still needs the CREATE privilege, which a role running an up-to-date chain may lack.
         try:
-            rows = conn.execute(_ledger_sql("ledger_applied", self.ledger)).fetchall()
+            with conn.transaction():
+                rows = conn.execute(_ledger_sql("ledger_applied", self.ledger)).fetchall()
         except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+            if create:
+                conn.execute(_ledger_sql("ledger_create", self.ledger))
             return {}
         return {int(r[0]): (str(r[2]), r[3], str(r[1])) for r in rows}
 

