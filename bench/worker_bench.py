@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
@@ -118,10 +119,32 @@ def unfinished(conn: psycopg.Connection[tuple[object, ...]]) -> int:
     return int(row[0]) if row else 0
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the live processes among ``pids``."""
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def server_pids(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
+    """Pids of the server's processes (backends and background workers)."""
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    try:
+        postmaster = psutil.Process(int(row[0])).parent() if row else None
+        return [p.pid for p in postmaster.children()] if postmaster else []
+    except psutil.Error:
+        return []
+
+
 def drain(
     admin_dsn: str, n: int, k: int, prefetch: int, env: dict[str, str], timeout: float
-) -> float:
-    """One drain measurement; returns jobs/s."""
+) -> tuple[float, float, float]:
+    """One drain measurement: jobs/s, server CPU ms per job, worker CPU ms per job."""
     with fresh_database(admin_dsn) as dsn:
         with Client(dsn) as client:
             for start in range(0, n, 1000):
@@ -131,11 +154,15 @@ def drain(
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE queue_engine.jobs")
             conn.execute("CHECKPOINT")
+            server_before = cpu_seconds(server_pids(conn))
             procs = start_workers(dsn, k, prefetch, env)
             try:
                 deadline = time.monotonic() + timeout
                 while unfinished(conn) and time.monotonic() < deadline:
                     time.sleep(0.05)
+                # Measured before the workers exit (their backends' counters go with them).
+                server_cpu = cpu_seconds(server_pids(conn)) - server_before
+                worker_cpu = cpu_seconds([p.pid for p in procs])
             finally:
                 stop_workers(procs)
             row = conn.execute(
@@ -147,7 +174,7 @@ def drain(
         done, seconds = int(row[0]), float(row[1])
         if done != n:
             print(f"  warning: only {done} of {n} jobs succeeded", file=sys.stderr)
-        return done / seconds
+        return done / seconds, server_cpu / n * 1000, worker_cpu / n * 1000
 
 
 def latency(
@@ -216,17 +243,30 @@ def main() -> None:
     prefetches = [int(x) for x in opts.prefetch.split(",") if x]
     with server(opts.dsn) as admin:
         results: dict[tuple[int, int], list[float]] = {}
+        cpu: dict[tuple[int, int], list[tuple[float, float]]] = {}
         for _round in range(opts.rounds):  # rounds interleaved so drifts hit every setting
             for prefetch in prefetches:
                 for k in ks:
-                    rate = drain(admin, opts.jobs, k, prefetch, env, opts.timeout)
+                    rate, server_ms, worker_ms = drain(
+                        admin, opts.jobs, k, prefetch, env, opts.timeout
+                    )
                     results.setdefault((k, prefetch), []).append(rate)
-                    print(f"  drain K={k} prefetch={prefetch}: {rate:,.0f} jobs/s", file=sys.stderr)
-        print(f"\ndrain, N={opts.jobs:,} no-op jobs, median of {opts.rounds} (min-max) jobs/s")
+                    cpu.setdefault((k, prefetch), []).append((server_ms, worker_ms))
+                    print(
+                        f"  drain K={k} prefetch={prefetch}: {rate:,.0f} jobs/s, CPU ms/job "
+                        f"server {server_ms:.3f} workers {worker_ms:.3f}",
+                        file=sys.stderr,
+                    )
+        print(
+            f"\ndrain, N={opts.jobs:,} no-op jobs, median of {opts.rounds}: jobs/s (min-max),"
+            " CPU ms per job server / workers"
+        )
         for (k, prefetch), rates in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            server_ms = statistics.median(c[0] for c in cpu[(k, prefetch)])
+            worker_ms = statistics.median(c[1] for c in cpu[(k, prefetch)])
             print(
                 f"  K={k} prefetch={prefetch:<4} {statistics.median(rates):>9,.0f}"
-                f"   ({min(rates):,.0f}-{max(rates):,.0f})"
+                f"   ({min(rates):,.0f}-{max(rates):,.0f})   {server_ms:.3f} / {worker_ms:.3f}"
             )
         if not opts.no_latency:
             lat = latency(

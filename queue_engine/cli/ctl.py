@@ -292,9 +292,11 @@ def list_jobs(
 
 
 def _register_optional_commands() -> None:
+    from queue_engine.cli.bench import bench
     from queue_engine.cli.demo import demo
 
     ctl.add_command(demo)
+    ctl.add_command(bench)
 
 
 _register_optional_commands()

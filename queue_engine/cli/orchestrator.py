@@ -1,0 +1,98 @@
+"""``queue-orchestrator``: migrate, then lead (or stand by) and run the sweeps until told to stop.
+
+Run one or more per cluster under systemd. Exit codes: 0 after SIGTERM/SIGINT
+(clean stop: leadership released, row marked stopped), 69 when the database
+cannot be reached at start (after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries),
+2 for a configuration error, 3 when a migration fails. Once running, a lost
+database is not fatal: the process steps down, reconnects with backoff and
+competes again.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+
+import click
+
+from queue_engine.cli.common import dsn_option, run_cli, schema_option
+from queue_engine.config import validate_schema
+from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.logs import LOG_FORMATS, setup_logging
+from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
+from queue_engine.service import log_event
+
+log = logging.getLogger("queue_engine.orchestrator")
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def install_stop_handlers(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop``; the main thread then shuts down in order."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@dsn_option
+@schema_option
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    envvar="QUEUE_ENGINE_LOG_FORMAT",
+    show_envvar=True,
+    help="text, or one JSON object per line.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="INFO",
+    envvar="QUEUE_ENGINE_LOG_LEVEL",
+    show_default=True,
+    show_envvar=True,
+    help="Log verbosity (stderr).",
+)
+@click.version_option(package_name="queue-engine", prog_name="queue-orchestrator")
+def orchestrator(dsn: str, schema: str, log_format: str, log_level: str) -> int:
+    """Apply migrations, elect a leader, and run the lease reaper on the leader.
+
+    Sweep cadence: QUEUE_ENGINE_SWEEP_S (default 5). Several orchestrators may
+    run at once; one leads, the others take over within seconds if it goes.
+    """
+    try:
+        validate_schema(schema)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--schema") from None
+    setup_logging(log_format, log_level)
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    orch = Orchestrator(OrchestratorConfig.from_env(dsn, schema))
+    try:
+        orch.migrate(stopping=stop.is_set)
+    except DatabaseUnavailable:
+        if stop.is_set():
+            return 0  # told to stop while waiting for the database: a clean stop
+        raise
+    if stop.is_set():
+        return 0
+    try:
+        orch.start()
+        while not stop.wait(0.5):
+            pass
+        log_event(log, logging.INFO, "orchestrator.stopping", reason="signal")
+    finally:
+        orch.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``queue-orchestrator`` console script."""
+    run_cli(orchestrator, "queue-orchestrator", argv)

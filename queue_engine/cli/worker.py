@@ -1,0 +1,103 @@
+"""``queue-claim-worker``: run one claim worker process for one queue.
+
+Exit codes (systemd restarts on them): 0 clean stop (SIGTERM/SIGINT), 2 usage
+or configuration error (bad option, app module that does not import), 69 the
+database was unreachable at start for ``QUEUE_ENGINE_CONNECT_RETRY_S``; 75 and
+76 are reserved for the watchdogs.
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+import click
+
+from queue_engine.cli.common import dsn_option, run_cli, schema_option
+from queue_engine.logs import LOG_FORMATS, setup_logging
+from queue_engine.tasks import load_app
+from queue_engine.worker.loop import Worker
+from queue_engine.worker.settings import MAX_PREFETCH, WorkerSettings
+
+PROG = "queue-claim-worker"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--queue",
+    envvar="QUEUE_ENGINE_QUEUE",
+    show_envvar=True,
+    help="The queue to work (required).",
+)
+@click.option(
+    "--app",
+    envvar="QUEUE_ENGINE_APP",
+    show_envvar=True,
+    help="Module to import that registers the tasks with @queue_engine.task (required).",
+)
+@dsn_option
+@schema_option
+@click.option(
+    "--prefetch",
+    type=click.IntRange(1, MAX_PREFETCH),
+    default=1,
+    show_default=True,
+    envvar="QUEUE_ENGINE_PREFETCH",
+    show_envvar=True,
+    help="Claimed jobs held at once (run one after another; outcomes flushed in batches).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    envvar="QUEUE_ENGINE_LOG_FORMAT",
+    show_envvar=True,
+    help="text, or one JSON object per line.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    envvar="QUEUE_ENGINE_LOG_LEVEL",
+    show_envvar=True,
+)
+@click.version_option(package_name="queue-engine", prog_name=PROG)
+def worker(
+    queue: str | None,
+    app: str | None,
+    dsn: str,
+    schema: str,
+    prefetch: int,
+    log_format: str,
+    log_level: str,
+) -> int:
+    """Claim and run jobs of one queue, one at a time, until SIGTERM or SIGINT.
+
+    Other settings come from the environment: QUEUE_ENGINE_POLL_S (1.0),
+    QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_LEASE_TTL_S (60),
+    QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT (off), QUEUE_ENGINE_CONNECT_RETRY_S (10).
+    """
+    setup_logging(log_format, log_level)
+    if not queue:
+        raise click.UsageError("no queue given: pass --queue NAME or set QUEUE_ENGINE_QUEUE")
+    if not app:
+        raise click.UsageError("no app module given: pass --app MODULE or set QUEUE_ENGINE_APP")
+    settings = WorkerSettings.from_env(
+        queue=queue, app=app, dsn=dsn, schema=schema, prefetch=prefetch
+    )
+    tasks = load_app(settings.app)
+    runner = Worker(settings, tasks)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return runner.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    run_cli(worker, PROG, argv)

@@ -1,0 +1,125 @@
+"""What a handler sees of its job and of the worker running it.
+
+A handler declared as ``(args, ctx)`` gets a :class:`JobContext`: the claimed
+job, a way to report progress and to check for cancellation, and a database
+connection of its own. The context never touches the worker's connection: the
+worker's session may run with ``synchronous_commit = off`` and is shared with
+the heartbeat, while a handler's writes must be as durable as any other
+application write, so ``ctx.connect()`` opens a separate, ordinary connection
+(lazily, and closes it when the job ends).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from queue_engine.db import connect
+
+if TYPE_CHECKING:
+    from queue_engine.client import Client
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """The columns of a job that a claim returns: what the worker and handler need."""
+
+    id: int
+    queue: str
+    task: str
+    args: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    priority: int
+    lock_key: str | None
+    lease_ttl_s: int | None
+    timeout_s: int | None
+    created_at: datetime
+    cancel_requested: bool = False
+
+
+class JobContext:
+    """A handler's view of its running job (``ctx``).
+
+    Progress reported with :meth:`progress` is buffered and written with the
+    next heartbeat (at most every half second or so), so reporting progress in
+    a tight loop costs no round trip per call. :attr:`cancel_requested` turns
+    true when a cancel of this job is seen (by the heartbeat, or by the cancel
+    NOTIFY); generator handlers are stopped at their next ``yield`` without
+    having to look at it.
+    """
+
+    def __init__(
+        self,
+        job: ClaimedJob,
+        *,
+        worker_id: str,
+        dsn: str,
+        schema: str,
+        report_progress: Callable[[dict[str, Any]], None],
+        is_canceled: Callable[[], bool],
+        beat: Callable[[], None] | None = None,
+    ) -> None:
+        self.job = job
+        self.worker_id = worker_id
+        self.schema = schema
+        self._dsn = dsn
+        self._report_progress = report_progress
+        self._is_canceled = is_canceled
+        self._beat = beat
+        self._conn: psycopg.Connection[Any] | None = None
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once a cancel of this job was requested; stop soon and return or raise."""
+        return self._is_canceled()
+
+    def progress(self, data: dict[str, Any]) -> None:
+        """Record ``data`` (a JSON-able dict) as the job's progress; it replaces the last one."""
+        if not isinstance(data, dict):
+            raise TypeError(f"progress must be a dict, got {type(data).__name__}")
+        self._report_progress(data)
+
+    def beat(self) -> None:
+        """Tell the worker the handler is alive (a checkpoint without progress)."""
+        if self._beat is not None:
+            self._beat()
+
+    def checkpoint(self, value: object = None) -> bool:
+        """A ``yield`` of a generator handler: record dict progress; True when it must stop."""
+        if isinstance(value, dict):
+            self.progress(value)
+        else:
+            self.beat()
+        return self.cancel_requested
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """The handler's own autocommit connection, opened on first use, closed after the job.
+
+        Use ``with conn.transaction():`` to group writes. The job's outcome is
+        recorded on the worker's connection, not on this one: a handler's write
+        and its job's success are not one transaction (delivery is at-least-once,
+        so make handlers idempotent).
+        """
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self._dsn, application_name="queue-engine-handler")
+        return self._conn
+
+    def client(self) -> Client:
+        """A :class:`~queue_engine.client.Client` on :meth:`connect`'s connection (for chains)."""
+        from queue_engine.client import Client
+
+        return Client(conn=self.connect(), schema=self.schema)
+
+    def close(self) -> None:
+        """Close the handler's connection, if one was opened (the worker calls this)."""
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            # A broken connection may fail to close; there is nothing more to do.
+            with contextlib.suppress(psycopg.Error):
+                conn.close()

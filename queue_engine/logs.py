@@ -1,0 +1,79 @@
+"""Logging for the daemons: text or one JSON object per line, with secrets masked.
+
+Records made with :func:`queue_engine.service.log_event` carry a stable event
+name (``job.succeeded``) and snake_case fields; the text format prints them as
+``event key=value ...`` and the JSON format as top-level keys, so the same
+record is grep-able by a human and parseable by a log pipeline. Job arguments
+may hold credentials: :func:`mask_secrets` replaces the value of any key that
+looks secret before arguments reach a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+#: A key containing any of these (case-insensitive) has its value logged as ``***``.
+SECRET_KEY_PARTS = ("password", "passwd", "token", "secret", "key", "authorization")
+MASK = "***"
+LOG_FORMATS = ("text", "json")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def is_secret_key(key: object) -> bool:
+    """True when a dict key names something that must not be logged."""
+    lowered = str(key).lower()
+    return any(part in lowered for part in SECRET_KEY_PARTS)
+
+
+def mask_secrets(value: Any, depth: int = 0) -> Any:
+    """Return a copy of ``value`` with the values of secret-looking keys replaced by ``***``."""
+    if depth > 20:
+        return MASK
+    if isinstance(value, dict):
+        return {
+            k: (MASK if is_secret_key(k) else mask_secrets(v, depth + 1)) for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [mask_secrets(v, depth + 1) for v in value]
+    return value
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``event``, then the fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render the record; a record without an event name gets ``event: "log"``."""
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": getattr(record, "event", "log"),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            for key, value in fields.items():
+                out.setdefault(key, value)
+        else:
+            out["message"] = record.getMessage()
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(log_format: str = "text", level: str = "INFO") -> None:
+    """Send the root logger to stderr in the chosen format (replacing earlier handlers)."""
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))

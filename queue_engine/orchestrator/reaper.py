@@ -1,0 +1,196 @@
+"""The lease reaper: running jobs whose lease expired go back to the queue, or are lost.
+
+A worker stamps ``lease_expires_at`` when it claims a job and its renewer keeps
+pushing it forward. When the lease is in the past, nobody is renewing it: the
+worker died, hung, or lost the database. The reaper (leader only) then moves the
+job, in one guarded statement per bounded batch (``sql/reap_expired.sql``):
+
+- back to ``queued``, available now, with a NOTIFY per queue so an idle worker
+  picks it up at once, when attempts remain;
+- to ``lost`` (finished, with the reason as its error) when the attempt that
+  expired was the last one;
+- to ``canceled`` when a cancel had been requested: nobody wants it run again.
+
+Every moved job gets a ``job_events`` row saying whose lease expired and when.
+Batches keep each transaction short (row locks, WAL, replication lag) even
+after a mass failure; a run keeps taking batches until one comes back short or
+``max_batches`` is reached, so one run stays bounded too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from queue_engine import sql as queries
+from queue_engine.service import (
+    KEEPALIVE_KWARGS,
+    STAGGER_DEFAULT_S,
+    Clock,
+    LazyConnection,
+    Service,
+    Wait,
+    event_wait,
+    log_event,
+)
+
+#: How often the leader sweeps (seconds); ``QUEUE_ENGINE_SWEEP_S``.
+SWEEP_DEFAULT_S = 5.0
+#: Rows moved per statement.
+BATCH_SIZE_DEFAULT = 1000
+#: Batches per run; what is left waits for the next sweep.
+MAX_BATCHES_DEFAULT = 20
+#: Job ids named in a log line (the rest are counted).
+LOGGED_IDS_MAX = 20
+
+log = logging.getLogger("queue_engine.reaper")
+
+
+@dataclass(frozen=True, slots=True)
+class ReapedJob:
+    """One job the reaper moved, as the statement returned it."""
+
+    id: int
+    queue: str
+    task: str
+    status: str
+    attempt: int
+    max_attempts: int
+    worker_id: str | None
+    expired_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ReapResult:
+    """What one reaper run did."""
+
+    requeued: list[ReapedJob] = field(default_factory=list)
+    lost: list[ReapedJob] = field(default_factory=list)
+    canceled: list[ReapedJob] = field(default_factory=list)
+    batches: int = 0
+
+    @property
+    def did_work(self) -> bool:
+        """True when at least one job was moved."""
+        return bool(self.requeued or self.lost or self.canceled)
+
+    @property
+    def total(self) -> int:
+        """Number of jobs moved."""
+        return len(self.requeued) + len(self.lost) + len(self.canceled)
+
+    def log_fields(self) -> dict[str, Any]:
+        """Counts per outcome and the number of statements run."""
+        return {
+            "requeued": len(self.requeued),
+            "lost": len(self.lost),
+            "canceled": len(self.canceled),
+            "batches": self.batches,
+        }
+
+
+def _ids(jobs: list[ReapedJob]) -> str:
+    shown = ",".join(str(j.id) for j in jobs[:LOGGED_IDS_MAX])
+    return shown + (f",+{len(jobs) - LOGGED_IDS_MAX}" if len(jobs) > LOGGED_IDS_MAX else "")
+
+
+class Reaper(Service[ReapResult]):
+    """Leader-only service that recovers jobs whose lease expired."""
+
+    name = "reaper"
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        interval_s: float = SWEEP_DEFAULT_S,
+        batch_size: int = BATCH_SIZE_DEFAULT,
+        max_batches: int = MAX_BATCHES_DEFAULT,
+        now: Callable[[], datetime | None] = lambda: None,
+        stagger_s: float = STAGGER_DEFAULT_S,
+        clock: Clock = time.monotonic,
+        wait: Wait = event_wait,
+    ) -> None:
+        super().__init__(
+            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
+        )
+        if batch_size < 1 or max_batches < 1:
+            raise ValueError("Reaper: batch_size and max_batches must be >= 1")
+        self.schema = schema
+        self.batch_size = batch_size
+        self.max_batches = max_batches
+        #: Returns the instant leases are compared with; None means the database's now().
+        self.now = now
+        self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
+
+    def reap_batch(self, conn: psycopg.Connection[Any]) -> list[ReapedJob]:
+        """Run one bounded batch (one statement, one transaction) and return the jobs moved."""
+        params = {
+            "now": self.now(),
+            "limit": self.batch_size,
+            "jobs_channel": queries.jobs_channel(self.schema),
+        }
+        rows = conn.execute(queries.query("reap_expired", self.schema), params).fetchall()
+        return [ReapedJob(*row) for row in rows]
+
+    def run_once(self) -> ReapResult:
+        """Take batches until one is short or ``max_batches`` ran; log what moved."""
+        result = ReapResult()
+        try:
+            conn = self.db.get()
+            for _ in range(self.max_batches):
+                jobs = self.reap_batch(conn)
+                result = ReapResult(
+                    requeued=result.requeued + [j for j in jobs if j.status == "queued"],
+                    lost=result.lost + [j for j in jobs if j.status == "lost"],
+                    canceled=result.canceled + [j for j in jobs if j.status == "canceled"],
+                    batches=result.batches + 1,
+                )
+                if len(jobs) < self.batch_size or self.stopping:
+                    break
+        except psycopg.OperationalError:
+            self.db.reset()
+            raise
+        finally:
+            self._log_outcome(result)
+        return result
+
+    def _log_outcome(self, result: ReapResult) -> None:
+        if result.requeued:
+            log_event(
+                log,
+                logging.INFO,
+                "reaper.requeued",
+                count=len(result.requeued),
+                queues=",".join(sorted({j.queue for j in result.requeued})),
+                job_ids=_ids(result.requeued),
+            )
+        if result.lost:
+            # Loud: a job that will not run again without an operator's retry.
+            log_event(
+                log,
+                logging.WARNING,
+                "reaper.lost",
+                count=len(result.lost),
+                job_ids=_ids(result.lost),
+                hint="attempts spent while the lease expired; `queue-ctl retry ID` to run again",
+            )
+        if result.canceled:
+            log_event(
+                log,
+                logging.INFO,
+                "reaper.canceled",
+                count=len(result.canceled),
+                job_ids=_ids(result.canceled),
+            )
+
+    def on_stop(self) -> None:
+        """Close the reaper's connection."""
+        self.db.reset()

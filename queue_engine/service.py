@@ -1,0 +1,305 @@
+"""One lifecycle for every background service: start, run periodically, stop.
+
+The orchestrator's leader elector, heartbeat and reaper (and, later, the
+scheduler's ticker) are all the same shape, so they share this base:
+
+- :meth:`Service.start` spawns the loop thread and returns at once; calling it
+  while the service runs does nothing.
+- :meth:`Service.stop` asks the loop to end, interrupts its wait, and blocks
+  until the thread has finished its current run; it is safe to call twice and
+  before ``start`` (both do nothing), so shutdown code never needs to know how
+  far start-up got.
+- :meth:`Service.run_once` does one unit of work synchronously and returns a
+  result object; the loop calls it, and tests call it directly instead of
+  starting threads and waiting.
+- The loop waits through an injectable ``wait(event, seconds)`` on a
+  :class:`threading.Event`, so ``stop`` interrupts a long interval immediately
+  and tests can replace real waiting; ``clock`` (monotonic seconds) is
+  injectable for the same reason.
+- The first run is staggered by a random fraction of ``stagger_s`` so that
+  several services (or processes) started together do not hit the database in
+  lock-step.
+- A run that did work is logged at info, an idle run at debug: a quiet system
+  has quiet logs. A run that raises is logged and retried with capped backoff;
+  the loop never dies of an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import psycopg
+
+from queue_engine.db import connect
+
+#: ``wait(event, seconds)``: block up to ``seconds`` or until the event is set.
+Wait = Callable[[threading.Event, float], bool]
+Clock = Callable[[], float]
+
+#: Default first-run stagger (seconds, upper bound of the random delay).
+STAGGER_DEFAULT_S = 1.0
+#: Cap of the backoff after consecutive failed runs.
+ERROR_BACKOFF_MAX_S = 30.0
+#: How long ``stop`` waits for the loop thread by default (None: as long as it takes).
+STOP_TIMEOUT_DEFAULT_S: float | None = None
+
+
+def event_wait(event: threading.Event, seconds: float) -> bool:
+    """The production wait: sleep on the event, woken early by ``stop`` or ``trigger``."""
+    return event.wait(max(0.0, seconds))
+
+
+def format_fields(fields: dict[str, Any]) -> str:
+    """Render ``key=value`` pairs in a stable order, quoting values with spaces."""
+    parts = []
+    for key, value in fields.items():
+        text = str(value)
+        if text == "" or any(c.isspace() for c in text):
+            text = repr(text)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
+    """Log ``event key=value ...``; the event name is stable so operators can grep and alert on it.
+
+    The fields are also attached to the record (``event`` and ``fields``) for a
+    structured formatter.
+    """
+    if logger.isEnabledFor(level):
+        text = f"{event} {format_fields(fields)}" if fields else event
+        logger.log(level, "%s", text, extra={"event": event, "fields": fields})
+
+
+class ServiceResult(Protocol):
+    """What :meth:`Service.run_once` returns: whether it did work, and fields to log."""
+
+    @property
+    def did_work(self) -> bool:
+        """True when the run changed something worth an info log line."""
+        ...
+
+    def log_fields(self) -> dict[str, Any]:
+        """The ``key=value`` fields describing the run."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class IdleResult:
+    """A run that has nothing to report (the default for simple services)."""
+
+    did_work: bool = False
+
+    def log_fields(self) -> dict[str, Any]:
+        """No fields."""
+        return {}
+
+
+R = TypeVar("R", bound=ServiceResult)
+
+
+class Service(ABC, Generic[R]):
+    """A thread that calls :meth:`run_once` every ``interval_s`` until stopped."""
+
+    #: Stable snake_case prefix of this service's log events (``<name>.run``, ``<name>.error``).
+    name: str = "service"
+
+    def __init__(
+        self,
+        *,
+        interval_s: float,
+        stagger_s: float = STAGGER_DEFAULT_S,
+        clock: Clock = time.monotonic,
+        wait: Wait = event_wait,
+        rand: Callable[[], float] = random.random,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"{type(self).__name__}: interval_s must be > 0, got {interval_s!r}")
+        self.interval_s = float(interval_s)
+        self.stagger_s = max(0.0, min(float(stagger_s), self.interval_s))
+        self.clock = clock
+        self.wait = wait
+        self.rand = rand
+        self.log = logger or logging.getLogger(f"queue_engine.{self.name}")
+        self._lifecycle = threading.Lock()
+        self._wakeup = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.consecutive_errors = 0
+        self.runs = 0
+        self.last_result: R | None = None
+
+    # -- lifecycle -------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """True between ``start`` and the end of ``stop``."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def start(self) -> None:
+        """Spawn the loop thread and return; does nothing if it is already running.
+
+        If an earlier ``stop`` gave up waiting (its ``timeout``) and that loop is
+        still finishing its last run, wait for it first: two loops of one
+        service must never run at once, and a start must not be lost.
+        """
+        with self._lifecycle:
+            old = self._thread
+            if old is not None and old.is_alive():
+                if not self._stopping:
+                    return
+                if old is threading.current_thread():
+                    raise RuntimeError(f"{self.name}: start() called from its own stopping loop")
+                old.join()
+            self._stopping = False
+            self._wakeup.clear()
+            self._thread = threading.Thread(
+                target=self._loop, name=f"queue-engine-{self.name}", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout: float | None = STOP_TIMEOUT_DEFAULT_S) -> None:
+        """Ask the loop to end, interrupt its wait, and block until it has ended.
+
+        Safe before ``start`` and when called twice. A run in progress is not
+        interrupted: ``stop`` returns once it has completed (or after ``timeout``).
+        """
+        with self._lifecycle:
+            thread = self._thread
+            self._stopping = True
+            self._wakeup.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self._lifecycle:
+            if self._thread is thread and (thread is None or not thread.is_alive()):
+                self._thread = None
+
+    def trigger(self) -> None:
+        """Run again now instead of at the end of the current interval."""
+        self._wakeup.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once ``stop`` was called; long runs may check it to end early."""
+        return self._stopping
+
+    # -- what subclasses provide -----------------------------------------
+
+    @abstractmethod
+    def run_once(self) -> R:
+        """Do one unit of work and describe it."""
+
+    def next_interval(self, result: R | None) -> float:
+        """Seconds from the start of one run to the start of the next (``result`` None: it raised)."""
+        if result is None:
+            exponent = min(max(self.consecutive_errors - 1, 0), 16)
+            return min(ERROR_BACKOFF_MAX_S, self.interval_s * 2.0**exponent)
+        return self.interval_s
+
+    def on_stop(self) -> None:
+        """Called on the loop thread after the last run (release connections here)."""
+
+    # -- the loop --------------------------------------------------------
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` unless stopped or triggered; consume the wake-up."""
+        if not self._stopping:
+            self.wait(self._wakeup, seconds)
+        if not self._stopping:
+            self._wakeup.clear()
+
+    def run_and_log(self) -> R | None:
+        """One iteration of the loop: run, log the outcome, never raise."""
+        started = self.clock()
+        try:
+            result = self.run_once()
+        except Exception as exc:
+            self.consecutive_errors += 1
+            log_event(
+                self.log,
+                logging.WARNING,
+                f"{self.name}.error",
+                error=f"{type(exc).__name__}: {exc}",
+                consecutive=self.consecutive_errors,
+            )
+            self.log.debug("%s run failed", self.name, exc_info=True)
+            return None
+        self.consecutive_errors = 0
+        self.runs += 1
+        self.last_result = result
+        elapsed_ms = round((self.clock() - started) * 1000, 1)
+        level = logging.INFO if result.did_work else logging.DEBUG
+        log_event(self.log, level, f"{self.name}.run", **result.log_fields(), elapsed_ms=elapsed_ms)
+        return result
+
+    def _loop(self) -> None:
+        try:
+            self._sleep(self.rand() * self.stagger_s)
+            while not self._stopping:
+                started = self.clock()
+                result = self.run_and_log()
+                if self._stopping:
+                    break
+                elapsed = self.clock() - started
+                self._sleep(max(0.0, self.next_interval(result) - elapsed))
+        finally:
+            try:
+                self.on_stop()
+            except Exception:
+                self.log.exception("%s: error while stopping", self.name)
+
+
+#: libpq TCP keepalives for a daemon's long-lived connections: a half-open
+#: connection (peer gone without a FIN, e.g. a network partition) is noticed in
+#: about 20 s instead of the operating system's default of hours. Ignored on
+#: Unix sockets, where a dead peer is seen at once.
+KEEPALIVE_KWARGS: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+
+
+class LazyConnection:
+    """One autocommit connection, opened on first use and dropped after a connection error.
+
+    A service's run calls :meth:`get`; when a statement fails because the
+    connection broke, the run calls :meth:`reset` (or uses :meth:`run`), and the
+    next run reconnects. That is the whole reconnect policy: the service's
+    error backoff spaces the attempts.
+    """
+
+    def __init__(self, dsn: str, **connect_kwargs: Any) -> None:
+        self.dsn = dsn
+        self.connect_kwargs = connect_kwargs
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def get(self) -> psycopg.Connection[Any]:
+        """Return the open connection, connecting if needed (may raise DatabaseUnavailable)."""
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.dsn, **self.connect_kwargs)
+        return self._conn
+
+    @property
+    def is_open(self) -> bool:
+        """True when a connection is open (it may still turn out to be broken)."""
+        return self._conn is not None and not self._conn.closed
+
+    def reset(self) -> None:
+        """Close and forget the connection (after an error, or on stop)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            # Closing a broken connection may fail; there is nothing left to do then.
+            with contextlib.suppress(Exception):
+                conn.close()

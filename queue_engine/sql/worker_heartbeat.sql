@@ -1,0 +1,37 @@
+-- One heartbeat: the worker's own row (liveness, telemetry), and for every job it
+-- holds (running or prefetched) a lease extension, the latest progress, and the
+-- cancel flag read back in the same statement. A held job that no longer matches
+-- this worker's attempt is reported in lost_ids (reaped or re-claimed: a zombie).
+WITH me AS (
+    UPDATE __SCHEMA__.workers SET
+        heartbeat_at = now(),
+        state = %(state)s,
+        current_job_id = %(current_job_id)s,
+        rss_bytes = %(rss_bytes)s,
+        cpu_percent = %(cpu_percent)s
+    WHERE id = %(worker_id)s
+    RETURNING id
+),
+held AS (
+    SELECT *
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(progress)s::text[])
+        AS h(id, attempt, progress)
+),
+renewed AS (
+    UPDATE __SCHEMA__.jobs j SET
+        heartbeat_at = now(),
+        lease_expires_at = now() + make_interval(secs => coalesce(j.lease_ttl_s, %(lease_ttl_s)s)),
+        progress = coalesce(h.progress::jsonb, j.progress)
+    FROM held h
+    WHERE j.id = h.id
+      AND j.status = 'running'
+      AND j.claimed_by = %(worker_id)s
+      AND j.attempt = h.attempt
+    RETURNING j.id, j.cancel_requested
+)
+SELECT (SELECT count(*) FROM me) AS registered,
+       coalesce((SELECT array_agg(h.id) FROM held h
+                 WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id)),
+                '{}'::bigint[]) AS lost_ids,
+       coalesce((SELECT array_agg(r.id) FROM renewed r WHERE r.cancel_requested),
+                '{}'::bigint[]) AS cancel_ids

@@ -1,0 +1,107 @@
+"""The worker's heartbeat thread: lease renewal, progress writes, cancel detection.
+
+Every ``heartbeat_s`` it runs one statement that beats the worker's row,
+extends the lease of every job the worker holds and reads their
+``cancel_requested`` flags. Between beats it ticks often (a fraction of a
+second) to do two cheap things: write pending progress at most every
+``progress_interval_s`` (so a handler reporting progress in a tight loop does
+not cost a round trip per report), and, while a job runs, read notifications
+already waiting on the socket (a cancel NOTIFY is seen within a tick, no round
+trip). Clock and wait are injectable (see :class:`~queue_engine.service.Service`),
+so the cadence is unit-tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from queue_engine.service import Clock, Service, Wait, event_wait
+
+#: Seconds between ticks (at most; less when the heartbeat itself is shorter).
+TICK_S = 0.25
+#: Pending progress is written at most this often.
+PROGRESS_INTERVAL_S = 0.5
+
+
+class HeartbeatTarget(Protocol):
+    """What the heartbeat drives: implemented by the worker, faked in tests."""
+
+    def beat(self) -> None:
+        """Run the heartbeat statement (worker row, leases, progress, cancel flags)."""
+        ...
+
+    def progress_pending(self) -> bool:
+        """True when a handler reported progress that is not written yet."""
+        ...
+
+    def job_running(self) -> bool:
+        """True while a handler executes (the main loop is not using the connection)."""
+        ...
+
+    def poll_notifications(self) -> None:
+        """Handle notifications already received, without waiting."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRun:
+    """One tick: whether it beat."""
+
+    beat: bool
+
+    @property
+    def did_work(self) -> bool:
+        """Beats are routine: never logged at info."""
+        return False
+
+    def log_fields(self) -> dict[str, Any]:
+        """``beat=True|False``."""
+        return {"beat": self.beat}
+
+
+class Heartbeat(Service[HeartbeatRun]):
+    """Beats every ``heartbeat_s``, writes progress and polls for cancels in between."""
+
+    name = "heartbeat"
+
+    def __init__(
+        self,
+        target: HeartbeatTarget,
+        *,
+        heartbeat_s: float,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+        clock: Clock = time.monotonic,
+        wait: Wait = event_wait,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        super().__init__(
+            interval_s=min(TICK_S, heartbeat_s),
+            stagger_s=0.0,
+            clock=clock,
+            wait=wait,
+            logger=logger or logging.getLogger("queue_engine.worker.heartbeat"),
+        )
+        self.target = target
+        self.heartbeat_s = heartbeat_s
+        self.progress_interval_s = progress_interval_s
+        self._last_beat = clock()
+        self._next_beat = self._last_beat + heartbeat_s
+
+    def run_once(self) -> HeartbeatRun:
+        """One tick: poll notifications if a job runs, then beat if due."""
+        if self.target.job_running():
+            self.target.poll_notifications()
+        now = self.clock()
+        due = now >= self._next_beat or (
+            now - self._last_beat >= self.progress_interval_s and self.target.progress_pending()
+        )
+        if due:
+            # Advance first: a failing beat is retried at the next tick's schedule,
+            # not in a tight loop.
+            self._last_beat = now
+            self._next_beat = now + self.heartbeat_s
+            self.target.beat()
+        return HeartbeatRun(beat=due)

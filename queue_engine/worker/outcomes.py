@@ -1,0 +1,209 @@
+"""From what a handler did to how its job finishes: pure decisions, no I/O.
+
+An :class:`Outcome` is one element of the arrays that the finish statement
+takes, so many outcomes can be flushed in one statement. The mapping follows
+DESIGN.md: a return value succeeds; :class:`~queue_engine.retry.Permanent`
+fails at once; :class:`~queue_engine.retry.Snooze` re-queues without spending
+an attempt; a cancel ends ``canceled``; any other exception re-queues after the
+task's backoff until the attempts are spent, then fails. The random source of
+the backoff's jitter is injected so tests pin it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from queue_engine.context import ClaimedJob
+from queue_engine.retry import DEFAULT_RETRY, Permanent, Snooze
+from queue_engine.worker.executor import JobCanceled
+
+#: The stored traceback is capped at this many bytes (UTF-8); the tail is kept.
+MAX_ERROR_BYTES = 10 * 1024
+TRUNCATED_MARK = "[... traceback truncated ...]\n"
+MAX_MESSAGE_CHARS = 500
+#: A retry is never scheduled further out than this (a broken policy cannot park a job forever).
+MAX_RETRY_DELAY_S = 366 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt of one job ends: the new status, the event, and what to store."""
+
+    job_id: int
+    attempt: int
+    status: str
+    kind: str
+    result: str | None = None
+    error: str | None = None
+    delay_s: float = 0.0
+    refund: int = 0
+    duration_ms: int | None = None
+    progress: str | None = None
+    message: str | None = None
+
+    @property
+    def event(self) -> str:
+        """The log event name, e.g. ``job.succeeded``."""
+        return f"job.{self.kind}"
+
+
+def cap_error(text: str, limit: int = MAX_ERROR_BYTES) -> str:
+    """Return ``text`` if it fits in ``limit`` UTF-8 bytes, else its tail behind a mark.
+
+    The tail is kept because the end of a traceback (the exception and the
+    innermost frames) is the part that explains the failure.
+    """
+    raw = text.encode("utf-8", errors="replace")
+    if len(raw) <= limit:
+        return text
+    keep = limit - len(TRUNCATED_MARK.encode())
+    return TRUNCATED_MARK + raw[-keep:].decode("utf-8", errors="ignore")
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming the exception, for events and logs."""
+    text = str(exc).strip().splitlines()
+    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return line[:MAX_MESSAGE_CHARS]
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The exception's traceback as stored in ``jobs.error`` (capped)."""
+    return cap_error("".join(traceback.format_exception(exc)))
+
+
+def succeeded(
+    job: ClaimedJob, result: Any, duration_ms: int, progress: str | None = None
+) -> Outcome:
+    """The outcome of a handler that returned ``result``; a result that is not JSON fails the job.
+
+    A result that cannot be stored would fail the same way on every attempt, so
+    it fails at once rather than being retried.
+    """
+    if result is None:
+        encoded = None
+    else:
+        try:
+            encoded = json.dumps(result, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            message = (
+                f"handler returned a result that is not JSON-serialisable "
+                f"({type(result).__name__}): {exc}"
+            )[:MAX_MESSAGE_CHARS]
+            return Outcome(
+                job.id,
+                job.attempt,
+                "failed",
+                "failed",
+                error=message,
+                duration_ms=duration_ms,
+                progress=progress,
+                message=message,
+            )
+    return Outcome(
+        job.id,
+        job.attempt,
+        "succeeded",
+        "succeeded",
+        result=encoded,
+        duration_ms=duration_ms,
+        progress=progress,
+    )
+
+
+def from_exception(
+    job: ClaimedJob,
+    exc: BaseException,
+    duration_ms: int,
+    *,
+    retry: Any = None,
+    progress: str | None = None,
+    rand: Callable[[], float] = random.random,
+    error_text: str | None = None,
+) -> Outcome:
+    """The outcome of a handler that raised ``exc`` on attempt ``job.attempt``."""
+    common: dict[str, Any] = {"duration_ms": duration_ms, "progress": progress}
+    if isinstance(exc, JobCanceled):
+        return Outcome(job.id, job.attempt, "canceled", "canceled", message=str(exc), **common)
+    if isinstance(exc, Snooze):
+        return Outcome(
+            job.id,
+            job.attempt,
+            "queued",
+            "snoozed",
+            delay_s=exc.seconds,
+            refund=1,
+            message=f"snoozed for {exc.seconds:g}s (attempt not counted)",
+            **common,
+        )
+    error = error_text if error_text is not None else format_traceback(exc)
+    message = describe(exc)
+    if isinstance(exc, Permanent):
+        return Outcome(
+            job.id, job.attempt, "failed", "failed", error=error, message=message, **common
+        )
+    if job.attempt >= job.max_attempts:
+        return Outcome(
+            job.id,
+            job.attempt,
+            "failed",
+            "failed",
+            error=error,
+            message=f"{message} (attempt {job.attempt} of {job.max_attempts}, no attempts left)",
+            **common,
+        )
+    delay = retry_delay(retry, job.attempt, rand)
+    return Outcome(
+        job.id,
+        job.attempt,
+        "queued",
+        "retry_scheduled",
+        error=error,
+        delay_s=delay,
+        message=f"{message} (attempt {job.attempt} of {job.max_attempts}, retry in {delay:.3g}s)",
+        **common,
+    )
+
+
+def retry_delay(retry: Any, attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """The policy's delay after ``attempt``, kept finite and in [0, MAX_RETRY_DELAY_S].
+
+    A custom policy that raises or returns nonsense must not stop the worker
+    from recording the failure: the default policy is used instead.
+    """
+    policy = retry if retry is not None else DEFAULT_RETRY
+    try:
+        delay = float(policy.delay(attempt, rand=rand))
+    except Exception:
+        delay = float(DEFAULT_RETRY.delay(attempt, rand=rand))
+    if not math.isfinite(delay):
+        delay = MAX_RETRY_DELAY_S
+    return min(max(0.0, delay), MAX_RETRY_DELAY_S)
+
+
+def unknown_task(job: ClaimedJob, registered: list[str]) -> Outcome:
+    """A job whose task this worker does not know: fail at once, naming the known tasks."""
+    names = ", ".join(registered) if registered else "(none)"
+    message = (
+        f"unknown task {job.task!r}: this worker's app registers {names}; "
+        "check the task name or the worker's --app"
+    )[:2000]
+    return Outcome(job.id, job.attempt, "failed", "failed", error=message, message=message)
+
+
+def released(job: ClaimedJob) -> Outcome:
+    """Give back a prefetched job that never started: queued again at once, attempt not counted."""
+    return Outcome(
+        job.id,
+        job.attempt,
+        "queued",
+        "released",
+        refund=1,
+        message="prefetched job given back unstarted (worker stopping)",
+    )

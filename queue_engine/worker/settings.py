@@ -1,0 +1,101 @@
+"""The worker's settings: environment first, command-line options over it, checked at start.
+
+Every value is validated when the settings are built, so a typo stops the
+worker at once with exit code 2 instead of surfacing at the first job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from queue_engine.config import env_float, env_str, resolve_dsn, resolve_schema
+from queue_engine.errors import ConfigError
+from queue_engine.validation import check_queue_name
+
+DEFAULT_POLL_S = 1.0
+DEFAULT_HEARTBEAT_S = 10.0
+DEFAULT_LEASE_TTL_S = 60
+DEFAULT_SYNCHRONOUS_COMMIT = "off"
+DEFAULT_CONNECT_RETRY_S = 10.0
+DEFAULT_FLUSH_INTERVAL_S = 0.5
+MAX_PREFETCH = 1000
+SYNCHRONOUS_COMMIT_VALUES = ("on", "off", "local", "remote_write", "remote_apply")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """Everything a worker process needs to know, validated.
+
+    ``synchronous_commit`` applies to the worker's own session only (claims,
+    finishes, heartbeats): a claim or finish lost in a Postgres crash means the
+    job runs again, which at-least-once delivery allows. Producers and the
+    handler's own connection (``ctx.connect()``) keep the server's setting.
+    """
+
+    queue: str
+    app: str
+    dsn: str = ""
+    schema: str = "queue_engine"
+    prefetch: int = 1
+    poll_s: float = DEFAULT_POLL_S
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    lease_ttl_s: int = DEFAULT_LEASE_TTL_S
+    synchronous_commit: str = DEFAULT_SYNCHRONOUS_COMMIT
+    connect_retry_s: float = DEFAULT_CONNECT_RETRY_S
+    flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
+
+    def __post_init__(self) -> None:
+        try:
+            check_queue_name(self.queue)
+        except ValueError as exc:
+            raise ConfigError(f"--queue: {exc}") from None
+        resolve_schema(self.schema)
+        if isinstance(self.prefetch, bool) or not 1 <= self.prefetch <= MAX_PREFETCH:
+            raise ConfigError(f"--prefetch must be between 1 and {MAX_PREFETCH}")
+        if not self.poll_s > 0:
+            raise ConfigError("QUEUE_ENGINE_POLL_S must be > 0")
+        if not self.heartbeat_s > 0:
+            raise ConfigError("QUEUE_ENGINE_HEARTBEAT_S must be > 0")
+        if not 1 <= self.lease_ttl_s <= 86400:
+            raise ConfigError("QUEUE_ENGINE_LEASE_TTL_S must be between 1 and 86400")
+        if self.lease_ttl_s <= self.heartbeat_s:
+            raise ConfigError(
+                f"QUEUE_ENGINE_LEASE_TTL_S ({self.lease_ttl_s}) must be longer than "
+                f"QUEUE_ENGINE_HEARTBEAT_S ({self.heartbeat_s:g}), or every lease expires "
+                "before it is renewed (3 heartbeats per lease is a good ratio)"
+            )
+        if self.synchronous_commit not in SYNCHRONOUS_COMMIT_VALUES:
+            raise ConfigError(
+                f"QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT={self.synchronous_commit!r}: "
+                f"use one of {', '.join(SYNCHRONOUS_COMMIT_VALUES)}"
+            )
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> WorkerSettings:
+        """Build settings from ``QUEUE_ENGINE_*`` variables; non-None ``overrides`` win."""
+        lease = env_float("LEASE_TTL_S", DEFAULT_LEASE_TTL_S, minimum=1)
+        if lease != int(lease):
+            raise ConfigError("QUEUE_ENGINE_LEASE_TTL_S must be a whole number of seconds")
+        values: dict[str, object] = {
+            "queue": env_str("QUEUE", "") or "",
+            "app": env_str("APP", "") or "",
+            "dsn": resolve_dsn(None),
+            "schema": resolve_schema(None),
+            "poll_s": env_float("POLL_S", DEFAULT_POLL_S, minimum=0.001),
+            "heartbeat_s": env_float("HEARTBEAT_S", DEFAULT_HEARTBEAT_S, minimum=0.01),
+            "lease_ttl_s": int(lease),
+            "synchronous_commit": (
+                env_str("WORKER_SYNCHRONOUS_COMMIT", DEFAULT_SYNCHRONOUS_COMMIT) or "off"
+            ).lower(),
+            "connect_retry_s": env_float("CONNECT_RETRY_S", DEFAULT_CONNECT_RETRY_S),
+        }
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key, value in overrides.items():
+            if key not in names:
+                raise ConfigError(f"unknown worker setting {key!r}")
+            if value is not None and value != "":
+                values[key] = value
+        if not values["queue"]:
+            raise ConfigError("no queue given: pass --queue NAME or set QUEUE_ENGINE_QUEUE")
+        return cls(**values)  # type: ignore[arg-type]

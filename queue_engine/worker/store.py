@@ -1,0 +1,193 @@
+"""The worker's statements, one function each, on the worker's single connection.
+
+Every function runs one named query (``queue_engine/sql``) as a prepared
+statement: the worker runs the same few statements thousands of times, so
+parsing and planning them once per connection is a measurable saving.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, LiteralString
+
+import psycopg
+
+from queue_engine import sql as queries
+from queue_engine.context import ClaimedJob
+from queue_engine.worker.outcomes import Outcome
+
+Connection = psycopg.Connection[Any]
+
+
+@dataclass(slots=True)
+class FinishClaimResult:
+    """What a finish-and-claim statement did: the finishes that matched, the jobs claimed."""
+
+    finished: dict[int, str] = field(default_factory=dict)
+    claimed: list[ClaimedJob] = field(default_factory=list)
+
+
+def outcomes_json(outcomes: Sequence[Outcome]) -> str:
+    """Encode outcomes as the JSON array the finish statement reads (``jsonb_to_recordset``).
+
+    One text parameter costs far less to send and parse than one array per
+    column. ``result`` and ``progress`` are already JSON text and are embedded
+    as they are.
+    """
+    dumps = json.dumps
+    items = [
+        f'{{"id":{o.job_id},"attempt":{o.attempt},"status":{dumps(o.status)},'
+        f'"kind":{dumps(o.kind)},"result":{o.result or "null"},"error":{dumps(o.error)},'
+        f'"delay_s":{float(o.delay_s)!r},"refund":{o.refund},'
+        f'"duration_ms":{dumps(o.duration_ms)},"progress":{o.progress or "null"},'
+        f'"message":{dumps(o.message)}}}'
+        for o in outcomes
+    ]
+    return "[" + ",".join(items) + "]"
+
+
+@cache
+def compact_query(name: str, schema: str) -> LiteralString:
+    """The named query without comments and runs of whitespace.
+
+    psycopg caches the parsing of a query's ``%(name)s`` placeholders only for
+    texts under 4 kB; the commented file is longer, and re-parsing it cost a
+    measurable share of a job's client time.
+    """
+    text = queries.query(name, schema)
+    lines = (line.split("--", 1)[0].strip() for line in text.splitlines())
+    return " ".join(line for line in lines if line)
+
+
+def finish_and_claim(
+    conn: Connection,
+    schema: str,
+    *,
+    worker_id: str,
+    queue: str,
+    outcomes: Sequence[Outcome] = (),
+    claim_limit: int = 0,
+    lease_ttl_s: int = 60,
+) -> FinishClaimResult:
+    """Apply ``outcomes`` (guarded) and claim up to ``claim_limit`` jobs, in one statement.
+
+    An outcome whose job is no longer this worker's running attempt changes
+    nothing and is simply absent from ``finished``. May raise
+    ``UniqueViolation`` when another worker claimed a job of the same lock key
+    at the same moment: then nothing was applied (see :func:`finish_only`).
+    """
+    params: dict[str, Any] = dict(
+        outcomes=outcomes_json(outcomes),
+        worker_id=worker_id,
+        queue=queue,
+        claim_limit=claim_limit,
+        lease_ttl_s=lease_ttl_s,
+        jobs_channel=queries.jobs_channel(schema),
+    )
+    rows = conn.execute(
+        compact_query("finish_and_claim_jobs", schema), params, prepare=True
+    ).fetchall()
+    result = FinishClaimResult()
+    for row in rows:
+        if row[0]:
+            result.claimed.append(
+                ClaimedJob(
+                    id=row[1],
+                    attempt=row[2],
+                    queue=row[4],
+                    task=row[5],
+                    args=row[6] if isinstance(row[6], dict) else {},
+                    max_attempts=row[7],
+                    priority=row[8],
+                    lock_key=row[9],
+                    lease_ttl_s=row[10],
+                    timeout_s=row[11],
+                    created_at=row[12],
+                    cancel_requested=row[13],
+                )
+            )
+        else:
+            result.finished[row[1]] = row[3]
+    # The claim's ORDER BY does not survive the UPDATE: restore priority order.
+    if len(result.claimed) > 1:
+        result.claimed.sort(key=lambda j: (j.priority, j.id))
+    return result
+
+
+def finish_only(
+    conn: Connection, schema: str, *, worker_id: str, queue: str, outcomes: Sequence[Outcome]
+) -> dict[int, str]:
+    """Apply ``outcomes`` without claiming; return ``{job id: new status}`` of those applied."""
+    return finish_and_claim(
+        conn, schema, worker_id=worker_id, queue=queue, outcomes=outcomes, claim_limit=0
+    ).finished
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """What a heartbeat learned: whether the worker row exists, lost jobs, cancel requests."""
+
+    registered: bool
+    lost_ids: frozenset[int]
+    cancel_ids: frozenset[int]
+
+
+def heartbeat(
+    conn: Connection,
+    schema: str,
+    *,
+    worker_id: str,
+    state: str,
+    current_job_id: int | None,
+    held: Sequence[tuple[int, int, str | None]],
+    lease_ttl_s: int,
+    rss_bytes: int | None = None,
+    cpu_percent: float | None = None,
+) -> HeartbeatResult:
+    """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``."""
+    row = conn.execute(
+        compact_query("worker_heartbeat", schema),
+        {
+            "worker_id": worker_id,
+            "state": state,
+            "current_job_id": current_job_id,
+            "rss_bytes": rss_bytes,
+            "cpu_percent": cpu_percent,
+            "ids": [h[0] for h in held],
+            "attempts": [h[1] for h in held],
+            "progress": [h[2] for h in held],
+            "lease_ttl_s": lease_ttl_s,
+        },
+        prepare=True,
+    ).fetchone()
+    assert row is not None
+    return HeartbeatResult(bool(row[0]), frozenset(row[1]), frozenset(row[2]))
+
+
+def register(
+    conn: Connection, schema: str, *, worker_id: str, queue: str, host: str, pid: int, state: str
+) -> None:
+    """Insert (or refresh, after a reconnect) this worker's row."""
+    conn.execute(
+        queries.query("worker_register", schema),
+        {"worker_id": worker_id, "queue": queue, "host": host, "pid": pid, "state": state},
+    )
+
+
+def mark_stopped(conn: Connection, schema: str, *, worker_id: str) -> None:
+    """Record a clean exit on this worker's row."""
+    conn.execute(queries.query("worker_stop", schema), {"worker_id": worker_id})
+
+
+def try_lock_key(conn: Connection, lock_key: str) -> bool:
+    """Take the session advisory lock of a lock key; False if another session holds it."""
+    row = conn.execute(queries.plain("claim_lock_key"), {"lock_key": lock_key}).fetchone()
+    return bool(row and row[0])
+
+
+def unlock_key(conn: Connection, lock_key: str) -> None:
+    """Release the advisory lock of a lock key taken by :func:`try_lock_key`."""
+    conn.execute(queries.plain("finish_lock_key"), {"lock_key": lock_key})

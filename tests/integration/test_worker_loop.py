@@ -1,0 +1,259 @@
+"""The worker loop against a real Postgres, run in a thread of the test process.
+
+The console-script behaviour (signals, exit codes, logs) is in
+``tests/process/test_worker_process.py``; here the loop's database behaviour:
+outcomes, retries, snooze, cancel, progress, priority, delays, prefetch, and
+waiting for the schema.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+import itertools
+
+from qe_worker_helpers import all_in, running_worker, statuses, wait_until
+
+from queue_engine import Client
+from queue_engine.migrate import Migrator
+
+Q = "wt"
+
+
+def _job(conn: psycopg.Connection[tuple[object, ...]], job_id: int) -> dict[str, object]:
+    cur = conn.execute("SELECT * FROM queue_engine.jobs WHERE id = %s", (job_id,))
+    names = [d.name for d in cur.description or []]
+    row = cur.fetchone()
+    assert row is not None
+    return dict(zip(names, row, strict=True))
+
+
+def _events(conn: psycopg.Connection[tuple[object, ...]], job_id: int) -> list[tuple[object, ...]]:
+    return conn.execute(
+        "SELECT kind, attempt, worker_id, at FROM queue_engine.job_events"
+        " WHERE job_id = %s ORDER BY id",
+        (job_id,),
+    ).fetchall()
+
+
+def test_every_handler_kind_runs_and_stores_result_and_progress(
+    dsn: str, client: Client, conn
+) -> None:
+    ids = {
+        "echo": client.enqueue("echo", queue=Q, args={"x": 1}).id,
+        "async_echo": client.enqueue("async_echo", queue=Q, args={"y": 2}).id,
+        "steps": client.enqueue("steps", queue=Q, args={"n": 4}).id,
+        "async_steps": client.enqueue("async_steps", queue=Q, args={"n": 3}).id,
+    }
+    with running_worker(dsn) as worker:
+        wait_until(all_in(dsn, {"succeeded", "failed"}), what="jobs finished")
+    assert set(statuses(dsn).values()) == {"succeeded"}
+    assert _job(conn, ids["echo"])["result"] == {"echo": {"x": 1}}
+    assert _job(conn, ids["async_echo"])["result"] == {"async": {"y": 2}}
+    steps = _job(conn, ids["steps"])
+    assert steps["result"] == {"total": 4, "attempt": 1}
+    assert steps["progress"] == {"step": 4, "of": 4}
+    assert steps["duration_ms"] is not None and steps["finished_at"] is not None
+    agen = _job(conn, ids["async_steps"])
+    assert agen["result"] is None and agen["progress"] == {"step": 3}
+    kinds = [e[0] for e in _events(conn, ids["echo"])]
+    assert kinds == ["claimed", "succeeded"]
+    assert {e[2] for e in _events(conn, ids["echo"])} == {worker.worker_id}
+    row = conn.execute(
+        "SELECT role, queue, state, backend_pid IS NOT NULL, stopped_at IS NOT NULL"
+        " FROM queue_engine.workers WHERE id = %s",
+        (worker.worker_id,),
+    ).fetchone()
+    assert row == ("worker", Q, "stopped", True, True)
+
+
+def test_retry_uses_the_task_backoff_then_succeeds(dsn: str, client: Client, conn) -> None:
+    job_id = client.enqueue("backoff", queue=Q, args={"fail_times": 2}, max_attempts=4).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"succeeded", "failed"}), what="backoff job finished")
+    job = _job(conn, job_id)
+    assert job["status"] == "succeeded" and job["attempt"] == 3 and job["result"] == 3
+    events = _events(conn, job_id)
+    assert [e[0] for e in events] == [
+        "claimed",
+        "retry_scheduled",
+        "claimed",
+        "retry_scheduled",
+        "claimed",
+        "succeeded",
+    ]
+    # ExponentialBackoff(base 0.1 s, factor 2, no jitter): 0.1 s after attempt 1, 0.2 s after 2.
+    # Each retry's claim comes no earlier than the failure's time plus that delay.
+    (_, _, _, fail1), (_, _, _, claim2) = events[1], events[2]
+    (_, _, _, fail2), (_, _, _, claim3) = events[3], events[4]
+    assert claim2 >= fail1 + timedelta(seconds=0.1)  # type: ignore[operator]
+    assert claim3 >= fail2 + timedelta(seconds=0.2)  # type: ignore[operator]
+    # The last re-queue stamped available_at = its finish time + 0.2 s exactly (same now()).
+    assert job["available_at"] == fail2 + timedelta(seconds=0.2)  # type: ignore[operator]
+
+
+def test_attempts_spent_fails_with_traceback(dsn: str, client: Client, conn) -> None:
+    job_id = client.enqueue("flaky", queue=Q, args={"fail_times": 5}, max_attempts=2).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"succeeded", "failed"}), what="flaky job finished")
+    job = _job(conn, job_id)
+    assert job["status"] == "failed" and job["attempt"] == 2
+    assert "RuntimeError: flaky failure on attempt 2" in str(job["error"])
+    assert "Traceback" in str(job["error"])
+    assert [e[0] for e in _events(conn, job_id)][-1] == "failed"
+
+
+def test_permanent_fails_at_once(dsn: str, client: Client, conn) -> None:
+    job_id = client.enqueue("permanent", queue=Q, max_attempts=5).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"failed"}), what="permanent job failed")
+    job = _job(conn, job_id)
+    assert job["attempt"] == 1
+    assert "Permanent: this input can never work" in str(job["error"])
+
+
+def test_snooze_requeues_without_spending_an_attempt(
+    dsn: str, client: Client, conn, tmp_path: Path
+) -> None:
+    marker = tmp_path / "snoozed"
+    job_id = client.enqueue("snooze_once", queue=Q, args={"marker": str(marker)}).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"succeeded", "failed"}), what="snoozed job finished")
+    job = _job(conn, job_id)
+    assert job["status"] == "succeeded" and job["result"] == "woke up"
+    assert job["attempt"] == 1  # the snoozed run did not count
+    kinds = [(e[0], e[1]) for e in _events(conn, job_id)]
+    assert kinds == [("claimed", 1), ("snoozed", 1), ("claimed", 1), ("succeeded", 1)]
+
+
+def test_canceled_queued_job_is_never_run(dsn: str, client: Client, conn) -> None:
+    canceled = client.enqueue("echo", queue=Q, args={"n": 1}).id
+    client.cancel(canceled)
+    later = client.enqueue("echo", queue=Q, args={"n": 2}, priority=500).id
+    with running_worker(dsn):
+        wait_until(lambda: statuses(dsn)[later] == "succeeded", what="later job ran")
+    assert statuses(dsn)[canceled] == "canceled"
+    assert "claimed" not in [e[0] for e in _events(conn, canceled)]
+
+
+def test_cancel_of_a_running_generator_stops_it_at_a_checkpoint(
+    dsn: str, client: Client, conn
+) -> None:
+    job_id = client.enqueue("wait_cancel", queue=Q, args={"max_s": 60}).id
+    with running_worker(dsn):
+        wait_until(lambda: statuses(dsn)[job_id] == "running", what="job running")
+        client.cancel(job_id)
+        wait_until(lambda: statuses(dsn)[job_id] == "canceled", what="job canceled")
+    assert [e[0] for e in _events(conn, job_id)] == ["claimed", "cancel_requested", "canceled"]
+
+
+def test_unknown_task_fails_naming_the_registered_tasks(dsn: str, client: Client, conn) -> None:
+    job_id = client.enqueue("no.such.task", queue=Q).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"failed"}), what="unknown task failed")
+    job = _job(conn, job_id)
+    assert job["attempt"] == 1
+    assert "unknown task 'no.such.task'" in str(job["error"])
+    assert "echo" in str(job["error"]) and "steps" in str(job["error"])
+
+
+def test_non_json_result_fails_with_a_clear_error(dsn: str, client: Client, conn) -> None:
+    job_id = client.enqueue("bad_result", queue=Q).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"failed"}), what="bad result failed")
+    assert "not JSON-serialisable" in str(_job(conn, job_id)["error"])
+
+
+def test_single_worker_runs_jobs_in_priority_order(dsn: str, client: Client, conn) -> None:
+    priorities = [500, 10, 300, 10, 0, 999, 100]
+    ids = [
+        client.enqueue("echo", queue=Q, args={"i": i}, priority=p).id
+        for i, p in enumerate(priorities)
+    ]
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"succeeded"}), what="all succeeded")
+    ran = [
+        r[0]
+        for r in conn.execute(
+            "SELECT job_id FROM queue_engine.job_events WHERE kind = 'claimed' ORDER BY id"
+        )
+    ]
+    expected = [i for _, i in sorted(zip(priorities, ids, strict=True))]
+    assert ran == expected
+
+
+def test_delayed_job_is_not_claimed_before_it_is_due(dsn: str, client: Client, conn) -> None:
+    delayed = client.enqueue("echo", queue=Q, delay=1.0).id
+    now_job = client.enqueue("echo", queue=Q).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"succeeded"}), what="both succeeded")
+    assert statuses(dsn)[now_job] == "succeeded"
+    job = _job(conn, delayed)
+    assert job["started_at"] >= job["available_at"]  # type: ignore[operator]
+
+
+def test_worker_waits_for_migrations_then_works(empty_dsn: str) -> None:
+    with running_worker(empty_dsn) as worker:
+        # The worker is up and waiting; nothing to assert on it but that it did not crash.
+        assert not worker.stopping
+        Migrator(empty_dsn).up()
+        with Client(empty_dsn) as client:
+            job_id = client.enqueue("echo", queue=Q, args={"late": True}).id
+        wait_until(lambda: statuses(empty_dsn).get(job_id) == "succeeded", what="job ran")
+
+
+def test_prefetch_runs_all_jobs_one_at_a_time(dsn: str, client: Client, conn) -> None:
+    from qe_worker_helpers import create_log_table
+
+    create_log_table(dsn)
+    ids = client.enqueue_many(
+        [{"task": "record", "queue": Q, "args": {"sleep": 0.005}} for _ in range(30)]
+    )
+    with running_worker(dsn, prefetch=8):
+        wait_until(all_in(dsn, {"succeeded", "failed"}), what="all finished")
+    assert set(statuses(dsn).values()) == {"succeeded"}
+    rows = conn.execute("SELECT started, ended FROM worker_test_log ORDER BY started").fetchall()
+    assert len(rows) == len(ids)
+    for (_s1, e1), (s2, _e2) in itertools.pairwise(rows):
+        assert e1 <= s2, "two jobs of one worker overlapped"
+    claim_batches = conn.execute(
+        "SELECT count(DISTINCT at) FROM queue_engine.job_events WHERE kind = 'claimed'"
+    ).fetchone()
+    assert claim_batches is not None and claim_batches[0] < len(ids)
+
+
+@pytest.mark.parametrize("prefetch", [1, 4])
+def test_stop_gives_back_unstarted_prefetched_jobs(
+    dsn: str, client: Client, conn, prefetch: int
+) -> None:
+    from qe_worker_helpers import create_log_table
+
+    create_log_table(dsn)
+    ids = client.enqueue_many(
+        [{"task": "record", "queue": Q, "args": {"sleep": 0.3}} for _ in range(6)]
+    )
+    with running_worker(dsn, prefetch=prefetch):
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM worker_test_log").fetchone()[0] >= 1,
+            what="first job ran",
+        )
+    current = statuses(dsn)
+    assert "running" not in current.values()
+    done = [i for i in ids if current[i] == "succeeded"]
+    back = [i for i in ids if current[i] == "queued"]
+    assert done and back and len(done) + len(back) == len(ids)
+    for job_id in back:
+        job = _job(conn, job_id)
+        assert job["attempt"] == 0, "a given-back job must not spend an attempt"
+    if prefetch > 1:
+        released = conn.execute(
+            "SELECT count(*) FROM queue_engine.job_events WHERE kind = 'released'"
+        ).fetchone()
+        assert released is not None and released[0] >= 1

@@ -1,0 +1,149 @@
+"""Helpers shared by the worker tests: run a worker in a thread or as a process, wait for state.
+
+Nothing here sleeps for a fixed time to let something happen: every wait is a
+bounded poll of a condition, so slow machines make tests slower, not flaky.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from queue_engine.worker import Worker, WorkerSettings
+
+APPS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = APPS_DIR.parent.parent
+WORKER_BIN = Path(sys.executable).parent / "queue-claim-worker"
+LOG_TABLE_DDL = (
+    "CREATE TABLE IF NOT EXISTS worker_test_log (job_id bigint, lock_key text, what text,"
+    " started timestamptz, ended timestamptz, pid int)"
+)
+
+
+def wait_until(
+    condition: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.05, what: str = ""
+) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
+        time.sleep(interval)
+
+
+def statuses(dsn: str) -> dict[int, str]:
+    """``{job id: status}`` of every job."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dict(conn.execute("SELECT id, status FROM queue_engine.jobs").fetchall())
+
+
+def all_in(dsn: str, wanted: set[str]) -> Callable[[], bool]:
+    """A condition: every job is in one of ``wanted`` (and there is at least one job)."""
+
+    def check() -> bool:
+        current = statuses(dsn)
+        return bool(current) and all(s in wanted for s in current.values())
+
+    return check
+
+
+def create_log_table(dsn: str) -> None:
+    """The table ``record`` handlers write their start/end times into."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(LOG_TABLE_DDL)
+
+
+@contextmanager
+def running_worker(dsn: str, **settings: Any) -> Iterator[Worker]:
+    """A Worker on the ``wt`` queue running in a thread; stopped and joined on exit."""
+    import qe_worker_tasks
+
+    options: dict[str, Any] = {
+        "queue": qe_worker_tasks.QUEUE,
+        "app": "qe_worker_tasks",
+        "dsn": dsn,
+        "poll_s": 0.1,
+        "heartbeat_s": 0.5,
+        "lease_ttl_s": 30,
+    }
+    options.update(settings)
+    worker = Worker(WorkerSettings(**options), qe_worker_tasks.private_registry())
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="test-worker", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(30)
+        assert not thread.is_alive(), "worker thread did not stop"
+    if errors:
+        raise errors[0]
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """The environment of a worker subprocess: the test apps importable, short poll."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(APPS_DIR), str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
+    env.setdefault("QUEUE_ENGINE_POLL_S", "0.1")
+    env.setdefault("QUEUE_ENGINE_HEARTBEAT_S", "0.5")
+    env.update(extra)
+    return env
+
+
+def spawn_worker(
+    dsn: str, *args: str, log_file: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """Start ``queue-claim-worker --queue=wt --app qe_worker_tasks --dsn DSN *args``."""
+    out = open(log_file, "wb") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115
+    try:
+        return subprocess.Popen(
+            [str(WORKER_BIN), "--queue=wt", "--app", "qe_worker_tasks", "--dsn", dsn, *args],
+            env=worker_env(**env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    finally:
+        if log_file is not None and hasattr(out, "close"):
+            out.close()
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> int:
+    """SIGTERM, wait, SIGKILL if needed; return the exit code (negative: killed by a signal)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait(10)
+
+
+def kill_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """For finally blocks: make sure no worker process outlives its test."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

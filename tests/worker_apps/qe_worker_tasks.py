@@ -1,0 +1,149 @@
+"""Tasks for the worker tests, imported by ``queue-claim-worker --app qe_worker_tasks``.
+
+Tests put this folder on the subprocess's PYTHONPATH. Handlers that need to
+tell the test what happened write to the ``worker_test_log`` table through
+``ctx.connect()`` (the table is created by the tests), never to module state:
+the worker is another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from queue_engine import ExponentialBackoff, FixedBackoff, Permanent, Snooze, task
+from queue_engine.context import JobContext
+from queue_engine.tasks import TaskRegistry, registry
+
+QUEUE = "wt"
+
+
+def _record(ctx: JobContext, what: str, started: float, ended: float) -> None:
+    with ctx.connect() as conn:
+        conn.execute(
+            "INSERT INTO worker_test_log (job_id, lock_key, what, started, ended, pid)"
+            " VALUES (%s, %s, %s, to_timestamp(%s), to_timestamp(%s), %s)",
+            (ctx.job.id, ctx.job.lock_key, what, started, ended, os.getpid()),
+        )
+
+
+@task("echo", queue=QUEUE)
+def echo(args: dict[str, Any]) -> dict[str, Any]:
+    return {"echo": args}
+
+
+@task("async_echo", queue=QUEUE)
+async def async_echo(args: dict[str, Any]) -> dict[str, Any]:
+    await asyncio.sleep(0)
+    return {"async": args}
+
+
+@task("steps", queue=QUEUE)
+def steps(args: dict[str, Any], ctx: JobContext) -> Iterator[dict[str, Any]]:
+    n = int(args.get("n", 3))
+    for i in range(n):
+        yield {"step": i + 1, "of": n}
+    return {"total": n, "attempt": ctx.job.attempt}
+
+
+@task("async_steps", queue=QUEUE)
+async def async_steps(args: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    for i in range(int(args.get("n", 2))):
+        await asyncio.sleep(0)
+        yield {"step": i + 1}
+
+
+@task("flaky", queue=QUEUE, max_attempts=3, retry=FixedBackoff(0.2))
+def flaky(args: dict[str, Any], ctx: JobContext) -> str:
+    if ctx.job.attempt <= int(args.get("fail_times", 1)):
+        raise RuntimeError(f"flaky failure on attempt {ctx.job.attempt}")
+    return f"ok on attempt {ctx.job.attempt}"
+
+
+@task("permanent", queue=QUEUE)
+def permanent(args: dict[str, Any]) -> None:
+    raise Permanent("this input can never work")
+
+
+@task("snooze_once", queue=QUEUE)
+def snooze_once(args: dict[str, Any]) -> str:
+    marker = Path(args["marker"])
+    if not marker.exists():
+        marker.write_text("snoozed")
+        raise Snooze(0.2)
+    return "woke up"
+
+
+@task("secretive", queue=QUEUE, max_attempts=1)
+def secretive(args: dict[str, Any]) -> None:
+    raise ValueError("failing on purpose")
+
+
+@task("record", queue=QUEUE)
+def record(args: dict[str, Any], ctx: JobContext) -> None:
+    started = time.time()
+    time.sleep(float(args.get("sleep", 0.0)))
+    _record(ctx, args.get("what", "run"), started, time.time())
+
+
+@task("wait_cancel", queue=QUEUE)
+def wait_cancel(args: dict[str, Any]) -> Iterator[None]:
+    deadline = time.monotonic() + float(args.get("max_s", 30))
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        yield None
+
+
+@task("bad_result", queue=QUEUE)
+def bad_result(args: dict[str, Any]) -> object:
+    return {"when": object()}
+
+
+@task(
+    "backoff",
+    queue=QUEUE,
+    max_attempts=4,
+    retry=ExponentialBackoff(base_s=0.1, factor=2.0, max_s=1.0, jitter=0.0),
+)
+def backoff(args: dict[str, Any], ctx: JobContext) -> int:
+    if ctx.job.attempt <= int(args.get("fail_times", 2)):
+        raise RuntimeError(f"backoff failure on attempt {ctx.job.attempt}")
+    return ctx.job.attempt
+
+
+NAMES = (
+    "echo",
+    "async_echo",
+    "steps",
+    "async_steps",
+    "flaky",
+    "permanent",
+    "snooze_once",
+    "secretive",
+    "record",
+    "wait_cancel",
+    "bad_result",
+    "backoff",
+)
+_private: TaskRegistry | None = None
+
+
+def private_registry() -> TaskRegistry:
+    """These tasks in a registry of their own, removed from the process-wide one.
+
+    In-process tests hand this to ``Worker`` so that the global registry stays
+    as other tests expect it.
+    """
+    global _private
+    if _private is None:
+        _private = TaskRegistry()
+        for name in NAMES:
+            definition = registry.get(name)
+            assert definition is not None, name
+            _private.register(definition)
+            registry.unregister(name)
+    return _private
