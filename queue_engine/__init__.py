@@ -22,6 +22,7 @@ from queue_engine.errors import (
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.migrate import Migrator, wait_for_schema
 from queue_engine.retry import ExponentialBackoff, FixedBackoff, Permanent, Snooze
+from queue_engine.scheduler.schedules import periodic
 from queue_engine.tasks import registry, task
 
 __version__ = "0.1.0"
@@ -45,6 +46,7 @@ __all__ = [
     "Snooze",
     "ValidationError",
     "__version__",
+    "periodic",
     "registry",
     "task",
     "wait_for_schema",

@@ -294,9 +294,16 @@ def list_jobs(
 def _register_optional_commands() -> None:
     from queue_engine.cli.bench import bench
     from queue_engine.cli.demo import demo
+    from queue_engine.cli.prune import prune
+    from queue_engine.cli.roles import roles
+    from queue_engine.cli.schedules import schedules
+    from queue_engine.cli.views import show_cmd, stats_cmd, top_cmd, workers_cmd
 
     ctl.add_command(demo)
     ctl.add_command(bench)
+    ctl.add_command(schedules)
+    for command in (stats_cmd, workers_cmd, show_cmd, top_cmd, prune, roles):
+        ctl.add_command(command)
 
 
 _register_optional_commands()

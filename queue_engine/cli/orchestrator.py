@@ -6,6 +6,12 @@ cannot be reached at start (after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries),
 2 for a configuration error, 3 when a migration fails. Once running, a lost
 database is not fatal: the process steps down, reconnects with backoff and
 competes again.
+
+Under systemd (``Type=notify``) it reports ``READY=1`` once migrated and
+registered, a ``STATUS=`` line whenever its role changes (leader, standby,
+database unavailable), ``WATCHDOG=1`` from its heartbeat when the unit sets
+``WatchdogSec=``, and ``STOPPING=1`` when told to stop. Outside systemd none of
+this is sent.
 """
 
 from __future__ import annotations
@@ -23,10 +29,32 @@ from queue_engine.errors import ConfigError, DatabaseUnavailable
 from queue_engine.logs import LOG_FORMATS, setup_logging
 from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
 from queue_engine.service import log_event
+from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.orchestrator")
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def status_line(orch: Orchestrator) -> str:
+    """The one-line ``systemctl status`` text for the orchestrator's current role."""
+    state = orch.state()
+    config = orch.config
+    if state == "leader":
+        recovery = (
+            f", fast recovery every {config.recovery_s:g}s"
+            if config.recovery_s > 0
+            else ", fast recovery off"
+        )
+        return (
+            f"leader: reaper and dead-worker sweep every {config.sweep_s:g}s{recovery} "
+            f"(schema {config.schema})"
+        )
+    if state == "standby":
+        if orch.elector.connection_failures:
+            return "standby: database unavailable, reconnecting"
+        return "standby: another orchestrator leads; taking over if it goes"
+    return state
 
 
 def install_stop_handlers(stop: threading.Event) -> None:
@@ -62,10 +90,12 @@ def install_stop_handlers(stop: threading.Event) -> None:
 )
 @click.version_option(package_name="queue-engine", prog_name="queue-orchestrator")
 def orchestrator(dsn: str, schema: str, log_format: str, log_level: str) -> int:
-    """Apply migrations, elect a leader, and run the lease reaper on the leader.
+    """Apply migrations, elect a leader, and run the recovery sweeps on the leader.
 
-    Sweep cadence: QUEUE_ENGINE_SWEEP_S (default 5). Several orchestrators may
-    run at once; one leads, the others take over within seconds if it goes.
+    The leader runs the lease reaper and the dead-worker sweep every
+    QUEUE_ENGINE_SWEEP_S (default 5) and fast recovery every
+    QUEUE_ENGINE_RECOVERY_S (default 1; 0 turns it off). Several orchestrators
+    may run at once; one leads, the others take over within seconds if it goes.
     """
     try:
         validate_schema(schema)
@@ -74,21 +104,32 @@ def orchestrator(dsn: str, schema: str, log_format: str, log_level: str) -> int:
     setup_logging(log_format, log_level)
     stop = threading.Event()
     install_stop_handlers(stop)
-    orch = Orchestrator(OrchestratorConfig.from_env(dsn, schema))
+    notifier = SystemdNotifier()
+    orch = Orchestrator(OrchestratorConfig.from_env(dsn, schema), notifier=notifier)
+    notifier.status("migrating (waiting for the database if needed)")
     try:
         orch.migrate(stopping=stop.is_set)
     except DatabaseUnavailable:
         if stop.is_set():
+            notifier.stopping()
             return 0  # told to stop while waiting for the database: a clean stop
         raise
     if stop.is_set():
+        notifier.stopping()
         return 0
     try:
         orch.start()
+        shown = status_line(orch)
+        notifier.ready(shown)
         while not stop.wait(0.5):
-            pass
+            current = status_line(orch)
+            if current != shown:
+                notifier.status(current)
+                shown = current
         log_event(log, logging.INFO, "orchestrator.stopping", reason="signal")
     finally:
+        notifier.stopping()
+        notifier.status("stopping: resigning and stopping the sweeps")
         orch.stop()
     return 0
 

@@ -3,6 +3,9 @@
 - :mod:`~queue_engine.orchestrator.leader` — the election protocol (read its
   docstring first);
 - :mod:`~queue_engine.orchestrator.reaper` — expired leases back to the queue;
+- :mod:`~queue_engine.orchestrator.dead_workers` — flag silent workers that own jobs;
+- :mod:`~queue_engine.orchestrator.fast_recovery` — jobs of workers whose session
+  ended back to the queue without waiting for the lease;
 - :mod:`~queue_engine.orchestrator.heartbeat` — this process's workers row;
 - :mod:`~queue_engine.orchestrator.orchestrator` — the composition the
   ``queue-orchestrator`` command runs.
@@ -10,13 +13,24 @@
 
 from __future__ import annotations
 
+from queue_engine.orchestrator.dead_workers import (
+    DeadWorkerResult,
+    DeadWorkerSweep,
+    FlaggedWorker,
+)
+from queue_engine.orchestrator.fast_recovery import FastRecovery, GoneWorker, RecoveryResult
 from queue_engine.orchestrator.heartbeat import Heartbeat, HeartbeatResult
 from queue_engine.orchestrator.leader import ElectionResult, LeaderElector, leader_key
 from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorConfig
 from queue_engine.orchestrator.reaper import ReapedJob, Reaper, ReapResult
 
 __all__ = [
+    "DeadWorkerResult",
+    "DeadWorkerSweep",
     "ElectionResult",
+    "FastRecovery",
+    "FlaggedWorker",
+    "GoneWorker",
     "Heartbeat",
     "HeartbeatResult",
     "LeaderElector",
@@ -25,5 +39,6 @@ __all__ = [
     "ReapResult",
     "ReapedJob",
     "Reaper",
+    "RecoveryResult",
     "leader_key",
 ]

@@ -5,6 +5,10 @@ see which orchestrators run where, which one leads, and whether they are alive;
 so the orchestrator registers at start (synchronously, so a broken database
 fails the start) and then upserts its row every ``interval_s`` with its role
 state (``leader`` / ``standby``) and its process's RSS and CPU from psutil.
+
+``on_beat`` is called at the start of every beat, before the database write:
+the orchestrator pings the systemd watchdog there, so the pings prove the
+process still runs its loops without depending on the database being up.
 """
 
 from __future__ import annotations
@@ -68,10 +72,15 @@ class Heartbeat(Service[HeartbeatResult]):
         state: Callable[[], str],
         telemetry: Callable[[], dict[str, Any]] = dict,
         interval_s: float = HEARTBEAT_DEFAULT_S,
+        on_beat: Callable[[], None] | None = None,
+        backoff_max_s: float | None = None,
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
     ) -> None:
         super().__init__(interval_s=interval_s, stagger_s=0.0, clock=clock, wait=wait, logger=log)
+        self.on_beat = on_beat
+        #: Cap of the delay after failed beats (None: the shared service backoff).
+        self.backoff_max_s = backoff_max_s
         self.schema = schema
         self.worker_id = worker_id
         self.state = state
@@ -84,6 +93,8 @@ class Heartbeat(Service[HeartbeatResult]):
 
     def run_once(self) -> HeartbeatResult:
         """Write the row now."""
+        if self.on_beat is not None:
+            self.on_beat()
         state = self.state()
         try:
             memory = self._process.memory_info().rss
@@ -107,6 +118,13 @@ class Heartbeat(Service[HeartbeatResult]):
         changed = state != self._last_state
         self._last_state = state
         return HeartbeatResult(state=state, changed=changed)
+
+    def next_interval(self, result: HeartbeatResult | None) -> float:
+        """The shared cadence and backoff, the backoff capped at ``backoff_max_s`` when set."""
+        interval = super().next_interval(result)
+        if result is None and self.backoff_max_s is not None:
+            return min(interval, max(self.backoff_max_s, self.interval_s))
+        return interval
 
     def mark_stopped(self) -> None:
         """Record a clean stop; best effort (the database may be the reason we stop)."""

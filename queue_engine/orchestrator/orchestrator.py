@@ -7,9 +7,17 @@ One object composes the services, each with the shared lifecycle of
   row in the workers table fresh (every orchestrator, leader or not);
 - :class:`~queue_engine.orchestrator.leader.LeaderElector` competes for the
   leader lock and calls back when the role changes;
-- the leader-only services (today the
-  :class:`~queue_engine.orchestrator.reaper.Reaper`) are started when this
-  process is elected and stopped when it steps down, so exactly the leader sweeps.
+- the leader-only services (the
+  :class:`~queue_engine.orchestrator.reaper.Reaper`, the
+  :class:`~queue_engine.orchestrator.dead_workers.DeadWorkerSweep` and
+  :class:`~queue_engine.orchestrator.fast_recovery.FastRecovery`) are started
+  when this process is elected and stopped when it steps down, so exactly the
+  leader sweeps.
+
+Under systemd the heartbeat also pings the service manager's watchdog
+(``WATCHDOG=1``, see :mod:`queue_engine.systemd`): a process whose threads
+stopped running is killed and restarted, while a database outage (which the
+orchestrator survives by design) does not stop the pings.
 
 :meth:`Orchestrator.start` and :meth:`Orchestrator.stop` follow the same
 contract as a service (start returns at once, stop blocks, both idempotent).
@@ -29,9 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine.config import env_float, resolve_dsn, resolve_schema
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.config import env_float, env_str, resolve_dsn, resolve_schema
+from queue_engine.errors import ConfigError, DatabaseUnavailable
 from queue_engine.migrate import Migration, Migrator
+from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
+from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
 from queue_engine.orchestrator.heartbeat import HEARTBEAT_DEFAULT_S, Heartbeat
 from queue_engine.orchestrator.leader import (
     ELECT_INTERVAL_DEFAULT_S,
@@ -44,6 +54,7 @@ from queue_engine.orchestrator.reaper import (
     Reaper,
 )
 from queue_engine.service import Service, log_event
+from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
 
 #: How long start-up keeps retrying an unreachable database before exiting 69
 #: (``QUEUE_ENGINE_CONNECT_RETRY_S``, the same setting as the worker's).
@@ -66,6 +77,17 @@ class OrchestratorConfig:
     reconnect_max_s: float = RECONNECT_BACKOFF_MAX_S
     connect_retry_s: float = CONNECT_RETRY_DEFAULT_S
     reap_batch: int = BATCH_SIZE_DEFAULT
+    #: Heartbeat age at which a worker owning a running job is flagged (None: 3 beats).
+    dead_after_s: float | None = None
+    #: Fast-recovery cadence; 0 turns it off (behind a transaction-pooling pgbouncer).
+    recovery_s: float = RECOVERY_DEFAULT_S
+
+    @property
+    def dead_after(self) -> float:
+        """``dead_after_s``, or three heartbeats when unset."""
+        if self.dead_after_s is not None:
+            return self.dead_after_s
+        return DEAD_AFTER_BEATS * self.heartbeat_s
 
     @classmethod
     def from_env(cls, dsn: str | None = None, schema: str | None = None) -> OrchestratorConfig:
@@ -78,7 +100,24 @@ class OrchestratorConfig:
             heartbeat_s=env_float("HEARTBEAT_S", HEARTBEAT_DEFAULT_S, minimum=0.05),
             reconnect_max_s=env_float("RECONNECT_MAX_S", RECONNECT_BACKOFF_MAX_S, minimum=0.1),
             connect_retry_s=env_float("CONNECT_RETRY_S", CONNECT_RETRY_DEFAULT_S),
+            dead_after_s=_optional_float("DEAD_AFTER_S", minimum=0.1),
+            recovery_s=_recovery_s(),
         )
+
+
+def _optional_float(name: str, *, minimum: float) -> float | None:
+    """A numeric setting with no fixed default (unset: None)."""
+    if env_str(name) is None:
+        return None
+    return env_float(name, 0.0, minimum=minimum)
+
+
+def _recovery_s() -> float:
+    """``QUEUE_ENGINE_RECOVERY_S``: 0 (off) or at least 0.05 s."""
+    value = env_float("RECOVERY_S", RECOVERY_DEFAULT_S)
+    if 0 < value < 0.05:
+        raise ConfigError(f"QUEUE_ENGINE_RECOVERY_S={value:g} must be 0 (off) or at least 0.05")
+    return value
 
 
 def orchestrator_id() -> str:
@@ -89,24 +128,42 @@ def orchestrator_id() -> str:
 class Orchestrator:
     """Heartbeat + leader election + leader-only sweeps, with one start/stop."""
 
-    def __init__(self, config: OrchestratorConfig) -> None:
+    def __init__(
+        self, config: OrchestratorConfig, *, notifier: SystemdNotifier | None = None
+    ) -> None:
         self.config = config
         self.id = orchestrator_id()
         self._lifecycle = threading.Lock()
         self._started = False
         self._stopping = False
+        self.notifier = notifier or SystemdNotifier()
+        # Under a systemd watchdog the heartbeat beats at least twice per WatchdogSec,
+        # also while its database writes fail (their backoff is capped to match).
+        watchdog_s = watchdog_interval_s() if self.notifier.enabled else None
+        beat_s = config.heartbeat_s if watchdog_s is None else min(config.heartbeat_s, watchdog_s)
         self.heartbeat = Heartbeat(
             config.dsn,
             config.schema,
             worker_id=self.id,
             state=self.state,
             telemetry=self._telemetry,
-            interval_s=config.heartbeat_s,
+            interval_s=beat_s,
+            on_beat=self._watchdog_ping if watchdog_s is not None else None,
+            backoff_max_s=watchdog_s,
         )
         self.reaper = Reaper(
             config.dsn, config.schema, interval_s=config.sweep_s, batch_size=config.reap_batch
         )
-        self.leader_services: list[Service[Any]] = [self.reaper]
+        self.dead_workers = DeadWorkerSweep(
+            config.dsn, config.schema, dead_after_s=config.dead_after, interval_s=config.sweep_s
+        )
+        self.leader_services: list[Service[Any]] = [self.reaper, self.dead_workers]
+        self.fast_recovery: FastRecovery | None = None
+        if config.recovery_s > 0:
+            self.fast_recovery = FastRecovery(
+                config.dsn, config.schema, interval_s=config.recovery_s
+            )
+            self.leader_services.append(self.fast_recovery)
         self.elector = LeaderElector(
             config.dsn,
             config.schema,
@@ -128,6 +185,11 @@ class Orchestrator:
         if not self._started:
             return "starting"
         return "leader" if self.elector.is_leader else "standby"
+
+    def _watchdog_ping(self) -> None:
+        """Ping systemd's watchdog while the election loop is alive (a wedged process is restarted)."""
+        if self.elector.running:
+            self.notifier.watchdog()
 
     def _telemetry(self) -> dict[str, Any]:
         from queue_engine import __version__
@@ -190,6 +252,8 @@ class Orchestrator:
             id=self.id,
             schema=self.config.schema,
             sweep_s=self.config.sweep_s,
+            dead_after_s=self.config.dead_after,
+            recovery_s=self.config.recovery_s,
         )
         self.heartbeat.start()
         self.elector.start()

@@ -7,7 +7,7 @@
 -- absence from the output, never by an error. A re-queue of a job whose cancel
 -- was requested meanwhile ends 'canceled' instead.
 --
--- Claim: up to %(claim_limit)s due jobs of the queue, best first, skipping rows
+-- Claim: up to claim_limit due jobs of the queue, best first, skipping rows
 -- other workers hold (SKIP LOCKED) and jobs whose lock_key a running job holds,
 -- so jobs waiting on a busy key are not churned through failed attempts. Two
 -- workers may still pick two jobs of one idle key at the same moment: the unique
@@ -40,8 +40,14 @@ finished AS (
                            THEN NULL ELSE now() END,
         lease_expires_at = NULL
     FROM outcome o
-    WHERE j.id = o.id
-      AND j.status = 'running'
+    -- Reach the rows through the primary key. The worker runs this statement with
+    -- a generic plan, which otherwise scans the partial running-lease index
+    -- (believed tiny) and walks its dead entries: a cost per job that grew with
+    -- the table. coalesce() keeps that index out of reach (the planner cannot
+    -- prove its predicate from it); status is NOT NULL, so it changes nothing.
+    WHERE j.id = ANY (ARRAY(SELECT oi.id FROM outcome oi))
+      AND j.id = o.id
+      AND coalesce(j.status, '') = 'running'
       AND j.claimed_by = %(worker_id)s
       AND j.attempt = o.attempt
     RETURNING j.id, j.queue, j.status, o.attempt, o.delay_s,
@@ -67,9 +73,12 @@ candidate AS (
     WHERE j.queue = %(queue)s
       AND j.status = 'queued'
       AND j.available_at <= now()
-      AND (j.lock_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM __SCHEMA__.jobs r
-            WHERE r.lock_key = j.lock_key AND r.status = 'running'))
+      -- A scalar probe of the unique running-lock-key index (at most one row),
+      -- rather than NOT EXISTS, which the planner turns into a hash of every
+      -- running job's key built by walking the running-lease index.
+      AND (j.lock_key IS NULL OR (
+            SELECT r.id FROM __SCHEMA__.jobs r
+            WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
     ORDER BY j.priority, j.available_at, j.id
     LIMIT %(claim_limit)s
     FOR UPDATE SKIP LOCKED
@@ -94,7 +103,8 @@ claimed AS (
         heartbeat_at = now(),
         lease_expires_at = now() + make_interval(secs => coalesce(j.lease_ttl_s, %(lease_ttl_s)s))
     FROM pick
-    WHERE j.id = pick.id
+    WHERE j.id = ANY (ARRAY(SELECT p.id FROM pick p))  -- by primary key (see above)
+      AND j.id = pick.id
     RETURNING j.id, j.attempt, j.status, j.queue, j.task, j.args, j.max_attempts, j.priority,
               j.lock_key, j.lease_ttl_s, j.timeout_s, j.created_at, j.cancel_requested
 ),

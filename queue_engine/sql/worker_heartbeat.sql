@@ -23,8 +23,11 @@ renewed AS (
         lease_expires_at = now() + make_interval(secs => coalesce(j.lease_ttl_s, %(lease_ttl_s)s)),
         progress = coalesce(h.progress::jsonb, j.progress)
     FROM held h
-    WHERE j.id = h.id
-      AND j.status = 'running'
+    -- By primary key: coalesce() keeps the generic plan off the partial
+    -- running-lease index and its dead entries (see finish_and_claim_jobs.sql).
+    WHERE j.id = ANY (%(ids)s::bigint[])
+      AND j.id = h.id
+      AND coalesce(j.status, '') = 'running'
       AND j.claimed_by = %(worker_id)s
       AND j.attempt = h.attempt
     RETURNING j.id, j.cancel_requested

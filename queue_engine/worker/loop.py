@@ -133,6 +133,7 @@ class Worker:
         self._process = psutil.Process()
         self._systemd = SystemdNotifier()
         self.jobs_done = 0
+        self._registered = False
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -168,6 +169,7 @@ class Worker:
             sleep=self._interruptible_sleep,
         )
         self._db(lambda conn: None)  # connect, LISTEN, register
+        self._registered = True
         self._heartbeat.start()
         self._systemd.ready(f"worker {self.worker_id} on queue {self.settings.queue}")
         log_event(
@@ -208,6 +210,11 @@ class Worker:
 
     def _shutdown(self) -> None:
         self._heartbeat.stop()
+        self._executor.close()
+        if not self._registered:  # stopped (or failed) before it ever worked
+            with self._lock:
+                self._drop_conn()
+            return
         with self._held_lock:
             unstarted = [h.job for h in self._held.values() if not h.started]
         self._ready.clear()
@@ -233,7 +240,6 @@ class Worker:
             log.debug("could not mark the worker stopped: %s", exc)
         with self._lock:
             self._drop_conn()
-        self._executor.close()
         self._systemd.stopping()
         log_event(
             log, logging.INFO, "worker.stopped", worker_id=self.worker_id, jobs=self.jobs_done
@@ -418,10 +424,17 @@ class Worker:
                 # The whole statement rolled back, finishes included: never lose them.
                 log.debug("claim lost a race (%s); retrying", first_line(exc))
                 if to_send:
-                    finished.update(
-                        store.finish_only(conn, self.schema, outcomes=to_send, **common)
-                    )
+                    finished.update(self._finish_one_by_one(conn, to_send))
                     to_send = []
+                continue
+            except psycopg.DatabaseError as exc:
+                if isinstance(exc, psycopg.OperationalError) or not to_send:
+                    raise
+                # Some outcome cannot be stored (a value the database refuses):
+                # store the others, and a failure saying why for that one.
+                log.warning("finish refused (%s); finishing one by one", first_line(exc))
+                finished.update(self._finish_one_by_one(conn, to_send))
+                to_send = []
                 continue
             finished.update(result.finished)
             claimed = result.claimed
@@ -437,6 +450,24 @@ class Worker:
         for outcome, held in done:
             self._log_outcome(outcome, held, finished.get(outcome.job_id))
         return len(claimed)
+
+    def _finish_one_by_one(
+        self, conn: psycopg.Connection[Any], outcomes: list[Outcome]
+    ) -> dict[int, str]:
+        """Finish each outcome alone; one the database refuses becomes a failure that says why."""
+        common: dict[str, Any] = {"worker_id": self.worker_id, "queue": self.settings.queue}
+        finished: dict[int, str] = {}
+        for outcome in outcomes:
+            try:
+                finished.update(store.finish_only(conn, self.schema, outcomes=[outcome], **common))
+            except psycopg.DatabaseError as exc:
+                if isinstance(exc, psycopg.OperationalError):
+                    raise
+                replacement = oc.storage_failure(outcome, exc)
+                finished.update(
+                    store.finish_only(conn, self.schema, outcomes=[replacement], **common)
+                )
+        return finished
 
     def _log_outcome(self, outcome: Outcome, held: HeldJob | None, status: str | None) -> None:
         job = held.job if held is not None else None
@@ -574,7 +605,7 @@ class Worker:
         return True
 
     def _report_progress(self, held: HeldJob, data: dict[str, Any]) -> None:
-        text = json.dumps(data, allow_nan=False)
+        text = oc.encode_json(data)  # refuses what jsonb cannot store, in the handler
         with self._held_lock:
             held.progress = text
             held.progress_dirty = True

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from queue_engine.worker.executor import JobCanceled
 MAX_ERROR_BYTES = 10 * 1024
 TRUNCATED_MARK = "[... traceback truncated ...]\n"
 MAX_MESSAGE_CHARS = 500
+#: ``\u0000`` in JSON text that is an escape (not an escaped backslash followed by "u0000").
+_ESCAPED_NUL = re.compile(r"(?:^|[^\\])(?:\\\\)*\\u0000")
 #: A retry is never scheduled further out than this (a broken policy cannot park a job forever).
 MAX_RETRY_DELAY_S = 366 * 24 * 3600.0
 
@@ -66,16 +69,45 @@ def cap_error(text: str, limit: int = MAX_ERROR_BYTES) -> str:
     return TRUNCATED_MARK + raw[-keep:].decode("utf-8", errors="ignore")
 
 
+def encode_json(value: Any) -> str:
+    """JSON text that Postgres ``jsonb`` accepts: no NaN/Infinity, no NUL character."""
+    encoded = json.dumps(value, allow_nan=False)
+    if "\\u0000" in encoded and _ESCAPED_NUL.search(encoded):
+        raise ValueError("it contains a NUL character (\\u0000), which jsonb cannot store")
+    return encoded
+
+
+def clean_text(text: str) -> str:
+    """Text Postgres accepts: NUL characters (which ``text`` cannot hold) made visible."""
+    return text.replace("\x00", "\\x00")
+
+
+def storage_failure(outcome: Outcome, error: BaseException) -> Outcome:
+    """Replace an outcome the database refused to store by a failure that says why."""
+    message = clean_text(
+        f"the job's outcome ({outcome.kind}) could not be stored: {describe(error)}"
+    )
+    return Outcome(
+        outcome.job_id,
+        outcome.attempt,
+        "failed",
+        "failed",
+        error=message,
+        duration_ms=outcome.duration_ms,
+        message=message[:MAX_MESSAGE_CHARS],
+    )
+
+
 def describe(exc: BaseException) -> str:
     """One line naming the exception, for events and logs."""
     text = str(exc).strip().splitlines()
     line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-    return line[:MAX_MESSAGE_CHARS]
+    return clean_text(line[:MAX_MESSAGE_CHARS])
 
 
 def format_traceback(exc: BaseException) -> str:
     """The exception's traceback as stored in ``jobs.error`` (capped)."""
-    return cap_error("".join(traceback.format_exception(exc)))
+    return cap_error(clean_text("".join(traceback.format_exception(exc))))
 
 
 def succeeded(
@@ -90,7 +122,7 @@ def succeeded(
         encoded = None
     else:
         try:
-            encoded = json.dumps(result, allow_nan=False)
+            encoded = encode_json(result)
         except (TypeError, ValueError) as exc:
             message = (
                 f"handler returned a result that is not JSON-serialisable "

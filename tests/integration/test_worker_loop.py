@@ -171,6 +171,18 @@ def test_non_json_result_fails_with_a_clear_error(dsn: str, client: Client, conn
     assert "not JSON-serialisable" in str(_job(conn, job_id)["error"])
 
 
+def test_values_postgres_cannot_store_fail_the_job_not_the_worker(
+    dsn: str, client: Client, conn
+) -> None:
+    nul_error = client.enqueue("nul_error", queue=Q, max_attempts=1).id
+    nul_result = client.enqueue("echo", queue=Q, args={"text": "nul here: \\u0000"}).id
+    after = client.enqueue("echo", queue=Q, args={"ok": True}, priority=900).id
+    with running_worker(dsn):
+        wait_until(all_in(dsn, {"succeeded", "failed"}), what="jobs finished")
+    assert statuses(dsn) == {nul_error: "failed", nul_result: "succeeded", after: "succeeded"}
+    assert "a message with a NUL" in str(_job(conn, nul_error)["error"])
+
+
 def test_single_worker_runs_jobs_in_priority_order(dsn: str, client: Client, conn) -> None:
     priorities = [500, 10, 300, 10, 0, 999, 100]
     ids = [

@@ -32,7 +32,8 @@ def test_two_orchestrators_starting_at_once_on_an_empty_database(
                     found = [role_of(conn, p.pid) for p in procs]
                 except psycopg.errors.UndefinedTable:
                     return None  # not migrated yet
-                return found if all(r in ("leader", "standby") for r in found) else None
+                # Both register as standby first; one then wins the election.
+                return found if sorted(r or "" for r in found) == ["leader", "standby"] else None
 
             found = wait_for("both orchestrators to register", roles, procs)
         assert sorted(found) == ["leader", "standby"]

@@ -186,7 +186,7 @@ def test_a_broken_policy_falls_back_to_a_sane_delay() -> None:
 def test_outcomes_encode_as_one_json_array_whatever_the_text() -> None:
     from queue_engine.worker.store import outcomes_json
 
-    nasty = 'quote " backslash \\ newline \n unicode é \u2028 null \x00'
+    nasty = 'quote " backslash \\ newline \n unicode é \u2028 tab \t'
     items = [
         oc.succeeded(job(), {"k": nasty}, 3, progress='{"p": 1}'),
         oc.from_exception(job(attempt=2), RuntimeError(nasty), 4, rand=lambda: 0.5),
@@ -197,3 +197,11 @@ def test_outcomes_encode_as_one_json_array_whatever_the_text() -> None:
     assert nasty in decoded[1]["error"] and decoded[1]["delay_s"] == pytest.approx(2.0)
     assert decoded[2]["refund"] == 1 and decoded[2]["delay_s"] == pytest.approx(1e-5)
     assert json.loads(outcomes_json([])) == []
+
+
+def test_nul_characters_never_reach_the_database() -> None:
+    out = oc.succeeded(job(), {"k": "a\x00b"}, 1)
+    assert out.status == "failed" and out.error is not None and "NUL" in out.error
+    failed = oc.from_exception(job(), RuntimeError("bad \x00 byte"), 1, rand=lambda: 0.5)
+    assert failed.error is not None and "\x00" not in failed.error
+    assert failed.message is not None and "\x00" not in failed.message

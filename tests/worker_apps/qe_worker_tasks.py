@@ -115,7 +115,13 @@ def backoff(args: dict[str, Any], ctx: JobContext) -> int:
     return ctx.job.attempt
 
 
+@task("nul_error", queue=QUEUE, max_attempts=1)
+def nul_error(args: dict[str, Any]) -> None:
+    raise ValueError("a message with a NUL \x00 in it")
+
+
 NAMES = (
+    "nul_error",
     "echo",
     "async_echo",
     "steps",

@@ -1,0 +1,98 @@
+"""``queue-ctl prune``: run retention once, or see what it would delete.
+
+The same code the orchestrator leader runs every minute
+(:mod:`queue_engine.orchestrator.pruner`), in bounded batches; from the
+command line it keeps taking runs until nothing expired is left (or
+``--max-batches`` statements have run), so an operator can clear a backlog at
+once, e.g. after lowering a retention.
+"""
+
+from __future__ import annotations
+
+import click
+
+from queue_engine.cli.common import print_json
+from queue_engine.db import connect
+from queue_engine.errors import ConfigError
+from queue_engine.orchestrator.pruner import (
+    BATCH_SIZE_DEFAULT,
+    PruneResult,
+    Retention,
+    parse_duration,
+    prune_dry_run,
+    prune_once,
+)
+
+
+def _retention(older_than: str | None) -> Retention:
+    base = Retention.from_env()
+    if older_than is None:
+        return base
+    try:
+        seconds = parse_duration(older_than)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    if seconds <= 0:
+        raise click.BadParameter("must be more than 0", param_hint="--older-than")
+    return Retention.uniform(seconds, workers_s=base.workers_s)
+
+
+@click.command(name="prune")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option(
+    "--older-than",
+    help="One retention for every final status (e.g. 7d, 12h, 3600), instead of "
+    "QUEUE_ENGINE_RETAIN_<STATUS>_S.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=BATCH_SIZE_DEFAULT,
+    show_default=True,
+    help="Jobs deleted per statement (one short transaction each).",
+)
+@click.option(
+    "--max-batches",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Stop after this many statements.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.pass_context
+def prune(
+    ctx: click.Context,
+    dry_run: bool,
+    older_than: str | None,
+    batch_size: int,
+    max_batches: int,
+    as_json: bool,
+) -> None:
+    """Delete finished jobs (and their events) past retention, and stale worker rows."""
+    retention = _retention(older_than)
+    schema = ctx.obj["schema"]
+    with connect(ctx.obj["dsn"]) as conn:
+        if dry_run:
+            result = prune_dry_run(conn, schema, retention)
+        else:
+            result = prune_once(
+                conn, schema, retention, batch_size=batch_size, max_batches=max_batches
+            )
+    if as_json:
+        print_json(result.to_dict())
+        return
+    click.echo(_summary(result))
+
+
+def _summary(result: PruneResult) -> str:
+    verb = "would delete" if result.dry_run else "deleted"
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(result.jobs.items())) or "none"
+    text = (
+        f"{verb} {result.jobs_total} jobs ({by_status}), {result.events} events, "
+        f"{result.workers} worker rows"
+    )
+    if not result.dry_run:
+        text += f" in {result.batches} batches"
+        if result.more:
+            text += "; more left (--max-batches reached): run again"
+    return text

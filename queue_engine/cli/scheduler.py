@@ -1,0 +1,120 @@
+"""``queue-scheduler``: enqueue periodic jobs, each slot exactly once, until told to stop.
+
+Run one or more per cluster (two for availability: they need no election, the
+database dedupes every slot). Exit codes: 0 after SIGTERM/SIGINT (clean stop),
+2 for a usage or configuration error (bad option, app module that does not
+import, invalid schedule), 69 when the database cannot be reached at start
+(after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries). A schema without the
+schedules tables is waited for (the orchestrator migrates). Once running, a lost database is not fatal: the
+scheduler reconnects with capped backoff and catches up the slots still
+within the grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+
+import click
+
+from queue_engine.cli.common import dsn_option, run_cli, schema_option
+from queue_engine.config import validate_schema
+from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.logs import LOG_FORMATS, setup_logging
+from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
+from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
+from queue_engine.service import log_event
+
+PROG = "queue-scheduler"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+log = logging.getLogger("queue_engine.scheduler")
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived while start-up was waiting: stop cleanly."""
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@dsn_option
+@schema_option
+@click.option(
+    "--app",
+    envvar="QUEUE_ENGINE_APP",
+    show_envvar=True,
+    help="Module declaring schedules with @periodic; synced into the schedules table at start.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    envvar="QUEUE_ENGINE_LOG_FORMAT",
+    show_envvar=True,
+    help="text, or one JSON object per line.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="INFO",
+    envvar="QUEUE_ENGINE_LOG_LEVEL",
+    show_default=True,
+    show_envvar=True,
+    help="Log verbosity (stderr).",
+)
+@click.version_option(package_name="queue-engine", prog_name=PROG)
+def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level: str) -> int:
+    """Enqueue the periodic jobs of every enabled schedule, each slot exactly once.
+
+    Schedules come from the schedules table (`queue-ctl schedules add`) and,
+    with --app, from @periodic declarations synced into it at start. Settings:
+    QUEUE_ENGINE_SCHEDULER_GRACE_S (60: older due slots count as missed),
+    QUEUE_ENGINE_SCHEDULER_POLL_S (5: longest sleep between reads of the table),
+    QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (5),
+    QUEUE_ENGINE_CONNECT_RETRY_S (10).
+    """
+    try:
+        validate_schema(schema)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--schema") from None
+    setup_logging(log_format, log_level)
+    specs: list[ScheduleSpec] = load_schedules(app) if app else []
+    check_specs(specs)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    runner = Scheduler(SchedulerConfig.from_env(dsn, schema, app), specs)
+
+    def interruptible_sleep(seconds: float) -> None:
+        if stop.wait(seconds):
+            raise _Stopped()
+
+    try:
+        runner.prepare(stopping=stop.is_set, sleep=interruptible_sleep)
+    except _Stopped:
+        return 0  # told to stop while waiting for the database or the schema
+    except DatabaseUnavailable:
+        if stop.is_set():
+            return 0  # told to stop while waiting for the database: a clean stop
+        raise
+    if stop.is_set():
+        return 0
+    try:
+        runner.start()
+        while not stop.wait(0.5):
+            pass
+        log_event(log, logging.INFO, "scheduler.stopping", reason="signal")
+    finally:
+        runner.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``queue-scheduler`` console script."""
+    run_cli(scheduler, PROG, argv)

@@ -1,0 +1,345 @@
+"""Retention: the leader deletes old finished jobs, their events, and old worker rows.
+
+Without it the jobs table only grows: every index and every vacuum pays for
+jobs nobody will look at again, and an ``idempotency_key`` is kept exactly as
+long as its job. The pruner (leader only, like the reaper) deletes, per
+status, jobs that finished longer ago than that status's retention:
+
+=========================  ==================================  =========
+status                     setting                             default
+=========================  ==================================  =========
+succeeded                  ``QUEUE_ENGINE_RETAIN_SUCCEEDED_S``  7 days
+failed                     ``QUEUE_ENGINE_RETAIN_FAILED_S``     30 days
+lost                       ``QUEUE_ENGINE_RETAIN_LOST_S``       30 days
+canceled                   ``QUEUE_ENGINE_RETAIN_CANCELED_S``   30 days
+worker rows (last beat)    ``QUEUE_ENGINE_RETAIN_WORKERS_S``    1 day
+=========================  ==================================  =========
+
+A retention of 0 keeps that status forever. Queued and running jobs are never
+touched (only rows with ``finished_at`` set and a final status qualify).
+
+Each statement (``sql/prune_jobs.sql``) deletes at most ``batch_size`` jobs and
+their events, oldest first through ``jobs_finished_at_idx``, skipping rows
+someone else has locked; each is its own short transaction, so no lock is held
+for long and replication lag stays small. A run takes at most ``max_batches``
+batches, alternating between the retention groups; when it stops because of
+that bound with work left, the next run comes after ``catch_up_s`` instead of
+the full interval, so a backlog is worked off in short bites.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from queue_engine import metrics
+from queue_engine import sql as queries
+from queue_engine.config import env_float
+from queue_engine.errors import ConfigError
+from queue_engine.jobs import JobStatus
+from queue_engine.service import (
+    KEEPALIVE_KWARGS,
+    STAGGER_DEFAULT_S,
+    Clock,
+    LazyConnection,
+    Service,
+    Wait,
+    event_wait,
+)
+
+DAY_S = 86400.0
+#: Default retention per final status (seconds).
+RETAIN_DEFAULTS_S: dict[JobStatus, float] = {
+    JobStatus.SUCCEEDED: 7 * DAY_S,
+    JobStatus.FAILED: 30 * DAY_S,
+    JobStatus.LOST: 30 * DAY_S,
+    JobStatus.CANCELED: 30 * DAY_S,
+}
+#: Worker rows whose last heartbeat is older than this are deleted.
+RETAIN_WORKERS_DEFAULT_S = DAY_S
+#: How often the leader prunes (seconds); ``QUEUE_ENGINE_PRUNE_S``.
+PRUNE_INTERVAL_DEFAULT_S = 60.0
+#: Pause between runs while a backlog is being worked off (seconds).
+CATCH_UP_DEFAULT_S = 1.0
+#: Jobs deleted per statement.
+BATCH_SIZE_DEFAULT = 1000
+#: Statements per run, over all retention groups.
+MAX_BATCHES_DEFAULT = 20
+
+log = logging.getLogger("queue_engine.pruner")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` into seconds."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ConfigError(
+            f"invalid duration {text!r}: use a number of seconds or a number with s, m, h, d "
+            "or w, e.g. 7d or 12h"
+        )
+    return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long each final status (and a worker row) is kept; 0 keeps it forever."""
+
+    succeeded_s: float = RETAIN_DEFAULTS_S[JobStatus.SUCCEEDED]
+    failed_s: float = RETAIN_DEFAULTS_S[JobStatus.FAILED]
+    lost_s: float = RETAIN_DEFAULTS_S[JobStatus.LOST]
+    canceled_s: float = RETAIN_DEFAULTS_S[JobStatus.CANCELED]
+    workers_s: float = RETAIN_WORKERS_DEFAULT_S
+
+    @classmethod
+    def from_env(cls) -> Retention:
+        """Read ``QUEUE_ENGINE_RETAIN_<STATUS>_S`` and ``..._WORKERS_S`` (defaults above)."""
+        return cls(
+            succeeded_s=env_float("RETAIN_SUCCEEDED_S", RETAIN_DEFAULTS_S[JobStatus.SUCCEEDED]),
+            failed_s=env_float("RETAIN_FAILED_S", RETAIN_DEFAULTS_S[JobStatus.FAILED]),
+            lost_s=env_float("RETAIN_LOST_S", RETAIN_DEFAULTS_S[JobStatus.LOST]),
+            canceled_s=env_float("RETAIN_CANCELED_S", RETAIN_DEFAULTS_S[JobStatus.CANCELED]),
+            workers_s=env_float("RETAIN_WORKERS_S", RETAIN_WORKERS_DEFAULT_S),
+        )
+
+    @classmethod
+    def uniform(cls, seconds: float, workers_s: float = RETAIN_WORKERS_DEFAULT_S) -> Retention:
+        """The same retention for every final status (``queue-ctl prune --older-than``)."""
+        return cls(seconds, seconds, seconds, seconds, workers_s)
+
+    def groups(self) -> list[tuple[float, list[str]]]:
+        """Statuses grouped by retention (one statement per group), shortest first; 0 left out."""
+        by_age: dict[float, list[str]] = {}
+        for status, seconds in (
+            (JobStatus.SUCCEEDED, self.succeeded_s),
+            (JobStatus.FAILED, self.failed_s),
+            (JobStatus.LOST, self.lost_s),
+            (JobStatus.CANCELED, self.canceled_s),
+        ):
+            if seconds > 0:
+                by_age.setdefault(seconds, []).append(str(status))
+        return sorted(by_age.items())
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """What one pruner run did (or, in a dry run, would do)."""
+
+    jobs: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    workers: int = 0
+    batches: int = 0
+    #: True when the run stopped at ``max_batches`` with rows left to delete.
+    more: bool = False
+    dry_run: bool = False
+
+    @property
+    def jobs_total(self) -> int:
+        """Jobs deleted over all statuses."""
+        return sum(self.jobs.values())
+
+    @property
+    def did_work(self) -> bool:
+        """True when something was (or would be) deleted."""
+        return bool(self.jobs_total or self.events or self.workers)
+
+    def log_fields(self) -> dict[str, Any]:
+        """Counts per kind of row and the number of statements."""
+        return {
+            "jobs": self.jobs_total,
+            **{f"jobs_{k}": v for k, v in sorted(self.jobs.items())},
+            "events": self.events,
+            "workers": self.workers,
+            "batches": self.batches,
+            "more": self.more,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready counts (``queue-ctl prune --json``)."""
+        return {
+            "dry_run": self.dry_run,
+            "jobs": self.jobs_total,
+            "jobs_by_status": dict(sorted(self.jobs.items())),
+            "events": self.events,
+            "workers": self.workers,
+            "batches": self.batches,
+            "more": self.more,
+        }
+
+
+def _cutoff(conn: psycopg.Connection[Any], now: datetime | None, seconds: float) -> datetime:
+    """``now - seconds``, with now the database clock unless pinned."""
+    if now is not None:
+        return now - timedelta(seconds=seconds)
+    row = conn.execute("SELECT now()").fetchone()
+    assert row is not None
+    base: datetime = row[0]
+    return base - timedelta(seconds=seconds)
+
+
+def prune_once(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    retention: Retention,
+    *,
+    batch_size: int = BATCH_SIZE_DEFAULT,
+    max_batches: int = MAX_BATCHES_DEFAULT,
+    now: datetime | None = None,
+    stopping: Callable[[], bool] = lambda: False,
+) -> PruneResult:
+    """Delete bounded batches of expired jobs (round robin over retention groups), then workers.
+
+    ``conn`` must be in autocommit mode: each batch commits on its own.
+    """
+    if batch_size < 1 or max_batches < 1:
+        raise ValueError("batch_size and max_batches must be >= 1")
+    groups = [
+        {"cutoff": _cutoff(conn, now, seconds), "statuses": statuses, "after": None}
+        for seconds, statuses in retention.groups()
+    ]
+    jobs: dict[str, int] = {}
+    events = batches = 0
+    pending = list(range(len(groups)))
+    statement = queries.query("prune_jobs", schema)
+    while pending and batches < max_batches and not stopping():
+        for index in list(pending):
+            if batches >= max_batches:
+                break
+            group = groups[index]
+            row = conn.execute(statement, {**group, "limit": batch_size}).fetchone()
+            assert row is not None
+            by_status, deleted_events, scanned, last = row
+            batches += 1
+            events += deleted_events
+            for status, n in by_status.items():
+                jobs[status] = jobs.get(status, 0) + int(n)
+            group["after"] = last
+            if scanned < batch_size:
+                pending.remove(index)
+    workers_deleted = 0
+    if retention.workers_s > 0 and not stopping():
+        row = conn.execute(
+            queries.query("prune_workers", schema),
+            {
+                "cutoff": _cutoff(conn, now, retention.workers_s),
+                "limit": batch_size,
+                "dry_run": False,
+            },
+        ).fetchone()
+        assert row is not None
+        workers_deleted = int(row[1])
+    return PruneResult(
+        jobs=jobs, events=events, workers=workers_deleted, batches=batches, more=bool(pending)
+    )
+
+
+def prune_dry_run(
+    conn: psycopg.Connection[Any], schema: str, retention: Retention, *, now: datetime | None = None
+) -> PruneResult:
+    """Count what a complete prune would delete, changing nothing."""
+    jobs: dict[str, int] = {}
+    events = 0
+    for seconds, statuses in retention.groups():
+        rows = conn.execute(
+            queries.query("prune_count", schema),
+            {"cutoff": _cutoff(conn, now, seconds), "statuses": statuses},
+        ).fetchall()
+        for status, n, n_events in rows:
+            jobs[status] = int(n)
+            events += int(n_events)
+    workers_matched = 0
+    if retention.workers_s > 0:
+        row = conn.execute(
+            queries.query("prune_workers", schema),
+            {
+                "cutoff": _cutoff(conn, now, retention.workers_s),
+                "limit": 1_000_000,
+                "dry_run": True,
+            },
+        ).fetchone()
+        assert row is not None
+        workers_matched = int(row[0])
+    return PruneResult(jobs=jobs, events=events, workers=workers_matched, dry_run=True)
+
+
+class Pruner(Service[PruneResult]):
+    """Leader-only service that enforces retention (start/stop like the reaper)."""
+
+    name = "pruner"
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        retention: Retention | None = None,
+        interval_s: float = PRUNE_INTERVAL_DEFAULT_S,
+        catch_up_s: float = CATCH_UP_DEFAULT_S,
+        batch_size: int = BATCH_SIZE_DEFAULT,
+        max_batches: int = MAX_BATCHES_DEFAULT,
+        now: Callable[[], datetime | None] = lambda: None,
+        stagger_s: float = STAGGER_DEFAULT_S,
+        clock: Clock = time.monotonic,
+        wait: Wait = event_wait,
+    ) -> None:
+        super().__init__(
+            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
+        )
+        if batch_size < 1 or max_batches < 1:
+            raise ValueError("Pruner: batch_size and max_batches must be >= 1")
+        self.schema = schema
+        self.retention = retention if retention is not None else Retention.from_env()
+        self.catch_up_s = min(catch_up_s, self.interval_s)
+        self.batch_size = batch_size
+        self.max_batches = max_batches
+        #: Returns the instant retention is measured from; None means the database's now().
+        self.now = now
+        self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
+
+    @classmethod
+    def from_env(cls, dsn: str, schema: str, **kwargs: Any) -> Pruner:
+        """A pruner with ``QUEUE_ENGINE_PRUNE_S`` and the ``RETAIN_*`` settings."""
+        kwargs.setdefault(
+            "interval_s", env_float("PRUNE_S", PRUNE_INTERVAL_DEFAULT_S, minimum=0.05)
+        )
+        kwargs.setdefault("retention", Retention.from_env())
+        return cls(dsn, schema, **kwargs)
+
+    def run_once(self) -> PruneResult:
+        """Delete up to ``max_batches`` batches of expired jobs, then stale worker rows."""
+        try:
+            result = prune_once(
+                self.db.get(),
+                self.schema,
+                self.retention,
+                batch_size=self.batch_size,
+                max_batches=self.max_batches,
+                now=self.now(),
+                stopping=lambda: self.stopping,
+            )
+        except psycopg.OperationalError:
+            self.db.reset()
+            raise
+        metrics.count("pruned_jobs", result.jobs_total)
+        metrics.count("pruned_events", result.events)
+        metrics.count("pruned_workers", result.workers)
+        return result
+
+    def next_interval(self, result: PruneResult | None) -> float:
+        """Come back soon while a backlog is left, else after the full interval."""
+        if result is not None and result.more:
+            return self.catch_up_s
+        return super().next_interval(result)
+
+    def on_stop(self) -> None:
+        """Close the pruner's connection."""
+        self.db.reset()

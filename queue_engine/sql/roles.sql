@@ -1,0 +1,54 @@
+-- Least-privilege group roles for queue-engine (docs/operations.md, "Roles").
+-- Print it with `queue-ctl roles` and run it as the owner of the engine schema
+-- (the role that runs `queue-ctl migrate` and the orchestrator), after migrating.
+-- It is idempotent: roles are created only when missing, grants can be repeated.
+-- The roles are NOLOGIN groups: give each application its own login role and
+-- make it a member, e.g.  CREATE ROLE etl_worker LOGIN PASSWORD '...' IN ROLE __WORKER_ROLE__;
+--
+--   __WORKER_ROLE__    a queue-claim-worker: claim, heartbeat, finish (no DDL, no DELETE)
+--   __PRODUCER_ROLE__  application code: enqueue and read job status (no UPDATE, no DELETE)
+--   __MONITOR_ROLE__   dashboards, `queue-ctl stats/workers/show/top`: read only
+--
+-- Cancel and retry are UPDATEs: they are operator actions (the owner role). An
+-- application that must cancel its own jobs needs, on top of the producer role:
+--   GRANT UPDATE ON __SCHEMA__.jobs TO <its role>; GRANT SELECT ON __SCHEMA__.job_transitions TO <its role>;
+--   GRANT INSERT ON __SCHEMA__.job_events TO <its role>;
+-- A handler that enqueues follow-up jobs on the worker's own connection needs
+--   GRANT __PRODUCER_ROLE__ TO __WORKER_ROLE__;
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '__WORKER_ROLE__') THEN
+        CREATE ROLE __WORKER_ROLE__ NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '__PRODUCER_ROLE__') THEN
+        CREATE ROLE __PRODUCER_ROLE__ NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '__MONITOR_ROLE__') THEN
+        CREATE ROLE __MONITOR_ROLE__ NOLOGIN;
+    END IF;
+END
+$roles$;
+
+-- Every role may look up names in the schema (but not CREATE in it).
+GRANT USAGE ON SCHEMA __SCHEMA__ TO __WORKER_ROLE__, __PRODUCER_ROLE__, __MONITOR_ROLE__;
+-- Which schema version is installed (workers and clients may wait for theirs).
+GRANT SELECT ON __SCHEMA__.schema_migrations TO __WORKER_ROLE__, __PRODUCER_ROLE__, __MONITOR_ROLE__;
+
+-- Worker: claim and finish jobs (UPDATE ... RETURNING needs SELECT), write their
+-- events, register and heartbeat its own row. The transition guard trigger runs
+-- as the updating role and reads job_transitions.
+GRANT SELECT, UPDATE ON __SCHEMA__.jobs TO __WORKER_ROLE__;
+GRANT SELECT ON __SCHEMA__.job_transitions TO __WORKER_ROLE__;
+GRANT INSERT ON __SCHEMA__.job_events TO __WORKER_ROLE__;
+GRANT SELECT, INSERT, UPDATE ON __SCHEMA__.workers TO __WORKER_ROLE__;
+
+-- Producer: insert jobs (Client.enqueue, enqueue_many, the SQL function) and read
+-- them back. enqueue_many draws ids with nextval() on the id sequence first.
+GRANT SELECT, INSERT ON __SCHEMA__.jobs TO __PRODUCER_ROLE__;
+GRANT USAGE ON SEQUENCE __SCHEMA__.jobs_id_seq TO __PRODUCER_ROLE__;
+GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timestamptz, integer,
+    text, text, text, integer, integer, text, text) TO __PRODUCER_ROLE__;
+
+-- Monitor: read everything the views and dashboards read.
+GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.job_events, __SCHEMA__.workers,
+    __SCHEMA__.job_transitions TO __MONITOR_ROLE__;

@@ -1,0 +1,16 @@
+-- Register or heartbeat a scheduler in the workers table (upsert, so a row pruned
+-- meanwhile comes back). Stopped with orchestrator_stopped (the same UPDATE by id).
+INSERT INTO __SCHEMA__.workers AS w
+    (id, role, host, pid, backend_pid, state, rss_bytes, cpu_percent, telemetry)
+VALUES
+    (%(id)s, 'scheduler', %(host)s, %(pid)s, pg_backend_pid(), %(state)s,
+     %(rss_bytes)s, %(cpu_percent)s, %(telemetry)s::jsonb)
+ON CONFLICT (id) DO UPDATE SET
+    heartbeat_at = now(),
+    backend_pid = pg_backend_pid(),
+    state = EXCLUDED.state,
+    rss_bytes = EXCLUDED.rss_bytes,
+    cpu_percent = EXCLUDED.cpu_percent,
+    telemetry = EXCLUDED.telemetry,
+    stopped_at = NULL
+RETURNING w.id

@@ -1,0 +1,20 @@
+-- Every row of the workers table for `queue-ctl workers` and the live view, with
+-- the heartbeat age measured by the database clock and a liveness verdict:
+--   live     not stopped, not flagged, heartbeat fresher than %(dead_after_s)s
+--   stopped  exited cleanly (stopped_at set)
+--   dead     flagged by the orchestrator, or not stopped with a stale heartbeat
+-- %(now)s pins the clock for tests; NULL: the database's now().
+SELECT w.id, w.role, w.host, w.pid, w.queue, w.state, w.current_job_id,
+       w.started_at, w.heartbeat_at, w.stopped_at, w.flagged_dead_at,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - w.heartbeat_at)::float8
+           AS heartbeat_age_s,
+       w.rss_bytes, w.cpu_percent,
+       CASE
+           WHEN w.flagged_dead_at IS NOT NULL THEN 'dead'
+           WHEN w.stopped_at IS NOT NULL THEN 'stopped'
+           WHEN w.heartbeat_at <= coalesce(%(now)s::timestamptz, now())
+                                  - make_interval(secs => %(dead_after_s)s::float8) THEN 'dead'
+           ELSE 'live'
+       END AS liveness
+FROM __SCHEMA__.workers w
+ORDER BY w.role, w.queue NULLS FIRST, w.host, w.id

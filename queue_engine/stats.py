@@ -1,0 +1,289 @@
+"""The numbers operators look at: per-queue figures, the workers table, a job's timeline.
+
+Reading is split from arithmetic so each can be checked on its own: the
+database does the counting and the percentiles in one statement per view
+(``sql/stats_queues.sql``, ``sql/stats_workers.sql``, ``sql/show_job_events.sql``),
+and the derived figures (rates, the replicas suggestion) are pure functions of
+those counts, unit-tested without a server. ``queue-ctl stats``, ``workers``,
+``show`` and ``top`` and the metrics scrape all read through this module, so
+they can never disagree about what "queued" or "live" means.
+
+Definitions (also in docs/operations.md):
+
+- *queued*: claimable now (``status = 'queued'`` and ``available_at <= now``);
+  *delayed*: queued but available later (scheduled, or backing off a retry).
+- *wait time*: ``started_at - available_at`` of jobs started in the last
+  15 minutes, i.e. how long a claimable job waited for a worker (a delayed
+  job's delay and a retry's backoff are not counted as waiting).
+- *run time*: ``duration_ms`` of jobs that succeeded or failed in the last
+  15 minutes.
+- *throughput*: jobs created (in) and finished in any final status (out) over
+  the last minute and the last 15 minutes.
+- *replicas suggestion*: Little's law, see :func:`replicas_suggestion`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from queue_engine import sql as queries
+from queue_engine.config import env_float
+from queue_engine.db import schema_errors
+
+#: Heartbeat age after which a worker counts as dead (``QUEUE_ENGINE_DEAD_AFTER_S``).
+DEAD_AFTER_DEFAULT_S = 30.0
+#: Busy fraction the replicas suggestion aims for: headroom for bursts and restarts.
+TARGET_UTILISATION = 0.7
+#: Window of the arrival rate and mean run time behind the suggestion (seconds).
+SUGGESTION_WINDOW_S = 15 * 60.0
+#: How the suggestion is computed, repeated in the ``--json`` output.
+REPLICAS_FORMULA = (
+    "ceil(arrival_rate_per_s * mean_run_s / target_utilisation), "
+    "arrival_rate_per_s = jobs created in the last 15 min / 900, "
+    "mean_run_s = mean duration of jobs succeeded or failed in the last 15 min, "
+    "at least 1 while jobs are queued or running"
+)
+
+
+def dead_after_s() -> float:
+    """``QUEUE_ENGINE_DEAD_AFTER_S`` (default 30 s), the same setting as the dead-worker sweep."""
+    return env_float("DEAD_AFTER_S", DEAD_AFTER_DEFAULT_S, minimum=0.1)
+
+
+# -- pure arithmetic -----------------------------------------------------------
+
+
+def rate_per_s(count: int, window_s: float) -> float:
+    """Average events per second over a window."""
+    if window_s <= 0:
+        raise ValueError(f"window_s must be > 0, got {window_s!r}")
+    return count / window_s
+
+
+def replicas_suggestion(
+    arrival_rate_per_s: float,
+    mean_run_s: float | None,
+    *,
+    backlog: int = 0,
+    target_utilisation: float = TARGET_UTILISATION,
+) -> int:
+    """Workers a queue needs to keep up: Little's law with headroom.
+
+    ``arrival_rate_per_s * mean_run_s`` is the average number of jobs in
+    service (busy workers) needed to match the arrival rate; dividing by the
+    target utilisation leaves headroom, and the result is rounded up. A queue
+    with work waiting or running (``backlog`` > 0) gets at least one worker
+    even when nothing arrived lately or no run time is known yet; an idle
+    queue gets 0. Since workers run one job at a time, one worker per job in
+    service is exact, not an estimate of threads.
+    """
+    if not 0 < target_utilisation <= 1:
+        raise ValueError(f"target_utilisation must be in (0, 1], got {target_utilisation!r}")
+    if arrival_rate_per_s < 0 or (mean_run_s is not None and mean_run_s < 0):
+        raise ValueError("arrival rate and run time cannot be negative")
+    needed = 0
+    if mean_run_s is not None:
+        load = arrival_rate_per_s * mean_run_s / target_utilisation
+        # Round away float noise first (0.7 * 10 / 0.7 is 10.000000000000002).
+        needed = math.ceil(round(load, 9))
+    if backlog > 0:
+        needed = max(needed, 1)
+    return needed
+
+
+def format_duration(seconds: float | None) -> str:
+    """Short human duration for tables: ``850ms``, ``12.3s``, ``4m05s``, ``2h10m``, ``3d4h``."""
+    if seconds is None:
+        return "-"
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        minutes, secs = divmod(int(seconds), 60)
+        return f"{minutes}m{secs:02d}s"
+    if seconds < 86400:
+        hours, rest = divmod(int(seconds), 3600)
+        return f"{hours}h{rest // 60:02d}m"
+    days, rest = divmod(int(seconds), 86400)
+    return f"{days}d{rest // 3600}h"
+
+
+def format_bytes(value: int | None) -> str:
+    """Short human size: ``512B``, ``1.5K``, ``230.0M``, ``2.1G`` (binary units)."""
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}G"  # pragma: no cover - the loop always returns
+
+
+# -- the records ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """The figures of one queue, as ``queue-ctl stats`` shows them."""
+
+    queue: str
+    queued: int
+    delayed: int
+    running: int
+    succeeded_1h: int
+    failed_1h: int
+    lost_1h: int
+    canceled_1h: int
+    in_1m: int
+    in_15m: int
+    out_1m: int
+    out_15m: int
+    oldest_queued_s: float | None
+    wait_p50_s: float | None
+    wait_p95_s: float | None
+    wait_samples: int
+    run_p50_s: float | None
+    run_p95_s: float | None
+    run_mean_s: float | None
+    run_samples: int
+    workers_live: int
+    workers_parked: int
+    workers_dead: int
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> QueueStats:
+        """Build from a ``stats_queues`` row (counts arrive as ints, figures as floats)."""
+        return cls(**row)
+
+    @property
+    def arrival_rate_per_s(self) -> float:
+        """Jobs created per second over the suggestion window."""
+        return rate_per_s(self.in_15m, SUGGESTION_WINDOW_S)
+
+    @property
+    def replicas_suggested(self) -> int:
+        """Workers this queue needs (see :func:`replicas_suggestion`)."""
+        return replicas_suggestion(
+            self.arrival_rate_per_s, self.run_mean_s, backlog=self.queued + self.running
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready figures, with the rates and the suggestion and how it was computed."""
+        out = asdict(self)
+        out["throughput_per_s"] = {
+            "in_1m": rate_per_s(self.in_1m, 60.0),
+            "in_15m": rate_per_s(self.in_15m, 900.0),
+            "out_1m": rate_per_s(self.out_1m, 60.0),
+            "out_15m": rate_per_s(self.out_15m, 900.0),
+        }
+        out["replicas"] = {
+            "suggested": self.replicas_suggested,
+            "arrival_rate_per_s": self.arrival_rate_per_s,
+            "mean_run_s": self.run_mean_s,
+            "target_utilisation": TARGET_UTILISATION,
+            "formula": REPLICAS_FORMULA,
+        }
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """One row of the workers table, with its heartbeat age and a liveness verdict."""
+
+    id: str
+    role: str
+    host: str
+    pid: int
+    queue: str | None
+    state: str
+    current_job_id: int | None
+    started_at: datetime
+    heartbeat_at: datetime
+    stopped_at: datetime | None
+    flagged_dead_at: datetime | None
+    heartbeat_age_s: float
+    rss_bytes: int | None
+    cpu_percent: float | None
+    liveness: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (datetimes as ISO 8601)."""
+        return {
+            k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(self).items()
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One entry of a job's timeline."""
+
+    id: int
+    at: datetime
+    kind: str
+    from_status: str | None
+    to_status: str | None
+    attempt: int | None
+    worker_id: str | None
+    message: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``at`` as ISO 8601)."""
+        out = asdict(self)
+        out["at"] = self.at.isoformat()
+        return out
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def queue_stats(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    *,
+    queue: str | None = None,
+    now: datetime | None = None,
+    dead_after: float | None = None,
+) -> list[QueueStats]:
+    """Per-queue figures, one statement; ``now`` pins the clock (None: the database's)."""
+    params = {
+        "now": now,
+        "queue": queue,
+        "dead_after_s": dead_after if dead_after is not None else dead_after_s(),
+    }
+    with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(queries.query("stats_queues", schema), params)
+        return [QueueStats.from_row(r) for r in cur.fetchall()]
+
+
+def workers(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    *,
+    now: datetime | None = None,
+    dead_after: float | None = None,
+) -> list[WorkerRow]:
+    """Every worker row (workers, orchestrators, schedulers), with liveness."""
+    params = {
+        "now": now,
+        "dead_after_s": dead_after if dead_after is not None else dead_after_s(),
+    }
+    with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(queries.query("stats_workers", schema), params)
+        return [WorkerRow(**r) for r in cur.fetchall()]
+
+
+def job_events(conn: psycopg.Connection[Any], schema: str, job_id: int) -> list[JobEvent]:
+    """The job's events, oldest first (empty for an unknown or pruned job)."""
+    with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(queries.query("show_job_events", schema), {"id": job_id})
+        return [JobEvent(**r) for r in cur.fetchall()]
