@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from queue_engine.client import Client
 
 
+class JobCanceled(Exception):
+    """The job's cancel was requested and the handler was stopped at a checkpoint."""
+
+    def __init__(self) -> None:
+        super().__init__("canceled at a checkpoint")
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimedJob:
     """The columns of a job that a claim returns: what the worker and handler need."""
@@ -51,7 +58,14 @@ class JobContext:
     a tight loop costs no round trip per call. :attr:`cancel_requested` turns
     true when a cancel of this job is seen (by the heartbeat, or by the cancel
     NOTIFY); generator handlers are stopped at their next ``yield`` without
-    having to look at it.
+    having to look at it, and :meth:`beat` raises :class:`JobCanceled` for
+    other handlers. The same stop applies when the worker finds the job is no
+    longer its own (the lease lapsed and the job was recovered): the execution
+    is a zombie and its outcome is never written.
+
+    Every yield, :meth:`beat` and :meth:`progress` is also a *progress beat*
+    for the stall watchdog (tasks with ``stall_timeout_s``): an in-process
+    timestamp, no round trip.
     """
 
     def __init__(
@@ -84,18 +98,26 @@ class JobContext:
         if not isinstance(data, dict):
             raise TypeError(f"progress must be a dict, got {type(data).__name__}")
         self._report_progress(data)
-
-    def beat(self) -> None:
-        """Tell the worker the handler is alive (a checkpoint without progress)."""
         if self._beat is not None:
             self._beat()
+
+    def beat(self) -> None:
+        """A checkpoint without progress: tell the worker the handler is alive.
+
+        Raises :class:`JobCanceled` when the job must stop (a cancel was
+        requested, or the job is no longer this worker's): let it propagate.
+        """
+        if self._beat is not None:
+            self._beat()
+        if self._is_canceled():
+            raise JobCanceled()
 
     def checkpoint(self, value: object = None) -> bool:
         """A ``yield`` of a generator handler: record dict progress; True when it must stop."""
         if isinstance(value, dict):
             self.progress(value)
-        else:
-            self.beat()
+        elif self._beat is not None:
+            self._beat()
         return self.cancel_requested
 
     def connect(self) -> psycopg.Connection[Any]:

@@ -10,8 +10,8 @@ so it can be piped, logged and tested.
 from __future__ import annotations
 
 import contextlib
-import os
 import select
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -285,9 +285,10 @@ def top_cmd(ctx: click.Context, interval: float, iterations: int | None) -> None
         frames = 0
         with _terminal(interactive_input), contextlib.suppress(KeyboardInterrupt):
             while iterations is None or frames < iterations:
-                width = os.get_terminal_size().columns
+                # A terminal that reports no size (0 columns) gets untruncated lines.
+                width = shutil.get_terminal_size((200, 50)).columns or 200
                 frame = snapshot(conn, schema, width=width)
-                sys.stdout.write("\x1b[H\x1b[2J" + frame.replace("\n", "\r\n"))
+                sys.stdout.write("\x1b[H\x1b[2J" + frame + "\n")
                 sys.stdout.flush()
                 frames += 1
                 if iterations is not None and frames >= iterations:

@@ -15,14 +15,10 @@ import inspect
 from collections.abc import AsyncGenerator, Generator
 from typing import Any, Protocol
 
+from queue_engine.context import JobCanceled
 from queue_engine.tasks import TaskDefinition
 
-
-class JobCanceled(Exception):
-    """The job's cancel was requested and the handler was stopped at a checkpoint."""
-
-    def __init__(self) -> None:
-        super().__init__("canceled at a checkpoint")
+__all__ = ["Checkpoints", "Executor", "JobCanceled"]
 
 
 class Checkpoints(Protocol):

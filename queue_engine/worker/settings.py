@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from queue_engine.config import env_float, env_str, resolve_dsn, resolve_schema
 from queue_engine.errors import ConfigError
 from queue_engine.validation import check_queue_name
+from queue_engine.worker import watchdog
 
 DEFAULT_POLL_S = 1.0
 DEFAULT_HEARTBEAT_S = 10.0
@@ -21,6 +22,10 @@ DEFAULT_CONNECT_RETRY_S = 10.0
 DEFAULT_FLUSH_INTERVAL_S = 0.5
 MAX_PREFETCH = 1000
 SYNCHRONOUS_COMMIT_VALUES = ("on", "off", "local", "remote_write", "remote_apply")
+DEFAULT_TIMEOUT_S = watchdog.DEFAULT_TIMEOUT_S
+DEFAULT_SHUTDOWN_GRACE_S = watchdog.SHUTDOWN_GRACE_DEFAULT_S
+DEFAULT_CANCEL_GRACE_S = watchdog.CANCEL_GRACE_DEFAULT_S
+DEFAULT_ZOMBIE_GRACE_S = watchdog.ZOMBIE_GRACE_DEFAULT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,11 @@ class WorkerSettings:
     finishes, heartbeats): a claim or finish lost in a Postgres crash means the
     job runs again, which at-least-once delivery allows. Producers and the
     handler's own connection (``ctx.connect()``) keep the server's setting.
+
+    ``default_timeout_s`` is the wall-clock budget of jobs whose job row and
+    task set none; the three graces are how long a running job is waited for
+    after SIGTERM (then given back), after a cancel it ignores, and after its
+    lease was found lost (both: then the process is hard-stopped, exit 77).
     """
 
     queue: str
@@ -44,6 +54,10 @@ class WorkerSettings:
     synchronous_commit: str = DEFAULT_SYNCHRONOUS_COMMIT
     connect_retry_s: float = DEFAULT_CONNECT_RETRY_S
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
+    default_timeout_s: float = DEFAULT_TIMEOUT_S
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
+    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
+    zombie_grace_s: float = DEFAULT_ZOMBIE_GRACE_S
 
     def __post_init__(self) -> None:
         try:
@@ -65,6 +79,15 @@ class WorkerSettings:
                 f"QUEUE_ENGINE_HEARTBEAT_S ({self.heartbeat_s:g}), or every lease expires "
                 "before it is renewed (3 heartbeats per lease is a good ratio)"
             )
+        if not self.default_timeout_s > 0:
+            raise ConfigError("QUEUE_ENGINE_DEFAULT_TIMEOUT_S must be > 0")
+        for name, value in (
+            ("SHUTDOWN_GRACE_S", self.shutdown_grace_s),
+            ("CANCEL_GRACE_S", self.cancel_grace_s),
+            ("ZOMBIE_GRACE_S", self.zombie_grace_s),
+        ):
+            if not value >= 0:
+                raise ConfigError(f"QUEUE_ENGINE_{name} must be >= 0")
         if self.synchronous_commit not in SYNCHRONOUS_COMMIT_VALUES:
             raise ConfigError(
                 f"QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT={self.synchronous_commit!r}: "
@@ -89,6 +112,10 @@ class WorkerSettings:
                 env_str("WORKER_SYNCHRONOUS_COMMIT", DEFAULT_SYNCHRONOUS_COMMIT) or "off"
             ).lower(),
             "connect_retry_s": env_float("CONNECT_RETRY_S", DEFAULT_CONNECT_RETRY_S),
+            "default_timeout_s": env_float("DEFAULT_TIMEOUT_S", DEFAULT_TIMEOUT_S, minimum=0.001),
+            "shutdown_grace_s": env_float("SHUTDOWN_GRACE_S", DEFAULT_SHUTDOWN_GRACE_S),
+            "cancel_grace_s": env_float("CANCEL_GRACE_S", DEFAULT_CANCEL_GRACE_S),
+            "zombie_grace_s": env_float("ZOMBIE_GRACE_S", DEFAULT_ZOMBIE_GRACE_S),
         }
         names = {f.name for f in dataclasses.fields(cls)}
         for key, value in overrides.items():

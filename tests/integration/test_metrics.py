@@ -92,9 +92,15 @@ def test_metrics_content_for_a_known_workload(server, workload) -> None:
     ] == pytest.approx(3 / 900)
     assert got[("queue_engine_queue_workers", (("liveness", "live"), q))] == 2
     assert got[("queue_engine_queue_workers", (("liveness", "dead"), q))] == 1
-    assert got[
-        ("queue_engine_workers", (("liveness", "live"), q, ("role", "worker"), ("state", "busy")))
-    ] == 1
+    assert (
+        got[
+            (
+                "queue_engine_workers",
+                (("liveness", "live"), q, ("role", "worker"), ("state", "busy")),
+            )
+        ]
+        == 1
+    )
     # Run times 0.2 s, 3 s, 20 s: cumulative buckets.
     le = lambda b: ("queue_engine_job_duration_seconds_bucket", (("le", b), q))  # noqa: E731
     assert got[le("0.1")] == 0

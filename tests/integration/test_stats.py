@@ -92,9 +92,7 @@ def known_workload(conn: psycopg.Connection[Any], T: datetime) -> None:
     for _ in range(2):
         insert_job(conn, created_at=T - s(5), available_at=T + s(60))
     # 1 running, waited 20 s.
-    insert_job(
-        conn, status="running", created_at=T - s(120), started_at=T - s(100)
-    )
+    insert_job(conn, status="running", created_at=T - s(120), started_at=T - s(100))
     # 4 succeeded 5 min ago: waited 1..4 s, ran 1..4 s.
     for i in (1, 2, 3, 4):
         insert_job(

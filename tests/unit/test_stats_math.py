@@ -35,7 +35,9 @@ def test_rate_per_s() -> None:
         (0.01, 4.0, 1, 1),  # tiny load rounds up to 1 anyway
     ],
 )
-def test_replicas_suggestion(rate: float, mean_run: float | None, backlog: int, expected: int) -> None:
+def test_replicas_suggestion(
+    rate: float, mean_run: float | None, backlog: int, expected: int
+) -> None:
     assert stats.replicas_suggestion(rate, mean_run, backlog=backlog) == expected
 
 

@@ -1,0 +1,112 @@
+"""Contract: ``queue-ctl stats/workers/show/top/roles`` as an operator runs them (subprocess).
+
+Tables on stdout, ``--json`` documents with the figures and the replicas
+formula, ``show`` with the event timeline, ``top`` printing one snapshot (and
+no terminal escape codes) when stdout is not a terminal, ``--iterations N``
+printing N frames, ``roles`` printing the template for the configured schema,
+and the usual one-line errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
+
+
+def ctl(dsn: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
+    return subprocess.run(
+        [str(QUEUE_CTL), "--dsn", dsn, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
+    return result.stdout
+
+
+def seed(conn: Any) -> int:
+    conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task) SELECT 'cli.q', 'cli.task' "
+        "FROM generate_series(1, 3)"
+    )
+    conn.execute(
+        "INSERT INTO queue_engine.workers (id, queue, host, pid, state, rss_bytes, cpu_percent) "
+        "VALUES ('w-cli-1', 'cli.q', 'host-a', 777, 'idle', 52428800, 3.5)"
+    )
+    row = conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task, status, attempt, started_at, finished_at, "
+        "duration_ms) VALUES ('cli.q', 'cli.done', 'succeeded', 1, now(), now(), 12) RETURNING id"
+    ).fetchone()
+    assert row is not None
+    conn.execute(
+        "INSERT INTO queue_engine.job_events (job_id, kind, from_status, to_status, attempt, "
+        "worker_id, message) VALUES (%(id)s, 'claimed', 'queued', 'running', 1, 'w-cli-1', NULL), "
+        "(%(id)s, 'succeeded', 'running', 'succeeded', 1, 'w-cli-1', 'all good')",
+        {"id": row[0]},
+    )
+    return int(row[0])
+
+
+def test_stats_table_and_json(dsn: str, conn: Any) -> None:
+    seed(conn)
+    out = ok(ctl(dsn, "stats"))
+    header, line = out.splitlines()[:2]
+    assert header.split()[:4] == ["QUEUE", "QUEUED", "DELAYED", "RUNNING"]
+    assert line.split()[:5] == ["cli.q", "3", "0", "0", "1"]
+    doc = json.loads(ok(ctl(dsn, "stats", "--json", "--queue", "cli.q")))
+    (q,) = doc["queues"]
+    assert (q["queue"], q["queued"], q["succeeded_1h"], q["workers_live"]) == ("cli.q", 3, 1, 1)
+    assert q["replicas"]["suggested"] == 1
+    assert "target_utilisation" in q["replicas"] and "formula" in q["replicas"]
+    assert "replicas" in doc["definitions"]
+    empty = json.loads(ok(ctl(dsn, "stats", "--json", "--queue", "nothing.here")))
+    assert empty["queues"] == []
+
+
+def test_workers_and_show(dsn: str, conn: Any) -> None:
+    job_id = seed(conn)
+    out = ok(ctl(dsn, "workers"))
+    assert "w-cli-1" in out and "host-a" in out and "50.0M" in out and "live" in out
+    (w,) = json.loads(ok(ctl(dsn, "workers", "--json")))
+    assert (w["id"], w["pid"], w["rss_bytes"], w["liveness"]) == ("w-cli-1", 777, 52428800, "live")
+
+    out = ok(ctl(dsn, "show", str(job_id)))
+    assert "cli.done" in out and "all good" in out
+    assert out.index("claimed") < out.index("all good")
+    doc = json.loads(ok(ctl(dsn, "show", str(job_id), "--json")))
+    assert [e["kind"] for e in doc["events"]] == ["claimed", "succeeded"]
+    missing = ctl(dsn, "show", "999999")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "queue-ctl: error: job 999999 not found"
+
+
+def test_top_prints_one_snapshot_when_not_a_terminal(dsn: str, conn: Any) -> None:
+    seed(conn)
+    out = ok(ctl(dsn, "top"))
+    assert "\x1b" not in out
+    assert out.startswith("queue-engine top")
+    assert out.count("queue-engine top") == 1
+    assert "cli.q" in out and "w-cli-1" in out
+    out = ok(ctl(dsn, "top", "--iterations", "2", "--interval", "0.1"))
+    assert out.count("queue-engine top") == 2
+
+
+def test_roles_prints_the_template_for_the_schema(dsn: str) -> None:
+    out = ok(ctl(dsn, "--schema", "jobs_x", "roles", "--worker-role", "etl_worker"))
+    assert "CREATE ROLE etl_worker NOLOGIN" in out
+    assert 'GRANT SELECT, UPDATE ON "jobs_x".jobs TO etl_worker;' in out
+    assert "__" not in out
+    bad = ctl(dsn, "roles", "--worker-role", "Bad Name")
+    assert bad.returncode == 2 and "invalid role name" in bad.stderr

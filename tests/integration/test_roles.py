@@ -1,0 +1,157 @@
+"""Contract of the least-privilege roles (``sql/roles.sql``, ``queue-ctl roles``).
+
+Login roles made members of the template's group roles show each is enough and
+no more: a producer can enqueue (Client, bulk, SQL function) and read status
+but not UPDATE/DELETE jobs, write events or change the schema; a worker can
+register, heartbeat, claim and finish (the worker's own one-statement
+``finish_and_claim_jobs``) but not DELETE, DROP, ALTER or CREATE; a monitor
+can read the views and write nothing. Roles are cluster-wide: every name is
+unique to this run and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+from psycopg.conninfo import make_conninfo
+
+from queue_engine import Client, stats
+from queue_engine import sql as queries
+from queue_engine.roles import roles_sql
+
+SCHEMA = "queue_engine"
+SUFFIX = f"{os.getpid()}"
+GROUPS = {
+    "worker": f"qe_t_worker_{SUFFIX}",
+    "producer": f"qe_t_producer_{SUFFIX}",
+    "monitor": f"qe_t_monitor_{SUFFIX}",
+}
+LOGINS = {kind: f"{name}_login" for kind, name in GROUPS.items()}
+
+
+@pytest.fixture
+def role_dsns(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[dict[str, str]]:
+    """Apply the template, create one login role per group; drop everything after."""
+    conn.execute(
+        roles_sql(
+            SCHEMA, worker=GROUPS["worker"], producer=GROUPS["producer"], monitor=GROUPS["monitor"]
+        ).encode()
+    )
+    # Idempotent: a second run changes nothing and does not fail.
+    conn.execute(
+        roles_sql(
+            SCHEMA, worker=GROUPS["worker"], producer=GROUPS["producer"], monitor=GROUPS["monitor"]
+        ).encode()
+    )
+    for kind, login in LOGINS.items():
+        conn.execute(f"CREATE ROLE {login} LOGIN PASSWORD 'pw' IN ROLE {GROUPS[kind]}")
+    try:
+        yield {
+            kind: make_conninfo(dsn, user=login, password="pw") for kind, login in LOGINS.items()
+        }
+    finally:
+        names = ", ".join([*LOGINS.values(), *GROUPS.values()])
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
+            (list(LOGINS.values()),),
+        )
+        conn.execute(f"DROP OWNED BY {names}")
+        conn.execute(f"DROP ROLE {names}")
+
+
+def refused(conn: psycopg.Connection[Any], statement: str, *params: Any) -> None:
+    """The statement fails with insufficient privilege (or must be owner)."""
+    with pytest.raises(pg_errors.InsufficientPrivilege):
+        conn.execute(statement.encode(), params or None)
+
+
+def test_producer_enqueues_and_reads_but_changes_nothing_else(role_dsns) -> None:
+    with Client(role_dsns["producer"]) as client:
+        job = client.enqueue("roles.task", queue="r", args={"n": 1}, idempotency_key="k-1")
+        assert client.get(job.id).status == "queued"
+        again = client.enqueue("roles.task", queue="r", idempotency_key="k-1")
+        assert again.id == job.id and not again.created
+        ids = client.enqueue_many([{"task": "roles.bulk", "queue": "r"} for _ in range(3)])
+        assert len(ids) == 3
+        assert len(client.list(queue="r")) == 4
+    with psycopg.connect(role_dsns["producer"], autocommit=True) as conn:
+        row = conn.execute("SELECT queue_engine.enqueue('roles.sql', '{}'::jsonb, 'r')").fetchone()
+        assert row is not None and row[0] > 0
+        refused(conn, "UPDATE queue_engine.jobs SET priority = 1 WHERE id = %s", job.id)
+        refused(conn, "DELETE FROM queue_engine.jobs WHERE id = %s", job.id)
+        refused(conn, "INSERT INTO queue_engine.job_events (job_id, kind) VALUES (1, 'x')")
+        refused(conn, "UPDATE queue_engine.workers SET state = 'x'")
+        refused(conn, "CREATE TABLE queue_engine.evil (id int)")
+        refused(conn, "ALTER TABLE queue_engine.jobs ADD COLUMN evil int")
+        refused(conn, "DROP TABLE queue_engine.job_events")
+        refused(conn, "TRUNCATE queue_engine.jobs")
+
+
+def test_worker_claims_and_finishes_but_cannot_change_the_schema(role_dsns, client) -> None:
+    job = client.enqueue("roles.work", queue="rw")
+    params: dict[str, Any] = {
+        "worker_id": "w-roles",
+        "queue": "rw",
+        "jobs_channel": queries.jobs_channel(SCHEMA),
+        "lease_ttl_s": 60,
+    }
+    statement = queries.query("finish_and_claim_jobs", SCHEMA)
+    with psycopg.connect(role_dsns["worker"], autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO queue_engine.workers (id, queue, host, pid, state) "
+            "VALUES ('w-roles', 'rw', 'h', 1, 'idle') "
+            "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state RETURNING id"
+        )
+        claimed = conn.execute(statement, {**params, "outcomes": "[]", "claim_limit": 1}).fetchall()
+        assert [(r[0], r[1]) for r in claimed] == [(True, job.id)]
+        conn.execute(
+            "UPDATE queue_engine.workers SET heartbeat_at = now(), current_job_id = %s "
+            "WHERE id = 'w-roles' RETURNING id",
+            (job.id,),
+        )
+        outcome = {
+            "id": job.id,
+            "attempt": 1,
+            "status": "succeeded",
+            "kind": "succeeded",
+            "result": {"ok": True},
+            "error": None,
+            "delay_s": 0.0,
+            "refund": 0,
+            "duration_ms": 5,
+            "progress": None,
+            "message": None,
+        }
+        finished = conn.execute(
+            statement, {**params, "outcomes": json.dumps([outcome]), "claim_limit": 0}
+        ).fetchall()
+        assert [(r[0], r[1], r[3]) for r in finished] == [(False, job.id, "succeeded")]
+
+        refused(conn, "DELETE FROM queue_engine.jobs WHERE id = %s", job.id)
+        refused(conn, "INSERT INTO queue_engine.jobs (task) VALUES ('sneaky')")
+        refused(conn, "DELETE FROM queue_engine.job_events")
+        refused(conn, "UPDATE queue_engine.job_events SET message = 'x'")
+        refused(conn, "CREATE TABLE queue_engine.evil (id int)")
+        refused(conn, "ALTER TABLE queue_engine.jobs DROP CONSTRAINT jobs_status_check")
+        refused(conn, "DROP TABLE queue_engine.jobs")
+        refused(conn, "DROP TRIGGER jobs_guard_transition ON queue_engine.jobs")
+        refused(conn, "INSERT INTO queue_engine.job_transitions VALUES ('succeeded', 'queued')")
+    final = client.get(job.id)
+    assert (final.status, final.result) == ("succeeded", {"ok": True})
+
+
+def test_monitor_reads_the_views_and_writes_nothing(role_dsns, client) -> None:
+    client.enqueue("roles.watch", queue="rm")
+    with psycopg.connect(role_dsns["monitor"], autocommit=True) as conn:
+        rows = stats.queue_stats(conn, SCHEMA)
+        assert [(q.queue, q.queued) for q in rows] == [("rm", 1)]
+        assert stats.workers(conn, SCHEMA) == []
+        refused(conn, "INSERT INTO queue_engine.jobs (task) VALUES ('x')")
+        refused(conn, "UPDATE queue_engine.workers SET state = 'x'")
+        refused(conn, "CREATE TABLE queue_engine.evil (id int)")
