@@ -98,6 +98,34 @@ def reset_counters() -> None:
             _counters[name] = 0.0
 
 
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, list | tuple) else 0
+
+
+def record_result(service: str, result: Any) -> None:
+    """Count what one leader-service run did, from its result object (duck-typed).
+
+    One call fits every service, so the orchestrator can hook it once (after
+    each ``run_once``) instead of in each service: ``reaper`` (``requeued``,
+    ``lost``, ``canceled``), ``dead_workers`` (``flagged``) and
+    ``fast_recovery`` (``workers``, each with ``requeued``/``lost``/``canceled``
+    job ids). Other services (the pruner counts itself) are ignored.
+    """
+    if result is None:
+        return
+    if service == "reaper":
+        for kind in ("requeued", "lost", "canceled"):
+            count(f"reaper_{kind}", _size(getattr(result, kind, None)))
+    elif service == "dead_workers":
+        count("dead_workers_flagged", _size(getattr(result, "flagged", None)))
+    elif service == "fast_recovery":
+        jobs = 0
+        for worker in getattr(result, "workers", None) or []:
+            for kind in ("requeued", "lost", "canceled"):
+                jobs += _size(getattr(worker, kind, None))
+        count("fast_recovered", jobs)
+
+
 def require_prometheus_client() -> None:
     """Raise a ConfigError that says how to install the extra when prometheus-client is missing."""
     try:

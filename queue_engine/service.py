@@ -137,6 +137,8 @@ class Service(ABC, Generic[R]):
         self.consecutive_errors = 0
         self.runs = 0
         self.last_result: R | None = None
+        #: Called with (name, result) after each successful run (metrics counters).
+        self.on_result: Callable[[str, R], None] | None = None
 
     # -- lifecycle -------------------------------------------------------
 
@@ -237,6 +239,8 @@ class Service(ABC, Generic[R]):
         self.consecutive_errors = 0
         self.runs += 1
         self.last_result = result
+        if self.on_result is not None:
+            self.on_result(self.name, result)
         elapsed_ms = round((self.clock() - started) * 1000, 1)
         level = logging.INFO if result.did_work else logging.DEBUG
         log_event(self.log, level, f"{self.name}.run", **result.log_fields(), elapsed_ms=elapsed_ms)

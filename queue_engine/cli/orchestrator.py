@@ -88,13 +88,32 @@ def install_stop_handlers(stop: threading.Event) -> None:
     show_envvar=True,
     help="Log verbosity (stderr).",
 )
+@click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535),
+    envvar="QUEUE_ENGINE_HTTP_PORT",
+    show_envvar=True,
+    help="Serve Prometheus /metrics and /health on this port (needs queue-engine[metrics]).",
+)
+@click.option(
+    "--http-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="QUEUE_ENGINE_HTTP_HOST",
+    show_envvar=True,
+    help="Address the metrics server binds to.",
+)
 @click.version_option(package_name="queue-engine", prog_name="queue-orchestrator")
-def orchestrator(dsn: str, schema: str, log_format: str, log_level: str) -> int:
+def orchestrator(
+    dsn: str, schema: str, log_format: str, log_level: str, http_port: int | None, http_host: str
+) -> int:
     """Apply migrations, elect a leader, and run the recovery sweeps on the leader.
 
     The leader runs the lease reaper and the dead-worker sweep every
-    QUEUE_ENGINE_SWEEP_S (default 5) and fast recovery every
-    QUEUE_ENGINE_RECOVERY_S (default 1; 0 turns it off). Several orchestrators
+    QUEUE_ENGINE_SWEEP_S (default 5), fast recovery every
+    QUEUE_ENGINE_RECOVERY_S (default 1; 0 turns it off) and retention pruning
+    every QUEUE_ENGINE_PRUNE_S (default 60). With --http-port it serves
+    Prometheus /metrics and /health. Several orchestrators
     may run at once; one leads, the others take over within seconds if it goes.
     """
     try:
@@ -105,7 +124,8 @@ def orchestrator(dsn: str, schema: str, log_format: str, log_level: str) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     notifier = SystemdNotifier()
-    orch = Orchestrator(OrchestratorConfig.from_env(dsn, schema), notifier=notifier)
+    config = OrchestratorConfig.from_env(dsn, schema, http_port=http_port, http_host=http_host)
+    orch = Orchestrator(config, notifier=notifier)
     notifier.status("migrating (waiting for the database if needed)")
     try:
         orch.migrate(stopping=stop.is_set)

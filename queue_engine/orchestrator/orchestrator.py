@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from queue_engine import metrics
 from queue_engine.config import env_float, env_str, resolve_dsn, resolve_schema
 from queue_engine.errors import ConfigError, DatabaseUnavailable
 from queue_engine.migrate import Migration, Migrator
@@ -48,6 +49,7 @@ from queue_engine.orchestrator.leader import (
     RECONNECT_BACKOFF_MAX_S,
     LeaderElector,
 )
+from queue_engine.orchestrator.pruner import Pruner
 from queue_engine.orchestrator.reaper import (
     BATCH_SIZE_DEFAULT,
     SWEEP_DEFAULT_S,
@@ -81,6 +83,9 @@ class OrchestratorConfig:
     dead_after_s: float | None = None
     #: Fast-recovery cadence; 0 turns it off (behind a transaction-pooling pgbouncer).
     recovery_s: float = RECOVERY_DEFAULT_S
+    #: Serve /metrics and /health on this port (None: no HTTP server; 0: any free port).
+    http_port: int | None = None
+    http_host: str = "127.0.0.1"
 
     @property
     def dead_after(self) -> float:
@@ -90,9 +95,18 @@ class OrchestratorConfig:
         return DEAD_AFTER_BEATS * self.heartbeat_s
 
     @classmethod
-    def from_env(cls, dsn: str | None = None, schema: str | None = None) -> OrchestratorConfig:
+    def from_env(
+        cls,
+        dsn: str | None = None,
+        schema: str | None = None,
+        *,
+        http_port: int | None = None,
+        http_host: str = "127.0.0.1",
+    ) -> OrchestratorConfig:
         """Explicit values first, then the environment, then the defaults."""
         return cls(
+            http_port=http_port,
+            http_host=http_host,
             dsn=resolve_dsn(dsn),
             schema=resolve_schema(schema),
             sweep_s=env_float("SWEEP_S", SWEEP_DEFAULT_S, minimum=0.05),
@@ -164,6 +178,11 @@ class Orchestrator:
                 config.dsn, config.schema, interval_s=config.recovery_s
             )
             self.leader_services.append(self.fast_recovery)
+        self.pruner = Pruner.from_env(config.dsn, config.schema)
+        self.leader_services.append(self.pruner)
+        for service in self.leader_services:
+            service.on_result = metrics.record_result
+        self.metrics_server: metrics.MetricsServer | None = None
         self.elector = LeaderElector(
             config.dsn,
             config.schema,
@@ -257,6 +276,22 @@ class Orchestrator:
         )
         self.heartbeat.start()
         self.elector.start()
+        if self.config.http_port is not None:
+            self.metrics_server = metrics.start_metrics_server(
+                self.config.dsn,
+                self.config.schema,
+                self.config.http_port,
+                self.config.http_host,
+                is_leader=lambda: self.is_leader,
+                dead_after=self.config.dead_after,
+            )
+            log_event(
+                log,
+                logging.INFO,
+                "orchestrator.http_started",
+                host=self.config.http_host,
+                port=self.metrics_server.port,
+            )
 
     def stop(self) -> None:
         """Resign leadership, stop every service, mark the row stopped; safe twice or before start."""
@@ -266,6 +301,8 @@ class Orchestrator:
         # The elector's loop resigns on exit, which stops the leader services. Every
         # wait is bounded: the threads are daemons, so a hung one cannot keep the
         # process from exiting once the main thread returns.
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         self.elector.stop(timeout=STOP_TIMEOUT_S)
         for service in self.leader_services:
             service.stop(timeout=STOP_TIMEOUT_S)

@@ -104,3 +104,43 @@ def test_parse_duration_and_retention_groups() -> None:
         (30 * 86400.0, ["failed", "canceled"]),
     ]
     assert Retention.uniform(10).groups() == [(10.0, ["succeeded", "failed", "lost", "canceled"])]
+
+
+def test_record_result_counts_leader_service_runs() -> None:
+    from queue_engine import metrics
+    from queue_engine.orchestrator.dead_workers import DeadWorkerResult
+    from queue_engine.orchestrator.reaper import ReapResult
+
+    metrics.reset_counters()
+    reaped = ReapResult(requeued=[object()] * 3, lost=[object()], canceled=[])  # type: ignore[list-item]
+    metrics.record_result("reaper", reaped)
+    metrics.record_result("dead_workers", DeadWorkerResult(flagged=[object()] * 2))  # type: ignore[list-item]
+    metrics.record_result("reaper", None)
+    metrics.record_result("heartbeat", object())
+
+    class Gone:
+        requeued = [1, 2]
+        lost = [3]
+        canceled: list[int] = []
+
+    class Recovery:
+        workers = [Gone(), Gone()]
+
+    metrics.record_result("fast_recovery", Recovery())
+    got = metrics.counters()
+    assert (got["reaper_requeued"], got["reaper_lost"], got["reaper_canceled"]) == (3, 1, 0)
+    assert got["dead_workers_flagged"] == 2
+    assert got["fast_recovered"] == 6
+    metrics.reset_counters()
+
+
+def test_a_missing_prometheus_client_says_which_extra_to_install(monkeypatch) -> None:
+    import sys
+
+    from queue_engine import metrics
+    from queue_engine.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(ConfigError, match=r"pip install 'queue-engine\[metrics\]'"):
+        metrics.start_metrics_server("", "queue_engine", 0)
+    metrics.count("reaper_requeued")  # counting never needs the library
