@@ -97,6 +97,48 @@ def schema_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def log_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--log-format`` and ``--log-level``, the same for every daemon."""
+    from queue_engine.logs import LOG_FORMATS
+
+    func = click.option(
+        "--log-level",
+        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+        default="INFO",
+        envvar="QUEUE_ENGINE_LOG_LEVEL",
+        show_default=True,
+        show_envvar=True,
+        help="Log verbosity (stderr).",
+    )(func)
+    return click.option(
+        "--log-format",
+        type=click.Choice(LOG_FORMATS),
+        default="text",
+        show_default=True,
+        envvar="QUEUE_ENGINE_LOG_FORMAT",
+        show_envvar=True,
+        help="text, or one JSON object per line.",
+    )(func)
+
+
+def parse_json_args(raw: str, option: str = "--args") -> dict[str, Any]:
+    """Parse a JSON object given on the command line; a clear ValidationError otherwise."""
+    from queue_engine.errors import ValidationError
+
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            f"{option} is not valid JSON: {exc.msg} at position {exc.pos}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ValidationError(f"{option} must be a JSON object, e.g. '{{\"n\": 1}}'")
+    return value
+
+
 def print_json(value: Any) -> None:
     """Print a JSON document (datetimes and other objects as strings)."""
     click.echo(json.dumps(value, indent=2, default=str, sort_keys=False))

@@ -11,15 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
-from queue_engine.cli.common import dsn_option, print_json, run_cli, schema_option
+from queue_engine.cli.common import dsn_option, parse_json_args, print_json, run_cli, schema_option
 from queue_engine.client import Client
 from queue_engine.config import validate_schema
 from queue_engine.db import connect
-from queue_engine.errors import ConfigError, ValidationError
+from queue_engine.errors import ConfigError
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.migrate import Migrator
 
@@ -151,18 +150,6 @@ def downgrade(ctx: click.Context, target: int, directory: Path | None, ledger: s
     click.echo(f"database is at version {migrator.current_version()}")
 
 
-def _parse_args(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            f"--args is not valid JSON: {exc.msg} at position {exc.pos}"
-        ) from None
-    if not isinstance(value, dict):
-        raise ValidationError("--args must be a JSON object, e.g. '{\"n\": 1}'")
-    return value
-
-
 @ctl.command()
 @click.argument("task")
 @click.option("--queue", "-q", help="Queue name (default: the task's, else 'default').")
@@ -203,7 +190,7 @@ def enqueue(
     as_json: bool,
 ) -> None:
     """Enqueue one job of TASK and print its id."""
-    args = _parse_args(raw_args)
+    args = parse_json_args(raw_args)
     with open_client(ctx) as client:
         job = client.enqueue(
             task,

@@ -23,17 +23,15 @@ from types import FrameType
 
 import click
 
-from queue_engine.cli.common import dsn_option, run_cli, schema_option
+from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
 from queue_engine.config import validate_schema
 from queue_engine.errors import ConfigError, DatabaseUnavailable
-from queue_engine.logs import LOG_FORMATS, setup_logging
+from queue_engine.logs import setup_logging
 from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
 from queue_engine.service import log_event
 from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.orchestrator")
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def status_line(orch: Orchestrator) -> str:
@@ -70,24 +68,7 @@ def install_stop_handlers(stop: threading.Event) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @dsn_option
 @schema_option
-@click.option(
-    "--log-format",
-    type=click.Choice(LOG_FORMATS),
-    default="text",
-    show_default=True,
-    envvar="QUEUE_ENGINE_LOG_FORMAT",
-    show_envvar=True,
-    help="text, or one JSON object per line.",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="INFO",
-    envvar="QUEUE_ENGINE_LOG_LEVEL",
-    show_default=True,
-    show_envvar=True,
-    help="Log verbosity (stderr).",
-)
+@log_options
 @click.option(
     "--http-port",
     type=click.IntRange(0, 65535),

@@ -19,16 +19,15 @@ from types import FrameType
 
 import click
 
-from queue_engine.cli.common import dsn_option, run_cli, schema_option
+from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
 from queue_engine.config import validate_schema
 from queue_engine.errors import ConfigError, DatabaseUnavailable
-from queue_engine.logs import LOG_FORMATS, setup_logging
+from queue_engine.logs import setup_logging
 from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
 from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
 from queue_engine.service import log_event
 
 PROG = "queue-scheduler"
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 log = logging.getLogger("queue_engine.scheduler")
 
@@ -46,24 +45,7 @@ class _Stopped(Exception):
     show_envvar=True,
     help="Module declaring schedules with @periodic; synced into the schedules table at start.",
 )
-@click.option(
-    "--log-format",
-    type=click.Choice(LOG_FORMATS),
-    default="text",
-    show_default=True,
-    envvar="QUEUE_ENGINE_LOG_FORMAT",
-    show_envvar=True,
-    help="text, or one JSON object per line.",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="INFO",
-    envvar="QUEUE_ENGINE_LOG_LEVEL",
-    show_default=True,
-    show_envvar=True,
-    help="Log verbosity (stderr).",
-)
+@log_options
 @click.version_option(package_name="queue-engine", prog_name=PROG)
 def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level: str) -> int:
     """Enqueue the periodic jobs of every enabled schedule, each slot exactly once.

@@ -7,7 +7,6 @@ with the exit codes of :mod:`queue_engine.cli.common` (2 for bad input).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,9 +15,8 @@ from typing import Any
 import click
 import psycopg
 
-from queue_engine.cli.common import print_json
+from queue_engine.cli.common import parse_json_args, print_json
 from queue_engine.db import connect, schema_errors
-from queue_engine.errors import ValidationError
 from queue_engine.scheduler import store
 from queue_engine.scheduler.schedules import OVERLAP_POLICIES, ScheduleSpec
 
@@ -29,18 +27,6 @@ def _open(ctx: click.Context) -> Iterator[tuple[psycopg.Connection[Any], str]]:
     schema = settings["schema"]
     with connect(settings["dsn"]) as conn, schema_errors(schema):
         yield conn, schema
-
-
-def _parse_args(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            f"--args is not valid JSON: {exc.msg} at position {exc.pos}"
-        ) from None
-    if not isinstance(value, dict):
-        raise ValidationError("--args must be a JSON object, e.g. '{\"n\": 1}'")
-    return value
 
 
 def _when(value: datetime | None, tz: Any) -> str:
@@ -104,7 +90,7 @@ def add(
         task=task,
         tz=tz,
         queue=queue,
-        args=_parse_args(raw_args),
+        args=parse_json_args(raw_args),
         priority=priority,
         max_attempts=max_attempts,
         timeout_s=timeout_s,
