@@ -115,7 +115,6 @@ CREATE TABLE __SCHEMA__.job_events (
     message     text
 ) WITH (autovacuum_vacuum_insert_scale_factor = 0.05);
 CREATE INDEX job_events_job_id_idx ON __SCHEMA__.job_events (job_id, id);
-CREATE INDEX job_events_at_idx ON __SCHEMA__.job_events (at);
 
 CREATE TABLE __SCHEMA__.workers (
     id              text PRIMARY KEY,
