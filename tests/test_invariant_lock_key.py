@@ -39,10 +39,21 @@ def test_no_two_jobs_of_one_key_overlap_across_three_workers(
         {"task": "record", "queue": "wt", "args": {"sleep": 0.02}, "lock_key": f"key-{i % 3}"}
         for i in range(36)
     ] + [{"task": "record", "queue": "wt", "args": {"sleep": 0.01}} for _ in range(6)]
-    client.enqueue_many(jobs)
     procs = []
     try:
         procs = [spawn_worker(dsn, *(["--prefetch=3"] if n == 2 else [])) for n in range(3)]
+
+        def all_registered() -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM queue_engine.workers WHERE role = 'worker' AND queue = 'wt'"
+                " AND stopped_at IS NULL"
+            ).fetchone()
+            return row is not None and row[0] == 3
+
+        # Enqueue only once every worker listens, so the exclusion is exercised across
+        # processes rather than by whichever worker happened to start first.
+        wait_until(all_registered, timeout=60, what="three workers registered")
+        client.enqueue_many(jobs)
         wait_until(all_in(dsn, {"succeeded", "failed"}), timeout=90, what="all jobs finished")
         assert [stop_process(p) for p in procs] == [0, 0, 0]
     finally:

@@ -1,13 +1,19 @@
 """``queue-claim-worker``: run one claim worker process for one queue.
 
-Exit codes (systemd restarts on them): 0 clean stop (SIGTERM/SIGINT), 2 usage
-or configuration error (bad option, app module that does not import), 69 the
-database was unreachable at start for ``QUEUE_ENGINE_CONNECT_RETRY_S``; 75 and
-76 are reserved for the watchdogs.
+Exit codes (systemd restarts on them; docs/reference/exit-codes.md): 0 clean
+stop (SIGTERM/SIGINT; the running job finished, or was given back after
+``QUEUE_ENGINE_SHUTDOWN_GRACE_S``), 2 usage or configuration error (bad option,
+app module that does not import), 69 the database was unreachable at start for
+``QUEUE_ENGINE_CONNECT_RETRY_S``, 75 a job exceeded its wall-clock budget, 76 a
+job stalled (stall watchdog), 77 a job was hard-stopped (it ignored a cancel,
+or its lease was lost and it did not stop), 130 a second SIGTERM/SIGINT ended
+the process at once.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 from types import FrameType
 
@@ -20,6 +26,8 @@ from queue_engine.worker.loop import Worker
 from queue_engine.worker.settings import MAX_PREFETCH, WorkerSettings
 
 PROG = "queue-claim-worker"
+#: Exit code of a second SIGTERM/SIGINT: at once, the job left to the lease / fast recovery.
+EXIT_INTERRUPTED = 130
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -77,7 +85,9 @@ def worker(
 
     Other settings come from the environment: QUEUE_ENGINE_POLL_S (1.0),
     QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_LEASE_TTL_S (60),
-    QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT (off), QUEUE_ENGINE_CONNECT_RETRY_S (10).
+    QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT (off), QUEUE_ENGINE_CONNECT_RETRY_S (10),
+    QUEUE_ENGINE_DEFAULT_TIMEOUT_S (3600), QUEUE_ENGINE_SHUTDOWN_GRACE_S (30),
+    QUEUE_ENGINE_CANCEL_GRACE_S (30), QUEUE_ENGINE_ZOMBIE_GRACE_S (10).
     """
     setup_logging(log_format, log_level)
     if not queue:
@@ -91,6 +101,15 @@ def worker(
     runner = Worker(settings, tasks)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if runner.stopping:
+            # Second signal: the operator wants out now. No database work: the
+            # running job is recovered by the orchestrator (session gone) or its lease.
+            logging.getLogger("queue_engine.worker").warning(
+                "worker.exit_now signal=%s exit_code=%s", signum, EXIT_INTERRUPTED
+            )
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            os._exit(EXIT_INTERRUPTED)
         runner.stop()
 
     signal.signal(signal.SIGTERM, on_signal)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from queue_engine.service import Clock, Service, Wait, event_wait
+from queue_engine.service import Clock, Service, Wait, event_wait, log_event
 
 #: Seconds between ticks (at most; less when the heartbeat itself is shorter).
 TICK_S = 0.25
@@ -43,6 +43,14 @@ class HeartbeatTarget(Protocol):
 
     def poll_notifications(self) -> None:
         """Handle notifications already received, without waiting."""
+        ...
+
+
+class SystemdTarget(Protocol):
+    """An optional extra of a heartbeat target: called every tick."""
+
+    def systemd_tick(self) -> None:
+        """Send systemd the status and watchdog pings that are due (never raises)."""
         ...
 
 
@@ -89,9 +97,13 @@ class Heartbeat(Service[HeartbeatRun]):
         self.progress_interval_s = progress_interval_s
         self._last_beat = clock()
         self._next_beat = self._last_beat + heartbeat_s
+        self.consecutive_beat_errors = 0
 
     def run_once(self) -> HeartbeatRun:
-        """One tick: poll notifications if a job runs, then beat if due."""
+        """One tick: talk to systemd, poll notifications if a job runs, then beat if due."""
+        tick = getattr(self.target, "systemd_tick", None)
+        if tick is not None:
+            tick()
         if self.target.job_running():
             self.target.poll_notifications()
         now = self.clock()
@@ -103,5 +115,18 @@ class Heartbeat(Service[HeartbeatRun]):
             # not in a tight loop.
             self._last_beat = now
             self._next_beat = now + self.heartbeat_s
-            self.target.beat()
+            try:
+                self.target.beat()
+            except Exception as exc:
+                self.consecutive_beat_errors += 1
+                log_event(
+                    self.log,
+                    logging.WARNING,
+                    "heartbeat.failed",
+                    error=f"{type(exc).__name__}: {exc}",
+                    consecutive=self.consecutive_beat_errors,
+                    retry_in_s=self.heartbeat_s,
+                )
+                return HeartbeatRun(beat=False)
+            self.consecutive_beat_errors = 0
         return HeartbeatRun(beat=due)

@@ -14,10 +14,22 @@ queue, and polls every ``poll_s`` in case a notification was lost (delayed jobs
 are found by that poll too). A dropped connection is re-opened with capped,
 jittered backoff; pending outcomes are kept and re-sent, which is safe because
 every finish is guarded by the attempt it claimed.
+
+Liveness (DESIGN.md, "Liveness model"): every execution is watched by the
+:class:`~queue_engine.worker.watchdog.JobWatchdog` thread (wall-clock budget,
+opt-in stall timeout, ignored cancels, zombies, the SIGTERM grace), armed in
+process at no cost per job. A job the heartbeat finds is no longer ours is a
+zombie: it is stopped at its next checkpoint (or hard-stopped after a short
+grace) and its outcome is never sent. After every reconnect the worker
+re-takes its lock-key advisory locks (or gives the job up as a zombie) and
+gives back jobs a lost reply had claimed for it. Under systemd it sends
+``READY=1``, ``STATUS=`` lines, ``WATCHDOG=1`` (only while its threads are
+alive) and ``STOPPING=1``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -43,7 +55,7 @@ from queue_engine.errors import DatabaseUnavailable
 from queue_engine.logs import mask_secrets
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
 from queue_engine.service import log_event
-from queue_engine.systemd import SystemdNotifier
+from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
@@ -51,6 +63,14 @@ from queue_engine.worker.executor import Executor
 from queue_engine.worker.heartbeat import Heartbeat
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import WorkerSettings
+from queue_engine.worker.watchdog import (
+    ArmedJob,
+    Graces,
+    JobWatchdog,
+    Trip,
+    job_budget_s,
+    stall_timeout_s,
+)
 
 log = logging.getLogger("queue_engine.worker")
 
@@ -62,8 +82,12 @@ RECONNECT_MAX_S = 15.0
 RECONNECT_JITTER = 0.3
 #: Idle waits are cut in slices this long, so a stop request is seen quickly.
 WAIT_SLICE_S = 0.25
-#: Attempts to write the last outcomes at shutdown when the database is down.
-SHUTDOWN_DB_ATTEMPTS = 5
+#: Attempts to write the last outcomes at shutdown when the database is down
+#: (and at most until the shutdown grace has run out, counted from the stop).
+SHUTDOWN_DB_ATTEMPTS = 8
+#: The watchdog's own connection: connect and statement timeouts (seconds).
+RECORD_CONNECT_TIMEOUT_S = 5
+RECORD_STATEMENT_TIMEOUT_MS = 5000
 #: How often a claim that lost a lock-key race is retried in a row.
 CLAIM_RACE_RETRIES = 5
 #: Statement errors that abort a finish-and-claim without any effect: retry.
@@ -109,7 +133,9 @@ class Worker:
         worker_id: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        exit: Callable[[int], object] = os._exit,
     ) -> None:
+        """``exit`` ends the process when the job watchdog trips (tests may replace it)."""
         self.settings = settings
         self.tasks = tasks
         self.worker_id = worker_id or make_worker_id()
@@ -132,6 +158,23 @@ class Worker:
         self._heartbeat = Heartbeat(self, heartbeat_s=settings.heartbeat_s)
         self._process = psutil.Process()
         self._systemd = SystemdNotifier()
+        self._watchdog = JobWatchdog(
+            self._record_trip,
+            graces=Graces(
+                cancel_s=settings.cancel_grace_s,
+                zombie_s=settings.zombie_grace_s,
+                shutdown_s=settings.shutdown_grace_s,
+            ),
+            exit=exit,
+        )
+        interval = watchdog_interval_s()
+        self._ping_every_s = None if interval is None else interval / 2
+        self._alive_within_s = 2 * interval if interval is not None else 0.0
+        self._last_ping = 0.0
+        self._main_mark = clock()  # the main loop's last sign of life (systemd watchdog)
+        self._reconnecting = False
+        self._status_sent: str | None = None
+        self._stop_at: float | None = None
         self.jobs_done = 0
         self._registered = False
 
@@ -140,7 +183,16 @@ class Worker:
     def stop(self) -> None:
         """Ask the worker to stop: no new claims; the current job finishes. Safe to call twice."""
         if not self._stopping.is_set():
-            log_event(log, logging.INFO, "worker.stopping", worker_id=self.worker_id)
+            self._stop_at = self._clock()
+            self._watchdog.note_stop()
+            log_event(
+                log,
+                logging.INFO,
+                "worker.stopping",
+                worker_id=self.worker_id,
+                grace_s=self.settings.shutdown_grace_s,
+                running_job=self._current.job.id if self._current else None,
+            )
         self._stopping.set()
         self._wake.set()
 
@@ -170,6 +222,7 @@ class Worker:
         )
         self._db(lambda conn: None)  # connect, LISTEN, register
         self._registered = True
+        self._watchdog.start()
         self._heartbeat.start()
         self._systemd.ready(f"worker {self.worker_id} on queue {self.settings.queue}")
         log_event(
@@ -209,6 +262,9 @@ class Worker:
             raise _StopRequested()
 
     def _shutdown(self) -> None:
+        if self._registered:
+            self._systemd.stopping()
+        self._watchdog.stop()
         self._heartbeat.stop()
         self._executor.close()
         if not self._registered:  # stopped (or failed) before it ever worked
@@ -221,7 +277,12 @@ class Worker:
         give_back = [oc.released(job) for job in unstarted]
         if self._pending or give_back:
             try:
-                self._flush(extra=give_back, claim_limit=0, attempts=SHUTDOWN_DB_ATTEMPTS)
+                self._flush(
+                    extra=give_back,
+                    claim_limit=0,
+                    attempts=SHUTDOWN_DB_ATTEMPTS,
+                    deadline=(self._stop_at or self._clock()) + self.settings.shutdown_grace_s,
+                )
             except Exception as exc:
                 log_event(
                     log,
@@ -240,7 +301,6 @@ class Worker:
             log.debug("could not mark the worker stopped: %s", exc)
         with self._lock:
             self._drop_conn()
-        self._systemd.stopping()
         log_event(
             log, logging.INFO, "worker.stopped", worker_id=self.worker_id, jobs=self.jobs_done
         )
@@ -271,12 +331,68 @@ class Worker:
                 pid=os.getpid(),
                 state="idle",
             )
+            self._after_connect(conn)
         except BaseException:
             conn.close()
             raise
         # Jobs may have been enqueued while we were not listening: look once.
         self._wake.set()
         return conn
+
+    def _after_connect(self, conn: psycopg.Connection[Any]) -> None:
+        """Repair what a lost session took with it: orphaned claims and advisory locks.
+
+        Runs under the connection lock (the main loop is not half-way through
+        a finish-and-claim's bookkeeping). The advisory lock of a running keyed
+        job died with the old session: take it again; if another session took
+        it meanwhile, the job can no longer be run safely beside it, so the
+        execution is given up as a zombie (stopped, outcome not written).
+        """
+        with self._held_lock:
+            held = list(self._held.values())
+        released = store.release_orphans(
+            conn, self.schema, worker_id=self.worker_id, held_ids=[h.job.id for h in held]
+        )
+        if released:
+            log_event(
+                log,
+                logging.WARNING,
+                "worker.orphans_released",
+                worker_id=self.worker_id,
+                job_ids=",".join(map(str, released)),
+                reason="running under this worker's id but not held by it: a claim whose "
+                "reply was lost with the connection, or a finish the server lost in a crash",
+            )
+        for h in held:
+            key = h.job.lock_key
+            if not h.advisory_locked or key is None or h.lost:
+                continue
+            if store.try_lock_key(conn, key):
+                continue
+            h.advisory_locked = False
+            self._mark_lost(
+                h,
+                "its lock key's advisory lock was taken by another session "
+                "while this worker was reconnecting",
+            )
+
+    def _mark_lost(self, held: HeldJob, reason: str) -> None:
+        """The job is no longer ours: stop its execution (a zombie) and never write its outcome."""
+        if held.lost:
+            return
+        held.lost = True
+        self._watchdog.note_lost(held.job.id, held.job.attempt)
+        log_event(
+            log,
+            logging.ERROR,
+            "job.lease_lost",
+            job_id=held.job.id,
+            attempt=held.job.attempt,
+            worker_id=self.worker_id,
+            running=held is self._current,
+            reason=f"{reason}; it is stopped at its next checkpoint (hard stop, exit 77, "
+            f"after {self.settings.zombie_grace_s:g}s) and its outcome is not written",
+        )
 
     def _drop_conn(self) -> None:
         conn, self._conn = self._conn, None
@@ -286,10 +402,17 @@ class Worker:
             except Exception as exc:  # a broken connection may fail to close
                 log.debug("closing the broken connection failed: %s", exc)
 
-    def _db(self, fn: Callable[[psycopg.Connection[Any]], T], *, attempts: int | None = None) -> T:
+    def _db(
+        self,
+        fn: Callable[[psycopg.Connection[Any]], T],
+        *,
+        attempts: int | None = None,
+        deadline: float | None = None,
+    ) -> T:
         """Run ``fn`` on the worker connection, reconnecting with backoff on connection errors.
 
-        ``attempts`` bounds the tries (None: until it works or the worker stops).
+        ``attempts`` bounds the tries (None: until it works or the worker
+        stops), and so does ``deadline`` (a time on the worker's clock).
         """
         failures = 0
         while True:
@@ -297,18 +420,26 @@ class Worker:
                 try:
                     if self._conn is None or self._conn.closed:
                         self._conn = self._open_conn()
-                        if failures:
+                        if failures or self._reconnecting:
                             log_event(
                                 log, logging.INFO, "worker.reconnected", worker_id=self.worker_id
                             )
+                        self._reconnecting = False
                     return fn(self._conn)
                 except (psycopg.OperationalError, DatabaseUnavailable) as exc:
                     self._drop_conn()
+                    self._reconnecting = True
                     error = first_line(exc)
             failures += 1
-            if attempts is not None and failures >= attempts:
+            if threading.current_thread() is threading.main_thread():
+                self._main_mark = self._clock()
+            if (attempts is not None and failures >= attempts) or (
+                deadline is not None and self._clock() >= deadline
+            ):
                 raise DatabaseUnavailable(f"lost the database: {error}")
             delay = backoff_s(failures - 1)
+            if deadline is not None:
+                delay = max(0.0, min(delay, deadline - self._clock()))
             log_event(
                 log,
                 logging.WARNING,
@@ -326,6 +457,7 @@ class Worker:
     def _main_loop(self) -> None:
         prefetch = self.settings.prefetch
         while not self.stopping:
+            self._main_mark = self._clock()
             if not self._ready:
                 self._wake.clear()
                 claimed = self._flush(claim_limit=prefetch)
@@ -346,7 +478,8 @@ class Worker:
         """Block until a NOTIFY for our queue, the poll interval, or stop."""
         deadline = self._clock() + self.settings.poll_s
         while not self.stopping and not self._wake.is_set():
-            remaining = deadline - self._clock()
+            self._main_mark = now = self._clock()
+            remaining = deadline - now
             if remaining <= 0:
                 return
             timeout = min(remaining, WAIT_SLICE_S)
@@ -370,13 +503,22 @@ class Worker:
                 held = self._held.get(job_id)
                 if held is not None:
                     held.canceled = True
+            if held is not None:
+                self._watchdog.note_cancel(job_id)
 
     # -- flushing outcomes and claiming ----------------------------------------
 
     def _flush(
-        self, *, claim_limit: int, extra: list[Outcome] | None = None, attempts: int | None = None
+        self,
+        *,
+        claim_limit: int,
+        extra: list[Outcome] | None = None,
+        attempts: int | None = None,
+        deadline: float | None = None,
     ) -> int:
         """Send pending outcomes (plus ``extra``) and claim up to ``claim_limit``; return claimed."""
+        if self._pending:
+            self._drop_zombie_outcomes()
         outcomes = self._pending + (extra or [])
         with self._held_lock:
             lock_keyed = any(
@@ -387,7 +529,9 @@ class Worker:
         if self.stopping:
             claim_limit = 0
         claimed = self._db(
-            lambda conn: self._finish_and_claim(conn, outcomes, claim_limit), attempts=attempts
+            lambda conn: self._finish_and_claim(conn, outcomes, claim_limit),
+            attempts=attempts,
+            deadline=deadline,
         )
         self._pending = []
         if claimed < claim_limit and lock_keyed and not self.stopping:
@@ -397,6 +541,25 @@ class Worker:
                 lambda conn: self._finish_and_claim(conn, [], claim_limit - claimed)
             )
         return claimed
+
+    def _drop_zombie_outcomes(self) -> None:
+        """Never send the outcome of an attempt found no longer ours while it waited to be sent.
+
+        (A reconnect after a server crash can find the server lost the claim
+        or the finish: the heartbeat then reports the job lost.)
+        """
+        with self._held_lock:
+            zombies = {
+                o.job_id: h
+                for o in self._pending
+                if (h := self._held.get(o.job_id)) is not None
+                and h.lost
+                and h.job.attempt == o.attempt
+            }
+        if zombies:
+            self._pending = [o for o in self._pending if o.job_id not in zombies]
+            for held in zombies.values():
+                self._forget_zombie(held, ran=True)
 
     def _finish_and_claim(
         self, conn: psycopg.Connection[Any], outcomes: list[Outcome], claim_limit: int
@@ -445,11 +608,20 @@ class Worker:
                 self._held[job.id] = HeldJob(job)
         for _outcome, held in done:
             if held is not None and held.advisory_locked and held.job.lock_key is not None:
-                store.unlock_key(conn, held.job.lock_key)
+                self._unlock_key(conn, held.job.lock_key)
         self._ready.extend(claimed)
         for outcome, held in done:
             self._log_outcome(outcome, held, finished.get(outcome.job_id))
         return len(claimed)
+
+    @staticmethod
+    def _unlock_key(conn: psycopg.Connection[Any], key: str) -> None:
+        # After the finish has committed: a failure here must not re-run the finish
+        # and claim (the caller's retry would). A lost session released the lock anyway.
+        try:
+            store.unlock_key(conn, key)
+        except psycopg.Error as exc:
+            log.debug("releasing the advisory lock of %r failed: %s", key, exc)
 
     def _finish_one_by_one(
         self, conn: psycopg.Connection[Any], outcomes: list[Outcome]
@@ -518,6 +690,9 @@ class Worker:
                 held = self._held[job.id] = HeldJob(job)
             held.started = True
             canceled = held.canceled or job.cancel_requested
+        if held.lost:  # prefetched, then found no longer ours: never run it
+            self._forget_zombie(held, ran=False)
+            return
         definition = self.tasks.get(job.task)
         if definition is None:
             self._add_outcome(oc.unknown_task(job, self.tasks.names()))
@@ -546,6 +721,7 @@ class Worker:
                 attempt=job.attempt,
                 args=json.dumps(mask_secrets(job.args), default=str),
             )
+        watchdog = self._watchdog
         ctx = JobContext(
             job,
             worker_id=self.worker_id,
@@ -553,8 +729,23 @@ class Worker:
             schema=self.schema,
             report_progress=lambda data: self._report_progress(held, data),
             is_canceled=lambda: held.canceled or held.lost,
+            beat=watchdog.beat,
         )
         self._current = held
+        # Armed in process: the budget costs no statement. A cancel or a loss the
+        # heartbeat saw just before arming is passed on now.
+        watchdog.arm(
+            job.id,
+            job.attempt,
+            budget_s=job_budget_s(
+                job.timeout_s, definition.timeout_s, self.settings.default_timeout_s
+            ),
+            stall_s=stall_timeout_s(definition.stall_timeout_s),
+        )
+        if held.canceled:
+            watchdog.note_cancel(job.id)
+        if held.lost:
+            watchdog.note_lost(job.id, job.attempt)
         started = time.perf_counter()
         try:
             result = self._executor.run(definition, job.args, ctx)
@@ -569,9 +760,35 @@ class Worker:
         else:
             outcome = oc.succeeded(job, result, _elapsed_ms(started), self._take_progress(held))
         finally:
+            watchdog.disarm()
             self._current = None
             ctx.close()
+        if held.lost:
+            self._forget_zombie(held, ran=True)
+            return
         self._add_outcome(outcome)
+
+    def _forget_zombie(self, held: HeldJob, *, ran: bool) -> None:
+        """Drop a job that is no longer ours without sending any outcome for it."""
+        with self._held_lock:
+            if self._held.get(held.job.id) is held:
+                del self._held[held.job.id]
+        key = held.job.lock_key
+        if held.advisory_locked and key is not None:
+            held.advisory_locked = False
+            # A lost session has released it already.
+            with contextlib.suppress(DatabaseUnavailable):
+                self._db(lambda conn: self._unlock_key(conn, key), attempts=1)
+        log_event(
+            log,
+            logging.WARNING,
+            "job.zombie_stopped" if ran else "job.zombie_skipped",
+            job_id=held.job.id,
+            task=held.job.task,
+            attempt=held.job.attempt,
+            worker_id=self.worker_id,
+            reason="the job is no longer this worker's running attempt; no outcome written",
+        )
 
     def _add_outcome(self, outcome: Outcome) -> None:
         if not self._pending:
@@ -600,6 +817,7 @@ class Worker:
                 warned = True
             if self.stopping:
                 return False
+            self._main_mark = self._clock()  # a legitimate wait: keep the systemd pings going
             self._stopping.wait(0.2)
         held.advisory_locked = True
         return True
@@ -683,25 +901,169 @@ class Worker:
             return result
 
         result = self._db(run, attempts=1)
-        self._systemd.watchdog()
+        attempts = {job_id: attempt for job_id, attempt, _ in held}
+        newly_lost: list[HeldJob] = []
         with self._held_lock:
             for job_id in result.cancel_ids:
                 if job_id in self._held:
                     self._held[job_id].canceled = True
             for job_id in result.lost_ids:
                 lost = self._held.get(job_id)
-                if lost is not None and not lost.lost:
-                    lost.lost = True
-                    log_event(
-                        log,
-                        logging.ERROR,
-                        "job.lease_lost",
-                        job_id=job_id,
-                        worker_id=self.worker_id,
-                        reason="the job is no longer this worker's running attempt "
-                        "(lease expired and reaped, or canceled); it will be stopped "
-                        "at its next checkpoint and its finish ignored",
-                    )
+                # The same job may have been finished and claimed again (a new
+                # attempt) while this beat ran: only the attempt it renewed is lost.
+                if lost is not None and not lost.lost and lost.job.attempt == attempts[job_id]:
+                    newly_lost.append(lost)
+        for job_id in result.cancel_ids:
+            self._watchdog.note_cancel(job_id)
+        for lost in newly_lost:
+            self._mark_lost(
+                lost,
+                "the job is no longer this worker's running attempt "
+                "(lease expired and reaped, recovered, or re-claimed)",
+            )
+
+    def systemd_tick(self) -> None:
+        """``STATUS=`` on change and ``WATCHDOG=1`` while healthy; the heartbeat calls it every tick.
+
+        Healthy means the heartbeat thread (the caller) runs, and the main loop
+        showed a sign of life lately, or, while a handler runs, the job
+        watchdog thread did (a long job is its business). A hang that freezes
+        every thread (a C call holding the GIL) stops the pings, and systemd
+        kills and restarts the process after ``WatchdogSec``.
+        """
+        if not self._systemd.enabled:
+            return
+        try:
+            status = self._status_text()
+            if status != self._status_sent:
+                self._status_sent = status
+                self._systemd.status(status)
+            every = self._ping_every_s
+            now = self._clock()
+            if every is not None and now - self._last_ping >= every and self._healthy(now):
+                self._last_ping = now
+                self._systemd.watchdog()
+        except Exception as exc:  # never let systemd chatter break the heartbeat
+            log.debug("systemd notification failed: %s", exc)
+
+    def _status_text(self) -> str:
+        current = self._current
+        if self._reconnecting:
+            return f"reconnecting to the database (queue {self.settings.queue})"
+        if self.stopping:
+            return "stopping" + (f", waiting for job {current.job.id}" if current else "")
+        if current is not None:
+            return (
+                f"running job {current.job.id} ({current.job.task}) on queue {self.settings.queue}"
+            )
+        return f"idle on queue {self.settings.queue}, {self.jobs_done} jobs done"
+
+    def _healthy(self, now: float) -> bool:
+        limit = self._alive_within_s
+        if not self._watchdog.alive or now - self._watchdog.last_tick > limit:
+            return False
+        return self._current is not None or now - self._main_mark <= limit
+
+    # -- what the watchdog thread calls ----------------------------------------------
+
+    def _record_trip(self, armed: ArmedJob, trip: Trip) -> None:
+        """Write a trip's outcome with a short-lived connection of its own, then tidy up.
+
+        The main thread is inside the handler (the watchdog holds the arming
+        lock, so it cannot leave), so the pending outcomes of jobs run earlier
+        and the prefetched jobs that never started are sent in the same
+        statement: nothing this worker holds waits for a lease. A zombie's
+        outcome is never written. The worker connection is not touched: it may
+        be the thing that is stuck.
+        """
+        with self._held_lock:
+            held = self._held.get(armed.job_id)
+            unstarted = [h.job for h in self._held.values() if not h.started]
+        outcomes = list(self._pending) + [oc.released(job) for job in unstarted]
+        mine = None
+        if held is not None and held.job.attempt == armed.attempt and trip.kind != "zombie":
+            mine = self._trip_outcome(held, armed, trip)
+            outcomes.append(mine)
+        conn = connect(
+            self.settings.dsn,
+            application_name="queue-claim-worker-watchdog",
+            connect_timeout=RECORD_CONNECT_TIMEOUT_S,
+        )
+        try:
+            conn.execute(
+                sql.SQL("SET statement_timeout = {}").format(
+                    sql.Literal(RECORD_STATEMENT_TIMEOUT_MS)
+                )
+            )
+            finished: dict[int, str] = {}
+            if outcomes:
+                finished = store.finish_only(
+                    conn,
+                    self.schema,
+                    worker_id=self.worker_id,
+                    queue=self.settings.queue,
+                    outcomes=outcomes,
+                )
+            store.mark_stopped(conn, self.schema, worker_id=self.worker_id)
+        finally:
+            conn.close()
+        if mine is not None:
+            status = finished.get(mine.job_id)
+            log_event(
+                log,
+                logging.INFO if trip.kind == "give_back" else logging.WARNING,
+                f"job.{mine.kind}" if status is not None else "job.finish_ignored",
+                job_id=mine.job_id,
+                attempt=mine.attempt,
+                status=status,
+                worker_id=self.worker_id,
+                error=trip.message,
+            )
+        if trip.kind == "give_back":
+            self._systemd.stopping()
+            log_event(
+                log, logging.INFO, "worker.stopped", worker_id=self.worker_id, jobs=self.jobs_done
+            )
+
+    def _trip_outcome(self, held: HeldJob, armed: ArmedJob, trip: Trip) -> Outcome:
+        job = held.job
+        duration_ms = int((self._watchdog.clock() - armed.started) * 1000)
+        progress = held.progress if held.progress_dirty else None
+        if trip.kind == "give_back":
+            return Outcome(
+                job.id,
+                job.attempt,
+                "queued",
+                "given_back",
+                refund=1,
+                duration_ms=duration_ms,
+                progress=progress,
+                message=trip.message,
+            )
+        if trip.kind == "cancel":
+            return Outcome(
+                job.id,
+                job.attempt,
+                "canceled",
+                "canceled",
+                error=trip.message,
+                duration_ms=duration_ms,
+                progress=progress,
+                message=trip.message,
+            )
+        definition = self.tasks.get(job.task)
+        return oc.from_exception(
+            job,
+            WatchdogTripped(trip.message),
+            duration_ms,
+            retry=definition.retry if definition is not None else None,
+            progress=progress,
+            error_text=trip.message,
+        )
+
+
+class WatchdogTripped(Exception):
+    """The job's wall-clock budget or stall timeout ran out (the message says which)."""
 
 
 class _StopRequested(Exception):

@@ -191,3 +191,22 @@ def try_lock_key(conn: Connection, lock_key: str) -> bool:
 def unlock_key(conn: Connection, lock_key: str) -> None:
     """Release the advisory lock of a lock key taken by :func:`try_lock_key`."""
     conn.execute(queries.plain("finish_lock_key"), {"lock_key": lock_key})
+
+
+def release_orphans(
+    conn: Connection, schema: str, *, worker_id: str, held_ids: Sequence[int]
+) -> list[int]:
+    """Give back running jobs claimed by ``worker_id`` but not in ``held_ids``; return their ids.
+
+    Run after every (re)connect: a claim whose reply was lost with the
+    connection leaves jobs nobody runs (see ``worker_release_orphans.sql``).
+    """
+    row = conn.execute(
+        queries.query("worker_release_orphans", schema),
+        {
+            "worker_id": worker_id,
+            "held_ids": list(held_ids),
+            "jobs_channel": queries.jobs_channel(schema),
+        },
+    ).fetchone()
+    return list(row[0]) if row else []

@@ -35,6 +35,7 @@ recorder are injected, so tests drive it with a virtual clock and never wait.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -186,10 +187,9 @@ Recorder = Callable[[ArmedJob, Trip], None]
 def _flush_logs() -> None:
     # os._exit skips interpreter shutdown: push out what the handlers buffered.
     for handler in logging.getLogger().handlers:
-        try:
+        # A broken log handler must not keep the process alive.
+        with contextlib.suppress(Exception):
             handler.flush()
-        except Exception:  # noqa: S110 - a broken log handler must not keep the process alive
-            pass
 
 
 class JobWatchdog:
@@ -263,10 +263,15 @@ class JobWatchdog:
         if armed is not None and armed.job_id == job_id and armed.cancel_at is None:
             armed.cancel_at = self.clock()
 
-    def note_lost(self, job_id: int) -> None:
-        """``job_id`` is no longer ours: the running execution is a zombie."""
+    def note_lost(self, job_id: int, attempt: int | None = None) -> None:
+        """``job_id`` (at ``attempt``) is no longer ours: the running execution is a zombie."""
         armed = self._armed
-        if armed is not None and armed.job_id == job_id and armed.lost_at is None:
+        if (
+            armed is not None
+            and armed.job_id == job_id
+            and (attempt is None or armed.attempt == attempt)
+            and armed.lost_at is None
+        ):
             armed.lost_at = self.clock()
 
     def note_stop(self) -> None:
@@ -280,7 +285,7 @@ class JobWatchdog:
         """Look once; on a trip: log, record, exit. Returns the trip (when ``exit`` returns)."""
         self.last_tick = now = self.clock()
         armed = self._armed
-        if armed is None:
+        if armed is None or self.tripped is not None:  # one trip per process
             return None
         trip = decide(armed, now, self.graces, self._stop_at)
         if trip is None:
@@ -320,7 +325,9 @@ class JobWatchdog:
         if self._thread is not None and self._thread.is_alive():
             return
         self._closed.clear()
-        self._thread = threading.Thread(target=self._loop, name="queue-engine-watchdog", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="queue-engine-watchdog", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

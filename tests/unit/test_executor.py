@@ -311,3 +311,58 @@ def test_heartbeat_stop_is_safe_before_start_and_twice() -> None:
     hb.stop()
     assert not hb.running
     assert threading.active_count() >= 1
+
+
+def _context(canceled: list[bool], beats: list[int]) -> Any:
+    from datetime import UTC, datetime
+
+    from queue_engine.context import ClaimedJob, JobContext
+
+    job = ClaimedJob(1, "q", "t", {}, 1, 3, 100, None, None, None, datetime.now(UTC))
+    return JobContext(
+        job,
+        worker_id="w",
+        dsn="",
+        schema="queue_engine",
+        report_progress=lambda data: None,
+        is_canceled=lambda: canceled[0],
+        beat=lambda: beats.append(1),
+    )
+
+
+def test_ctx_beat_is_a_progress_beat_and_a_cancel_checkpoint() -> None:
+    canceled, beats = [False], []
+    ctx = _context(canceled, beats)
+    ctx.beat()
+    ctx.progress({"x": 1})
+    assert ctx.checkpoint(None) is False
+    assert len(beats) == 3  # every kind of checkpoint feeds the stall watchdog
+    canceled[0] = True
+    with pytest.raises(JobCanceled):
+        ctx.beat()
+    assert ctx.checkpoint({"y": 2}) is True  # a yield reports, the executor stops
+
+
+@pytest.mark.parametrize(
+    "name", ["default_timeout_s", "shutdown_grace_s", "cancel_grace_s", "zombie_grace_s"]
+)
+def test_liveness_settings_refuse_negative_values(name: str) -> None:
+    with pytest.raises(ConfigError):
+        WorkerSettings(queue="q", app="a", **{name: -1.0})
+
+
+def test_liveness_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUEUE_ENGINE_SHUTDOWN_GRACE_S", "5")
+    monkeypatch.setenv("QUEUE_ENGINE_CANCEL_GRACE_S", "2")
+    monkeypatch.setenv("QUEUE_ENGINE_ZOMBIE_GRACE_S", "1")
+    monkeypatch.setenv("QUEUE_ENGINE_DEFAULT_TIMEOUT_S", "60")
+    s = WorkerSettings.from_env(queue="q", app="a")
+    assert (s.shutdown_grace_s, s.cancel_grace_s, s.zombie_grace_s, s.default_timeout_s) == (
+        5.0,
+        2.0,
+        1.0,
+        60.0,
+    )
+    monkeypatch.setenv("QUEUE_ENGINE_SHUTDOWN_GRACE_S", "soon")
+    with pytest.raises(ConfigError, match="QUEUE_ENGINE_SHUTDOWN_GRACE_S"):
+        WorkerSettings.from_env(queue="q", app="a")

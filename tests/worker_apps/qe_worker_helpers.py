@@ -80,8 +80,13 @@ def running_worker(dsn: str, **settings: Any) -> Iterator[Worker]:
         "lease_ttl_s": 30,
     }
     options.update(settings)
-    worker = Worker(WorkerSettings(**options), qe_worker_tasks.private_registry())
     errors: list[BaseException] = []
+
+    def no_exit(code: int) -> None:
+        # A watchdog trip must not end the test process: fail the test instead.
+        errors.append(AssertionError(f"the job watchdog would have exited with {code}"))
+
+    worker = Worker(WorkerSettings(**options), qe_worker_tasks.private_registry(), exit=no_exit)
 
     def target() -> None:
         try:

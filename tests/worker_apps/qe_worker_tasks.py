@@ -120,6 +120,87 @@ def nul_error(args: dict[str, Any]) -> None:
     raise ValueError("a message with a NUL \x00 in it")
 
 
+# -- liveness: watchdogs, cancel, zombies, graceful stop, chaos ----------------------
+
+
+@task("sleepy", queue=QUEUE, max_attempts=2, retry=FixedBackoff(60))
+def sleepy(args: dict[str, Any]) -> dict[str, Any]:
+    """Sleeps ``sleep`` seconds (in C, releasing the GIL), then returns."""
+    time.sleep(float(args.get("sleep", 0)))
+    return {"slept": args.get("sleep", 0)}
+
+
+@task("busy", queue=QUEUE, max_attempts=1)
+def busy(args: dict[str, Any]) -> int:
+    """A busy Python loop for ``seconds``: never sleeps, never yields."""
+    deadline = time.monotonic() + float(args.get("seconds", 60))
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+    return n
+
+
+@task("stall_gen", queue=QUEUE, max_attempts=1, stall_timeout_s=1)
+def stall_gen(args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Reports progress once, then hangs without reporting: the stall watchdog's case."""
+    yield {"step": 1}
+    time.sleep(float(args.get("sleep", 60)))
+    yield {"step": 2}
+
+
+@task("ignore_cancel", queue=QUEUE)
+def ignore_cancel(args: dict[str, Any]) -> str:
+    """Sleeps through any cancel: the hard-stop case."""
+    time.sleep(float(args.get("sleep", 60)))
+    return "ignored the cancel"
+
+
+@task("zombie_gen", queue=QUEUE, max_attempts=3)
+def zombie_gen(args: dict[str, Any], ctx: JobContext) -> Iterator[None]:
+    """Attempt 1 yields (a checkpoint) every 20 ms for ``max_s``; later attempts return at once."""
+    if ctx.job.attempt == 1:
+        deadline = time.monotonic() + float(args.get("max_s", 60))
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            yield None
+        return "attempt 1 ran to its end"
+    return f"attempt {ctx.job.attempt}"
+
+
+@task("zombie_sleep", queue=QUEUE, max_attempts=3)
+def zombie_sleep(args: dict[str, Any], ctx: JobContext) -> str:
+    """Attempt 1 sleeps through everything (no checkpoint); later attempts return at once."""
+    if ctx.job.attempt == 1:
+        time.sleep(float(args.get("sleep", 60)))
+        return "attempt 1 woke up"
+    return f"attempt {ctx.job.attempt}"
+
+
+@task("chaos", queue=QUEUE, max_attempts=100)
+def chaos(args: dict[str, Any], ctx: JobContext) -> int:
+    """Appends ``job attempt pid`` to the file ``log`` (one write, O_APPEND), then sleeps a bit.
+
+    The file counts executions across processes that may be SIGKILLed at any time.
+    """
+    line = f"{ctx.job.id} {ctx.job.attempt} {os.getpid()}\n".encode()
+    fd = os.open(args["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+    time.sleep(float(args.get("sleep", 0)))
+    return ctx.job.attempt
+
+
+@task("gil_hang", queue=QUEUE, max_attempts=1)
+def gil_hang(args: dict[str, Any]) -> str:
+    """Calls libc ``sleep`` through ``ctypes.PyDLL``: the GIL stays held, every thread freezes."""
+    import ctypes
+
+    ctypes.PyDLL(None).sleep(int(args.get("sleep", 3)))
+    return "thawed"
+
+
 NAMES = (
     "nul_error",
     "echo",
@@ -134,6 +215,14 @@ NAMES = (
     "wait_cancel",
     "bad_result",
     "backoff",
+    "sleepy",
+    "busy",
+    "stall_gen",
+    "ignore_cancel",
+    "zombie_gen",
+    "zombie_sleep",
+    "chaos",
+    "gil_hang",
 )
 _private: TaskRegistry | None = None
 
