@@ -77,8 +77,9 @@ def spec_from_item(item: Any, index: int) -> JobSpec:
 
 
 def enqueue_statement(schema: str, spec: JobSpec) -> Statement:
-    """Return the single-job enqueue statement."""
-    return Statement(queries.query("enqueue", schema), spec.params())
+    """Return the single-job enqueue statement: the plain insert unless a key may conflict."""
+    keyed = spec.idempotency_key is not None or spec.dedupe_key is not None
+    return Statement(queries.query("enqueue" if keyed else "enqueue_plain", schema), spec.params())
 
 
 def enqueue_many_specs(jobs: Iterable[Any]) -> list[JobSpec]:

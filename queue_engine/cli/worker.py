@@ -19,8 +19,8 @@ from types import FrameType
 
 import click
 
-from queue_engine.cli.common import dsn_option, run_cli, schema_option
-from queue_engine.logs import LOG_FORMATS, setup_logging
+from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
+from queue_engine.logs import setup_logging
 from queue_engine.tasks import load_app
 from queue_engine.worker.loop import Worker
 from queue_engine.worker.settings import MAX_PREFETCH, WorkerSettings
@@ -54,23 +54,7 @@ EXIT_INTERRUPTED = 130
     show_envvar=True,
     help="Claimed jobs held at once (run one after another; outcomes flushed in batches).",
 )
-@click.option(
-    "--log-format",
-    type=click.Choice(LOG_FORMATS),
-    default="text",
-    show_default=True,
-    envvar="QUEUE_ENGINE_LOG_FORMAT",
-    show_envvar=True,
-    help="text, or one JSON object per line.",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-    envvar="QUEUE_ENGINE_LOG_LEVEL",
-    show_envvar=True,
-)
+@log_options
 @click.version_option(package_name="queue-engine", prog_name=PROG)
 def worker(
     queue: str | None,

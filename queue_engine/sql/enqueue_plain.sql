@@ -1,0 +1,14 @@
+-- Insert one job that carries no idempotency or dedupe key: nothing can
+-- conflict, so no conflict resolution (enqueue.sql) is needed. This is the
+-- common case and the latency-critical one (a producer waiting on its commit).
+INSERT INTO __SCHEMA__.jobs (
+    queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
+    idempotency_key, dedupe_key, lock_key, partition_key, producer
+) VALUES (
+    %(queue)s, %(task)s, %(args)s::jsonb, %(priority)s,
+    coalesce(%(run_at)s::timestamptz,
+             now() + make_interval(secs => coalesce(%(delay_s)s::float8, 0))),
+    %(max_attempts)s, %(timeout_s)s, %(lease_ttl_s)s,
+    %(idempotency_key)s, %(dedupe_key)s, %(lock_key)s, %(partition_key)s, %(producer)s
+)
+RETURNING *, true AS created
