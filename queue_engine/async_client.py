@@ -216,11 +216,20 @@ class AsyncClient:
         status: str | None = None,
         task: str | None = None,
         limit: int = 100,
+        older_than_s: float | None = None,
         conn: AsyncConnection | None = None,
     ) -> list[Job]:
-        """Return jobs newest first, filtered by queue, status and task."""
+        """Return jobs newest first, filtered by queue, status, task and age.
+
+        ``older_than_s``: only jobs created more than that many seconds ago.
+        """
         statement = ops.list_statement(
-            self.schema, queue=queue, status=status, task=task, limit=limit
+            self.schema,
+            queue=queue,
+            status=status,
+            task=task,
+            limit=limit,
+            older_than_s=older_than_s,
         )
         async with self._connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
             await cur.execute(statement.query, statement.params)

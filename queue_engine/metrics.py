@@ -224,6 +224,11 @@ class QueueCollector:
             "Workers needed: ceil(arrival rate x mean run time / 0.7), min 1 with work waiting.",
             labels=["queue"],
         )
+        paused = GaugeMetricFamily(
+            f"{PREFIX}_queue_paused",
+            "1 while the queue is paused (queue-ctl pause): its workers claim nothing.",
+            labels=["queue"],
+        )
         for q in rows:
             for state, value in (
                 ("queued", q.queued),
@@ -253,7 +258,8 @@ class QueueCollector:
             workers_q.add_metric([q.queue, "parked"], q.workers_parked)
             workers_q.add_metric([q.queue, "dead"], q.workers_dead)
             replicas.add_metric([q.queue], q.replicas_suggested)
-        yield from (depth, oldest, finished, throughput, wait, workers_q, replicas)
+            paused.add_metric([q.queue], 1 if q.paused else 0)
+        yield from (depth, oldest, finished, throughput, wait, workers_q, replicas, paused)
 
         workers = GaugeMetricFamily(
             f"{PREFIX}_workers",

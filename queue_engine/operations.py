@@ -7,6 +7,7 @@ reads the answer lives here once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
@@ -175,9 +176,19 @@ def retry_statement(schema: str, job_id: int, message: str) -> Statement:
 
 
 def list_statement(
-    schema: str, *, queue: str | None, status: str | None, task: str | None, limit: int
+    schema: str,
+    *,
+    queue: str | None,
+    status: str | None,
+    task: str | None,
+    limit: int,
+    older_than_s: float | None = None,
 ) -> Statement:
-    """Return the statement listing jobs newest first."""
+    """Return the statement listing jobs newest first.
+
+    ``older_than_s`` keeps jobs created more than that many seconds ago, by the
+    database clock (so a client with a skewed clock sees the same answer).
+    """
     if queue is not None:
         check_queue_name(queue)
     if status is not None:
@@ -188,10 +199,32 @@ def list_statement(
             raise ValidationError(f"unknown status {status!r}; known: {known}") from None
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_LIMIT_MAX:
         raise ValidationError(f"limit must be an integer between 1 and {LIST_LIMIT_MAX}")
+    if older_than_s is not None:
+        older_than_s = _check_age(older_than_s)
     return Statement(
         queries.query("list_jobs", schema),
-        {"queue": queue, "status": status, "task": task, "limit": limit},
+        {
+            "queue": queue,
+            "status": status,
+            "task": task,
+            "limit": limit,
+            "older_than_s": older_than_s,
+        },
     )
+
+
+def _check_age(seconds: float) -> float:
+    """A finite, non-negative number of seconds (bool refused: ``True`` is not an age)."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
+        raise ValidationError(
+            f"older_than_s must be a finite number of seconds >= 0, got {seconds!r}"
+        )
+    return float(seconds)
 
 
 def cancel_refusal(job_id: int, current: Job | None) -> QueueEngineError:

@@ -20,6 +20,7 @@ Definitions (also in docs/operations.md):
 - *throughput*: jobs created (in) and finished in any final status (out) over
   the last minute and the last 15 minutes.
 - *replicas suggestion*: Little's law, see :func:`replicas_suggestion`.
+- *paused*: the queue is paused (``queue-ctl pause``): its workers claim nothing.
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ class QueueStats:
     workers_live: int
     workers_parked: int
     workers_dead: int
+    paused: bool = False
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> QueueStats:
@@ -215,6 +217,15 @@ class WorkerRow:
     rss_bytes: int | None
     cpu_percent: float | None
     liveness: str
+    telemetry: dict[str, Any] | None = None
+
+    @property
+    def load_1m(self) -> float | None:
+        """The host's 1-minute load average from the last heartbeat (workers only)."""
+        load = (self.telemetry or {}).get("load")
+        if isinstance(load, list) and load and isinstance(load[0], int | float):
+            return float(load[0])
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (datetimes as ISO 8601)."""

@@ -247,12 +247,31 @@ def retry(ctx: click.Context, job_id: int) -> None:
     click.echo(f"job {job_id} queued again")
 
 
+def _duration_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """Turn ``30s``/``5m``/``2h``/``1d`` into seconds; a bad value is a usage error (exit 2)."""
+    if value is None:
+        return None
+    from queue_engine.orchestrator.pruner import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @ctl.command(name="list")
 @click.option("--queue", "-q", help="Only this queue.")
 @click.option(
     "--status", "status_", type=click.Choice([s.value for s in JobStatus]), help="Only this status."
 )
 @click.option("--task", help="Only this task.")
+@click.option(
+    "--older-than",
+    "older_than_s",
+    callback=_duration_option,
+    metavar="DURATION",
+    help="Only jobs created longer ago than this: seconds, or 30s, 5m, 2h, 1d, 1w.",
+)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as a JSON array.")
 @click.pass_context
@@ -261,12 +280,15 @@ def list_jobs(
     queue: str | None,
     status_: str | None,
     task: str | None,
+    older_than_s: float | None,
     limit: int,
     as_json: bool,
 ) -> None:
     """List jobs, newest first."""
     with open_client(ctx) as client:
-        jobs = client.list(queue=queue, status=status_, task=task, limit=limit)
+        jobs = client.list(
+            queue=queue, status=status_, task=task, limit=limit, older_than_s=older_than_s
+        )
     if as_json:
         print_json([j.to_dict() for j in jobs])
         return
@@ -280,6 +302,7 @@ def list_jobs(
 
 def _register_optional_commands() -> None:
     from queue_engine.cli.bench import bench
+    from queue_engine.cli.controls import pause_cmd, resume_cmd
     from queue_engine.cli.demo import demo
     from queue_engine.cli.prune import prune
     from queue_engine.cli.roles import roles
@@ -289,7 +312,7 @@ def _register_optional_commands() -> None:
     ctl.add_command(demo)
     ctl.add_command(bench)
     ctl.add_command(schedules)
-    for command in (stats_cmd, workers_cmd, show_cmd, top_cmd, prune, roles):
+    for command in (stats_cmd, workers_cmd, show_cmd, top_cmd, prune, roles, pause_cmd, resume_cmd):
         ctl.add_command(command)
 
 

@@ -71,6 +71,7 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
         "OLDEST",
         "WORKERS live/parked/dead",
         "REPLICAS",
+        "PAUSED",
     ]
     body = [
         [
@@ -88,6 +89,7 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
             stats.format_duration(q.oldest_queued_s),
             f"{q.workers_live}/{q.workers_parked}/{q.workers_dead}",
             str(q.replicas_suggested),
+            "yes" if q.paused else "no",
         ]
         for q in rows
     ]
@@ -107,6 +109,7 @@ def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
         "BEAT AGO",
         "RSS",
         "CPU%",
+        "LOAD",
         "LIVENESS",
     ]
     body = [
@@ -121,11 +124,12 @@ def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
             stats.format_duration(w.heartbeat_age_s),
             stats.format_bytes(w.rss_bytes),
             f"{w.cpu_percent:.1f}" if w.cpu_percent is not None else "-",
+            f"{w.load_1m:.2f}" if w.load_1m is not None else "-",
             w.liveness + (" (flagged)" if w.flagged_dead_at is not None else ""),
         ]
         for w in rows
     ]
-    return table(header, body, right={3, 6, 7, 8, 9})
+    return table(header, body, right={3, 6, 7, 8, 9, 10})
 
 
 def _stats_payload(rows: list[stats.QueueStats]) -> dict[str, Any]:
@@ -138,6 +142,7 @@ def _stats_payload(rows: list[stats.QueueStats]) -> dict[str, Any]:
             "run": "duration of jobs succeeded or failed in the last 15 min",
             "in/out": "jobs created / finished (any final status) in the window",
             "replicas": stats.REPLICAS_FORMULA,
+            "paused": "queue-ctl pause: its workers claim nothing until queue-ctl resume",
         },
         "queues": [q.to_dict() for q in rows],
     }
@@ -163,7 +168,7 @@ def stats_cmd(ctx: click.Context, queue: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON array.")
 @click.pass_context
 def workers_cmd(ctx: click.Context, as_json: bool) -> None:
-    """Every worker, orchestrator and scheduler process, with heartbeat age, RSS and CPU."""
+    """Every worker, orchestrator and scheduler process, with heartbeat age, RSS, CPU and load."""
     with connect(ctx.obj["dsn"]) as conn:
         rows = stats.workers(conn, ctx.obj["schema"])
     if as_json:

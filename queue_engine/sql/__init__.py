@@ -50,3 +50,8 @@ def jobs_channel(schema: str) -> str:
 def cancel_channel(schema: str) -> str:
     """Return the NOTIFY channel on which a cancel request of a running job announces its id."""
     return f"{validate_schema(schema)}.cancel"
+
+
+def telemetry_channel(schema: str) -> str:
+    """Return the NOTIFY channel on which worker heartbeats publish host telemetry (JSON)."""
+    return f"{validate_schema(schema)}.telemetry"

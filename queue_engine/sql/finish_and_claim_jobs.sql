@@ -14,6 +14,9 @@
 -- index on running lock keys then aborts one statement (the caller re-runs its
 -- finish alone and retries the claim).
 --
+-- A paused queue (queues.paused) claims nothing; finishes are applied as usual,
+-- so running jobs of a paused queue end normally.
+--
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
 -- stays busy until the next one.
@@ -79,6 +82,12 @@ candidate AS (
       AND (j.lock_key IS NULL OR (
             SELECT r.id FROM __SCHEMA__.jobs r
             WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
+      -- A paused queue claims nothing (`queue-ctl pause`). The probe names no
+      -- column of j, so it is a one-time filter: one primary-key lookup per
+      -- statement, evaluated before the index scan starts (and not at all when
+      -- claim_limit is 0). It gates the claim only: the finish above still runs.
+      AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.queues qc
+                      WHERE qc.name = %(queue)s AND qc.paused)
     ORDER BY j.priority, j.available_at, j.id
     LIMIT %(claim_limit)s
     FOR UPDATE SKIP LOCKED

@@ -41,6 +41,8 @@ GRANT SELECT, UPDATE ON __SCHEMA__.jobs TO __WORKER_ROLE__;
 GRANT SELECT ON __SCHEMA__.job_transitions TO __WORKER_ROLE__;
 GRANT INSERT ON __SCHEMA__.job_events TO __WORKER_ROLE__;
 GRANT SELECT, INSERT, UPDATE ON __SCHEMA__.workers TO __WORKER_ROLE__;
+-- The claim reads the queue controls (paused); changing them is an operator action.
+GRANT SELECT ON __SCHEMA__.queues TO __WORKER_ROLE__;
 
 -- Producer: insert jobs (Client.enqueue, enqueue_many, the SQL function) and read
 -- them back. enqueue_many draws ids with nextval() on the id sequence first.
@@ -51,4 +53,4 @@ GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timesta
 
 -- Monitor: read everything the views and dashboards read.
 GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.job_events, __SCHEMA__.workers,
-    __SCHEMA__.job_transitions TO __MONITOR_ROLE__;
+    __SCHEMA__.job_transitions, __SCHEMA__.queues TO __MONITOR_ROLE__;

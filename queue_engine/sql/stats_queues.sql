@@ -12,6 +12,7 @@
 --               (not queued again since): time a claimable job waited for a worker
 --   run         duration_ms of jobs that succeeded or failed in the last 15 min
 --   in / out    jobs created / finished (any final status) in the window
+--   paused      the queue's row in the queues table says paused
 -- %(now)s pins the clock for tests; NULL: the database's now().
 -- %(queue)s NULL: every queue.
 WITH p AS MATERIALIZED (
@@ -104,8 +105,14 @@ worker_agg AS (
     WHERE w.role = 'worker' AND w.queue IS NOT NULL
       AND (%(queue)s::text IS NULL OR w.queue = %(queue)s::text)
     GROUP BY w.queue, p.now
+),
+paused AS (
+    -- Paused queues (`queue-ctl pause`) are listed even with no jobs or workers.
+    SELECT q.name AS queue
+    FROM __SCHEMA__.queues q
+    WHERE q.paused AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
 )
-SELECT coalesce(j.queue, w.queue) AS queue,
+SELECT coalesce(j.queue, w.queue, pq.queue) AS queue,
        coalesce(j.queued, 0) AS queued, coalesce(j.delayed, 0) AS delayed,
        coalesce(j.running, 0) AS running,
        coalesce(j.succeeded_1h, 0) AS succeeded_1h, coalesce(j.failed_1h, 0) AS failed_1h,
@@ -116,7 +123,9 @@ SELECT coalesce(j.queue, w.queue) AS queue,
        j.run_p50_s, j.run_p95_s, j.run_mean_s, coalesce(j.run_samples, 0) AS run_samples,
        coalesce(w.workers_live, 0) AS workers_live,
        coalesce(w.workers_parked, 0) AS workers_parked,
-       coalesce(w.workers_dead, 0) AS workers_dead
+       coalesce(w.workers_dead, 0) AS workers_dead,
+       pq.queue IS NOT NULL AS paused
 FROM job_agg j
 FULL JOIN worker_agg w ON w.queue = j.queue
+FULL JOIN paused pq ON pq.queue = coalesce(j.queue, w.queue)
 ORDER BY 1

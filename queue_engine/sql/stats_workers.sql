@@ -15,6 +15,8 @@ SELECT w.id, w.role, w.host, w.pid, w.queue, w.state, w.current_job_id,
            WHEN w.heartbeat_at <= coalesce(%(now)s::timestamptz, now())
                                   - make_interval(secs => %(dead_after_s)s::float8) THEN 'dead'
            ELSE 'live'
-       END AS liveness
+       END AS liveness,
+       -- Host telemetry of the last heartbeat (workers: {"load": [1m, 5m, 15m], "gpu": ...}).
+       w.telemetry
 FROM __SCHEMA__.workers w
 ORDER BY w.role, w.queue NULLS FIRST, w.host, w.id

@@ -2,15 +2,29 @@
 -- holds (running or prefetched) a lease extension, the latest progress, and the
 -- cancel flag read back in the same statement. A held job that no longer matches
 -- this worker's attempt is reported in lost_ids (reaped or re-claimed: a zombie).
+--
+-- Host telemetry (%(telemetry)s: {"load": [...], "gpu": [...]}, NULL on a beat
+-- that only writes progress) is stored on the row and published on
+-- %(telemetry_channel)s for dashboards, in this same statement: no extra round
+-- trip. The payload is small and fixed in shape (well under NOTIFY's 8000 bytes).
 WITH me AS (
     UPDATE __SCHEMA__.workers SET
         heartbeat_at = now(),
         state = %(state)s,
         current_job_id = %(current_job_id)s,
         rss_bytes = %(rss_bytes)s,
-        cpu_percent = %(cpu_percent)s
+        cpu_percent = %(cpu_percent)s,
+        telemetry = coalesce(%(telemetry)s::jsonb, telemetry)
     WHERE id = %(worker_id)s
-    RETURNING id
+    RETURNING id, queue, host, rss_bytes, cpu_percent, telemetry
+),
+published AS (
+    SELECT pg_notify(%(telemetry_channel)s, jsonb_build_object(
+               'worker_id', m.id, 'queue', m.queue, 'host', m.host,
+               'cpu', m.cpu_percent, 'rss', m.rss_bytes,
+               'load', m.telemetry -> 'load', 'gpu', m.telemetry -> 'gpu')::text)
+    FROM me m
+    WHERE %(telemetry)s::jsonb IS NOT NULL
 ),
 held AS (
     SELECT *
@@ -33,6 +47,7 @@ renewed AS (
     RETURNING j.id, j.cancel_requested
 )
 SELECT (SELECT count(*) FROM me) AS registered,
+       (SELECT count(*) FROM published) AS published,
        coalesce((SELECT array_agg(h.id) FROM held h
                  WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id)),
                 '{}'::bigint[]) AS lost_ids,

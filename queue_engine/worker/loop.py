@@ -63,6 +63,7 @@ from queue_engine.worker.executor import Executor
 from queue_engine.worker.heartbeat import Heartbeat
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import WorkerSettings
+from queue_engine.worker.telemetry import GpuProbe, host_telemetry
 from queue_engine.worker.watchdog import (
     ArmedJob,
     Graces,
@@ -157,6 +158,8 @@ class Worker:
         self._executor = Executor()
         self._heartbeat = Heartbeat(self, heartbeat_s=settings.heartbeat_s)
         self._process = psutil.Process()
+        self._gpu = GpuProbe()
+        self._telemetry_at: float | None = None  # clock of the last telemetry sent
         self._systemd = SystemdNotifier()
         self._watchdog = JobWatchdog(
             self._record_trip,
@@ -875,6 +878,13 @@ class Worker:
             cpu: float | None = self._process.cpu_percent()
         except psutil.Error:
             rss, cpu = None, None
+        # Host telemetry (load, nvidia-smi) at most once per heartbeat period: a
+        # beat that only writes progress (every 0.5 s at most) reuses the stored one.
+        now = self._clock()
+        telemetry: str | None = None
+        if self._telemetry_at is None or now - self._telemetry_at >= self.settings.heartbeat_s:
+            self._telemetry_at = now
+            telemetry = json.dumps(host_telemetry(self._gpu))
 
         def run(conn: psycopg.Connection[Any]) -> store.HeartbeatResult:
             result = store.heartbeat(
@@ -887,6 +897,7 @@ class Worker:
                 lease_ttl_s=self.settings.lease_ttl_s,
                 rss_bytes=rss,
                 cpu_percent=cpu,
+                telemetry=telemetry,
             )
             if not result.registered:
                 store.register(

@@ -146,8 +146,14 @@ def heartbeat(
     lease_ttl_s: int,
     rss_bytes: int | None = None,
     cpu_percent: float | None = None,
+    telemetry: str | None = None,
 ) -> HeartbeatResult:
-    """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``."""
+    """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``.
+
+    ``telemetry`` (JSON text, see :mod:`queue_engine.worker.telemetry`) is stored
+    and published on ``<schema>.telemetry`` by the same statement; None keeps
+    the stored one and publishes nothing (a beat that only writes progress).
+    """
     row = conn.execute(
         compact_query("worker_heartbeat", schema),
         {
@@ -156,6 +162,8 @@ def heartbeat(
             "current_job_id": current_job_id,
             "rss_bytes": rss_bytes,
             "cpu_percent": cpu_percent,
+            "telemetry": telemetry,
+            "telemetry_channel": queries.telemetry_channel(schema),
             "ids": [h[0] for h in held],
             "attempts": [h[1] for h in held],
             "progress": [h[2] for h in held],
@@ -164,7 +172,7 @@ def heartbeat(
         prepare=True,
     ).fetchone()
     assert row is not None
-    return HeartbeatResult(bool(row[0]), frozenset(row[1]), frozenset(row[2]))
+    return HeartbeatResult(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
 
 
 def register(

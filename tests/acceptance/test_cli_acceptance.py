@@ -223,6 +223,34 @@ def test_list_with_filters_and_json(dsn: str) -> None:
     assert [j["id"] for j in limited] == [third]
 
 
+def test_list_older_than(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        old, mid, new = (
+            r[0]
+            for r in conn.execute(
+                "INSERT INTO queue_engine.jobs (task, created_at) VALUES "
+                "('t.old', now() - interval '2 days'), ('t.mid', now() - interval '10 minutes'), "
+                "('t.new', now()) RETURNING id"
+            ).fetchall()
+        )
+
+    def listed(*args: str) -> list[int]:
+        return [j["id"] for j in json.loads(ok(ctl("--dsn", dsn, "list", "--json", *args)))]
+
+    assert listed("--older-than", "5m") == [mid, old]
+    assert listed("--older-than", "1d") == [old]
+    assert listed("--older-than", "2h", "--task", "t.mid") == []
+    assert listed("--older-than", "30s", "--limit", "1") == [mid]
+    assert listed("--older-than", "3600") == [old]
+    assert listed("--older-than", "3w") == []
+    assert new in listed()
+    table = ok(ctl("--dsn", dsn, "list", "--older-than", "1d")).splitlines()
+    assert [int(line.split()[0]) for line in table[1:]] == [old]
+    bad = ctl("--dsn", dsn, "list", "--older-than", "soon")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert len(bad.stderr.strip().splitlines()) == 1 and "--older-than" in bad.stderr
+
+
 def test_list_of_an_empty_queue(dsn: str) -> None:
     assert json.loads(ok(ctl("--dsn", dsn, "list", "--json"))) == []
 

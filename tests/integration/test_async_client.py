@@ -250,3 +250,22 @@ def test_caller_async_connection_rollback_and_commit(dsn: str, conn: Conn) -> No
 
     ids = asyncio.run(main())
     assert sorted(r[0] for r in conn.execute("SELECT id FROM queue_engine.jobs")) == sorted(ids)
+
+
+def test_list_older_than(dsn: str, conn: Conn) -> None:
+    async def body(client: AsyncClient) -> tuple[list[int], list[int], int, int]:
+        old = (await client.enqueue("t.a", queue="q1")).id
+        new = (await client.enqueue("t.a", queue="q1")).id
+        conn.execute(
+            "UPDATE queue_engine.jobs SET created_at = now() - interval '2 hours' WHERE id = %s",
+            (old,),
+        )
+        with pytest.raises(ValidationError, match="older_than_s"):
+            await client.list(older_than_s=-5)
+        over_an_hour = [j.id for j in await client.list(older_than_s=3600)]
+        every = [j.id for j in await client.list(older_than_s=None)]
+        return over_an_hour, every, old, new
+
+    over_an_hour, every, old, new = run_with_client(dsn, body)
+    assert over_an_hour == [old]
+    assert every == [new, old]

@@ -541,6 +541,40 @@ def test_list_filters_and_orders_newest_first(client: Client, conn: Conn) -> Non
     assert all(j.created is False for j in client.list())
 
 
+def age(conn: Conn, job_id: int, seconds: float) -> None:
+    """Make a job look created ``seconds`` ago (by the database clock)."""
+    conn.execute(
+        "UPDATE queue_engine.jobs SET created_at = now() - make_interval(secs => %s) WHERE id = %s",
+        (seconds, job_id),
+    )
+
+
+def test_list_older_than_filters_by_creation_age(client: Client, conn: Conn) -> None:
+    day_old = client.enqueue("task.a", queue="q1").id
+    hour_old = client.enqueue("task.a", queue="q1").id
+    minute_old = client.enqueue("task.b", queue="q2").id
+    fresh = client.enqueue("task.a", queue="q1").id
+    age(conn, day_old, 86_400 + 5)
+    age(conn, hour_old, 3_600 + 5)
+    age(conn, minute_old, 65)
+
+    def ids(**filters: Any) -> list[int]:
+        return [j.id for j in client.list(**filters)]
+
+    assert ids(older_than_s=0) == [fresh, minute_old, hour_old, day_old]
+    assert ids(older_than_s=30) == [minute_old, hour_old, day_old]
+    assert ids(older_than_s=300) == [hour_old, day_old]
+    assert ids(older_than_s=7_200.0) == [day_old]
+    assert ids(older_than_s=2 * 86_400) == []
+    assert ids(older_than_s=30, queue="q1") == [hour_old, day_old]
+    assert ids(older_than_s=30, task="task.b") == [minute_old]
+    assert ids(older_than_s=30, limit=1) == [minute_old]
+    assert fresh in ids(older_than_s=None)
+    for bad in (-1, float("nan"), float("inf"), True, "1h"):
+        with pytest.raises(ValidationError, match="older_than_s"):
+            client.list(older_than_s=bad)
+
+
 def test_list_accepts_a_status_enum(client: Client) -> None:
     job = client.enqueue("t")
     assert [j.id for j in client.list(status=JobStatus.QUEUED)] == [job.id]

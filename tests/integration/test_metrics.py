@@ -92,6 +92,7 @@ def test_metrics_content_for_a_known_workload(server, workload) -> None:
     ] == pytest.approx(3 / 900)
     assert got[("queue_engine_queue_workers", (("liveness", "live"), q))] == 2
     assert got[("queue_engine_queue_workers", (("liveness", "dead"), q))] == 1
+    assert got[("queue_engine_queue_paused", (q,))] == 0
     assert (
         got[
             (
@@ -145,3 +146,16 @@ def test_count_validates_and_a_busy_port_is_a_config_error(server, dsn) -> None:
     assert metrics.counters()["custom_thing"] == 2
     with pytest.raises(metrics.ConfigError, match="cannot serve metrics"):
         metrics.start_metrics_server(dsn, SCHEMA, server.port)
+
+
+def test_metrics_report_paused_queues(server, workload, conn: Any) -> None:
+    from queue_engine.controls import pause_queue
+
+    pause_queue(conn, SCHEMA, "m")
+    pause_queue(conn, SCHEMA, "idle.q")
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    got = samples(text)
+    assert got[("queue_engine_queue_paused", (("queue", "m"),))] == 1
+    assert got[("queue_engine_queue_paused", (("queue", "idle.q"),))] == 1
+    assert got[("queue_engine_queue_jobs", (("queue", "idle.q"), ("state", "queued")))] == 0

@@ -87,6 +87,7 @@ def test_producer_enqueues_and_reads_but_changes_nothing_else(role_dsns) -> None
         refused(conn, "DELETE FROM queue_engine.jobs WHERE id = %s", job.id)
         refused(conn, "INSERT INTO queue_engine.job_events (job_id, kind) VALUES (1, 'x')")
         refused(conn, "UPDATE queue_engine.workers SET state = 'x'")
+        refused(conn, "UPDATE queue_engine.queues SET paused = true")
         refused(conn, "CREATE TABLE queue_engine.evil (id int)")
         refused(conn, "ALTER TABLE queue_engine.jobs ADD COLUMN evil int")
         refused(conn, "DROP TABLE queue_engine.job_events")
@@ -142,6 +143,12 @@ def test_worker_claims_and_finishes_but_cannot_change_the_schema(role_dsns, clie
         refused(conn, "DROP TABLE queue_engine.jobs")
         refused(conn, "DROP TRIGGER jobs_guard_transition ON queue_engine.jobs")
         refused(conn, "INSERT INTO queue_engine.job_transitions VALUES ('succeeded', 'queued')")
+        # Pausing and resuming queues is an operator action.
+        refused(
+            conn,
+            "INSERT INTO queue_engine.queues (name, paused, paused_at) VALUES ('rw', true, now())",
+        )
+        refused(conn, "UPDATE queue_engine.queues SET paused = true")
     final = client.get(job.id)
     assert (final.status, final.result) == ("succeeded", {"ok": True})
 
@@ -154,4 +161,5 @@ def test_monitor_reads_the_views_and_writes_nothing(role_dsns, client) -> None:
         assert stats.workers(conn, SCHEMA) == []
         refused(conn, "INSERT INTO queue_engine.jobs (task) VALUES ('x')")
         refused(conn, "UPDATE queue_engine.workers SET state = 'x'")
+        refused(conn, "UPDATE queue_engine.queues SET paused = true")
         refused(conn, "CREATE TABLE queue_engine.evil (id int)")

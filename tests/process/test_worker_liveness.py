@@ -163,11 +163,15 @@ def test_a_job_ignoring_its_cancel_is_hard_stopped_and_canceled(
 def test_sigterm_during_a_short_job_lets_it_finish_and_exits_0(
     dsn: str, client: Client, tmp_path: Path
 ) -> None:
-    job_id = client.enqueue("sleepy", queue=Q, args={"sleep": 1.5}).id
+    marker = tmp_path / "handler-started"
+    job_id = client.enqueue("sleepy", queue=Q, args={"sleep": 1.5, "started_file": str(marker)}).id
     log = tmp_path / "worker.log"
     procs = [spawn_worker(dsn, log_file=log)]
     try:
-        started = wait_running(dsn, job_id)
+        # The handler itself must be running: a signal between claim and start
+        # rightly gives the (unstarted) job back instead.
+        wait_until(marker.exists, what="the handler to start")
+        started = time.monotonic()
         procs[0].send_signal(signal.SIGTERM)
         code, _ = wait_exit(procs[0], started, "SIGTERM during a 1.5 s job")
     finally:

@@ -505,4 +505,19 @@ def test_list_statement_validates_filters() -> None:
         with pytest.raises(ValidationError, match="limit must be an integer"):
             ops.list_statement("queue_engine", queue=None, status=None, task=None, limit=limit)
     stmt = ops.list_statement("queue_engine", queue="q", status="failed", task="t", limit=7)
-    assert stmt.params == {"queue": "q", "status": "failed", "task": "t", "limit": 7}
+    assert stmt.params == {
+        "queue": "q",
+        "status": "failed",
+        "task": "t",
+        "limit": 7,
+        "older_than_s": None,
+    }
+    for age in (-0.5, float("nan"), float("inf"), False, "2h"):
+        with pytest.raises(ValidationError, match="older_than_s must be"):
+            ops.list_statement(
+                "queue_engine", queue=None, status=None, task=None, limit=1, older_than_s=age
+            )
+    aged = ops.list_statement(
+        "queue_engine", queue=None, status=None, task=None, limit=1, older_than_s=90
+    )
+    assert aged.params["older_than_s"] == 90.0

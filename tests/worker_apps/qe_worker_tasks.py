@@ -125,7 +125,13 @@ def nul_error(args: dict[str, Any]) -> None:
 
 @task("sleepy", queue=QUEUE, max_attempts=2, retry=FixedBackoff(60))
 def sleepy(args: dict[str, Any]) -> dict[str, Any]:
-    """Sleeps ``sleep`` seconds (in C, releasing the GIL), then returns."""
+    """Sleeps ``sleep`` seconds (in C, releasing the GIL), then returns.
+
+    With ``started_file``, first creates that file, so a test can tell the
+    handler is running (not merely claimed).
+    """
+    if args.get("started_file"):
+        Path(args["started_file"]).touch()
     time.sleep(float(args.get("sleep", 0)))
     return {"slept": args.get("sleep", 0)}
 

@@ -1,0 +1,83 @@
+"""Host telemetry in worker heartbeats: stored on the worker row and published on NOTIFY.
+
+An in-process worker heartbeats every 0.5 s; a listener on
+``queue_engine.telemetry`` receives its JSON payload, written by the same
+heartbeat statement that stores it in ``workers.telemetry``. This machine has
+no GPU (or no nvidia-smi), so ``gpu`` is null, as it is on any host without one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+from qe_worker_helpers import running_worker, wait_until
+
+from queue_engine import stats
+
+QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
+
+
+def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> None:
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute('LISTEN "queue_engine.telemetry"')
+        with running_worker(dsn, heartbeat_s=0.5) as worker:
+            payloads = [
+                json.loads(n.payload)
+                for n in listener.notifies(timeout=10, stop_after=2)
+                if n.channel == "queue_engine.telemetry"
+            ]
+            row = wait_until(
+                lambda: conn.execute(
+                    "SELECT telemetry FROM queue_engine.workers WHERE id = %s AND telemetry IS NOT NULL",
+                    (worker.worker_id,),
+                ).fetchone(),
+                what="telemetry stored",
+            )
+    assert len(payloads) == 2
+    for doc in payloads:
+        assert set(doc) == {"worker_id", "queue", "host", "cpu", "rss", "load", "gpu"}
+        assert (doc["worker_id"], doc["queue"], doc["host"]) == (
+            worker.worker_id,
+            "wt",
+            socket.gethostname(),
+        )
+        assert doc["rss"] > 0 and doc["cpu"] is not None
+        assert len(doc["load"]) == 3 and doc["load"][0] >= 0
+        assert len(json.dumps(doc)) < 1000
+    stored = row[0]
+    assert set(stored) == {"load", "gpu"} and len(stored["load"]) == 3
+    (w,) = stats.workers(conn, "queue_engine")
+    assert w.load_1m == stored["load"][0]
+
+
+def test_workers_view_shows_the_load(dsn: str, conn: Any) -> None:
+    conn.execute(
+        "INSERT INTO queue_engine.workers (id, queue, host, pid, state, telemetry) VALUES "
+        "('w-load', 'q', 'h1', 1, 'idle', '{\"load\": [1.25, 0.5, 0.25], \"gpu\": null}'), "
+        "('w-none', 'q', 'h2', 2, 'idle', NULL)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
+    out = subprocess.run(
+        [str(QUEUE_CTL), "--dsn", dsn, "workers"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    header, *lines = out.stdout.splitlines()
+    assert header.split()[-2:] == ["LOAD", "LIVENESS"]
+    loads = {line.split()[0]: line.split()[-2] for line in lines}
+    assert loads == {"w-load": "1.25", "w-none": "-"}
+    as_json = subprocess.run(
+        [str(QUEUE_CTL), "--dsn", dsn, "workers", "--json"], capture_output=True, text=True, env=env
+    )
+    docs = {w["id"]: w for w in json.loads(as_json.stdout)}
+    assert docs["w-load"]["telemetry"] == {"load": [1.25, 0.5, 0.25], "gpu": None}
+    assert docs["w-none"]["telemetry"] is None
