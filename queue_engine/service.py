@@ -32,7 +32,7 @@ import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -66,6 +66,17 @@ def format_fields(fields: dict[str, Any]) -> str:
             text = repr(text)
         parts.append(f"{key}={text}")
     return " ".join(parts)
+
+
+#: Job ids named in one log line; the rest are counted (``17,18,+40``).
+LOGGED_IDS_MAX = 20
+
+
+def logged_ids(ids: Iterable[int]) -> str:
+    """Ids for a log field: the first :data:`LOGGED_IDS_MAX`, then how many more."""
+    ids = list(ids)
+    shown = ",".join(str(i) for i in ids[:LOGGED_IDS_MAX])
+    return shown + (f",+{len(ids) - LOGGED_IDS_MAX}" if len(ids) > LOGGED_IDS_MAX else "")
 
 
 def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:

@@ -45,6 +45,7 @@ from queue_engine.service import (
     Wait,
     event_wait,
     log_event,
+    logged_ids,
 )
 
 #: Heartbeats a worker may miss before it is flagged (``QUEUE_ENGINE_DEAD_AFTER_S``
@@ -54,8 +55,6 @@ DEAD_AFTER_BEATS = 3
 DEAD_AFTER_DEFAULT_S = 30.0
 #: Workers flagged per run; the rest are flagged next run.
 BATCH_SIZE_DEFAULT = 100
-#: Job ids named in a log line (the rest are counted).
-LOGGED_IDS_MAX = 20
 
 log = logging.getLogger("queue_engine.dead_workers")
 
@@ -98,18 +97,13 @@ def _iso(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def _ids(ids: list[int]) -> str:
-    shown = ",".join(str(i) for i in ids[:LOGGED_IDS_MAX])
-    return shown + (f",+{len(ids) - LOGGED_IDS_MAX}" if len(ids) > LOGGED_IDS_MAX else "")
-
-
 def flagged_hint(worker: FlaggedWorker) -> str:
     """The operator's next step, in words: what is wrong, what to check, what happens next."""
     jobs = "job" if len(worker.job_ids) == 1 else "jobs"
     silent = "?" if worker.silent_s is None else f"{worker.silent_s:.0f}"
     return (
         f"worker {worker.id} (host {worker.host}, pid {worker.pid}) has not heartbeated "
-        f"for {silent} s while running {jobs} {_ids(worker.job_ids)}; its lease expires at "
+        f"for {silent} s while running {jobs} {logged_ids(worker.job_ids)}; its lease expires at "
         f"{_iso(worker.lease_expires_at)}. Check the process on {worker.host}: hung, or stuck "
         f"in a C call that holds the GIL (`py-spy dump --pid {worker.pid}`)? The job will be "
         "recovered when the lease lapses (at once if the process is killed)."
@@ -181,7 +175,7 @@ class DeadWorkerSweep(Service[DeadWorkerResult]):
                 host=w.host,
                 pid=w.pid,
                 queue=w.queue or "",
-                job_ids=_ids(w.job_ids),
+                job_ids=logged_ids(w.job_ids),
                 silent_s=None if w.silent_s is None else round(w.silent_s, 1),
                 lease_expires_at=_iso(w.lease_expires_at),
                 hint=flagged_hint(w),

@@ -55,6 +55,7 @@ from queue_engine.service import (
     Wait,
     event_wait,
     log_event,
+    logged_ids,
 )
 
 #: How often the leader looks for ended sessions (seconds); ``QUEUE_ENGINE_RECOVERY_S``.
@@ -63,8 +64,6 @@ RECOVERY_DEFAULT_S = 1.0
 MIN_AGE_DEFAULT_S = 1.0
 #: Gone workers handled per run; the rest are handled next run.
 BATCH_SIZE_DEFAULT = 100
-#: Job ids named in a log line (the rest are counted).
-LOGGED_IDS_MAX = 20
 
 log = logging.getLogger("queue_engine.fast_recovery")
 
@@ -122,11 +121,6 @@ class RecoveryResult:
             "lost": len(self.lost),
             "canceled": len(self.canceled),
         }
-
-
-def _ids(ids: list[int]) -> str:
-    shown = ",".join(str(i) for i in ids[:LOGGED_IDS_MAX])
-    return shown + (f",+{len(ids) - LOGGED_IDS_MAX}" if len(ids) > LOGGED_IDS_MAX else "")
 
 
 class FastRecovery(Service[RecoveryResult]):
@@ -198,9 +192,9 @@ class FastRecovery(Service[RecoveryResult]):
             "worker.gone",
             **fields,
             queues=w.queues,
-            requeued=_ids(w.requeued),
-            lost=_ids(w.lost),
-            canceled=_ids(w.canceled),
+            requeued=logged_ids(w.requeued),
+            lost=logged_ids(w.lost),
+            canceled=logged_ids(w.canceled),
             hint=(
                 f"the database session of worker {w.id} (host {w.host}, pid {w.pid}) ended "
                 "while it ran these jobs: recovered without waiting for their lease; "
@@ -213,7 +207,7 @@ class FastRecovery(Service[RecoveryResult]):
                 logging.WARNING,
                 "fast_recovery.lost",
                 count=len(w.lost),
-                job_ids=_ids(w.lost),
+                job_ids=logged_ids(w.lost),
                 hint="attempts spent; `queue-ctl retry ID` to run again",
             )
 

@@ -62,6 +62,8 @@ class Heartbeat(Service[HeartbeatResult]):
     """Upsert this process's workers row every interval."""
 
     name = "heartbeat"
+    #: The ``workers.role`` this process registers as.
+    role = "orchestrator"
 
     def __init__(
         self,
@@ -103,12 +105,13 @@ class Heartbeat(Service[HeartbeatResult]):
             memory, cpu = None, None
         params = {
             "id": self.worker_id,
+            "role": self.role,
             "host": self.host,
             "pid": self.pid,
             "state": state,
             "rss_bytes": memory,
             "cpu_percent": cpu,
-            "telemetry": json.dumps(self.telemetry()),
+            "telemetry": json.dumps(self.telemetry(), default=str),
         }
         try:
             self.db.get().execute(queries.query("orchestrator_heartbeat", self.schema), params)

@@ -38,6 +38,7 @@ from queue_engine.service import (
     Wait,
     event_wait,
     log_event,
+    logged_ids,
 )
 
 #: How often the leader sweeps (seconds); ``QUEUE_ENGINE_SWEEP_S``.
@@ -46,8 +47,6 @@ SWEEP_DEFAULT_S = 5.0
 BATCH_SIZE_DEFAULT = 1000
 #: Batches per run; what is left waits for the next sweep.
 MAX_BATCHES_DEFAULT = 20
-#: Job ids named in a log line (the rest are counted).
-LOGGED_IDS_MAX = 20
 
 log = logging.getLogger("queue_engine.reaper")
 
@@ -93,11 +92,6 @@ class ReapResult:
             "canceled": len(self.canceled),
             "batches": self.batches,
         }
-
-
-def _ids(jobs: list[ReapedJob]) -> str:
-    shown = ",".join(str(j.id) for j in jobs[:LOGGED_IDS_MAX])
-    return shown + (f",+{len(jobs) - LOGGED_IDS_MAX}" if len(jobs) > LOGGED_IDS_MAX else "")
 
 
 class Reaper(Service[ReapResult]):
@@ -170,7 +164,7 @@ class Reaper(Service[ReapResult]):
                 "reaper.requeued",
                 count=len(result.requeued),
                 queues=",".join(sorted({j.queue for j in result.requeued})),
-                job_ids=_ids(result.requeued),
+                job_ids=logged_ids(j.id for j in result.requeued),
             )
         if result.lost:
             # Loud: a job that will not run again without an operator's retry.
@@ -179,7 +173,7 @@ class Reaper(Service[ReapResult]):
                 logging.WARNING,
                 "reaper.lost",
                 count=len(result.lost),
-                job_ids=_ids(result.lost),
+                job_ids=logged_ids(j.id for j in result.lost),
                 hint="attempts spent while the lease expired; `queue-ctl retry ID` to run again",
             )
         if result.canceled:
@@ -188,7 +182,7 @@ class Reaper(Service[ReapResult]):
                 logging.INFO,
                 "reaper.canceled",
                 count=len(result.canceled),
-                job_ids=_ids(result.canceled),
+                job_ids=logged_ids(j.id for j in result.canceled),
             )
 
     def on_stop(self) -> None:

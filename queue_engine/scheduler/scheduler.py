@@ -17,7 +17,6 @@ so running two is the way to make scheduling highly available.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -29,15 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
-import psycopg
-
-from queue_engine import sql as queries
 from queue_engine.config import env_float, resolve_dsn, resolve_schema
 from queue_engine.db import connect
 from queue_engine.errors import ConfigError, DatabaseUnavailable, MigrationError
 from queue_engine.migrate import engine_migrations_dir, load_chain, wait_for_schema
-from queue_engine.orchestrator.heartbeat import HEARTBEAT_DEFAULT_S, Heartbeat, HeartbeatResult
+from queue_engine.orchestrator.heartbeat import HEARTBEAT_DEFAULT_S, Heartbeat
 from queue_engine.scheduler import store
 from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.scheduler.ticker import (
@@ -111,49 +106,16 @@ def scheduler_id() -> str:
 class SchedulerHeartbeat(Heartbeat):
     """The orchestrator's heartbeat service, writing a ``scheduler`` row.
 
-    After every attempt, successful or not, it calls ``after_beat`` (the
-    scheduler pings the systemd watchdog and updates its status there): the
-    watchdog watches this process, not the database, so a scheduler waiting
-    out a Postgres restart stays up, while one whose ticker hangs is restarted.
+    The scheduler passes ``on_beat`` (ping the systemd watchdog, update the
+    status) and ``backoff_max_s = interval``: the hook runs before every
+    attempt, successful or not, and a failed beat is retried at the same
+    cadence, because the watchdog watches this process, not the database, so a
+    scheduler waiting out a Postgres restart stays up, while one whose ticker
+    hangs is restarted.
     """
 
     name = "scheduler_heartbeat"
-
-    def __init__(self, *args: Any, after_beat: Callable[[], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.after_beat = after_beat
-
-    def run_once(self) -> HeartbeatResult:
-        """Upsert this scheduler's row (role ``scheduler``)."""
-        state = self.state()
-        try:
-            memory = self._process.memory_info().rss
-            cpu = self._process.cpu_percent(interval=None)
-        except psutil.Error:
-            memory, cpu = None, None
-        params = {
-            "id": self.worker_id,
-            "host": self.host,
-            "pid": self.pid,
-            "state": state,
-            "rss_bytes": memory,
-            "cpu_percent": cpu,
-            "telemetry": json.dumps(self.telemetry(), default=str),
-        }
-        try:
-            self.db.get().execute(queries.query("scheduler_heartbeat", self.schema), params)
-        except psycopg.OperationalError:
-            self.db.reset()
-            raise
-        finally:
-            self.after_beat()
-        changed = state != self._last_state
-        self._last_state = state
-        return HeartbeatResult(state=state, changed=changed)
-
-    def next_interval(self, result: HeartbeatResult | None) -> float:
-        """The same cadence after a failed beat: the watchdog must keep being fed."""
-        return self.interval_s
+    role = "scheduler"
 
 
 class Scheduler:
@@ -197,7 +159,8 @@ class Scheduler:
             state=self.state,
             telemetry=self._telemetry,
             interval_s=beat,
-            after_beat=self._after_beat,
+            on_beat=self._after_beat,
+            backoff_max_s=beat,
         )
 
     def state(self) -> str:
