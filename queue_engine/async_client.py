@@ -109,6 +109,7 @@ class AsyncClient:
         lock_key: str | None = None,
         partition_key: str | None = None,
         producer: str | None = None,
+        affinity_key: str | None = None,
         conn: AsyncConnection | None = None,
     ) -> Job:
         """Enqueue one job; see :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`."""
@@ -127,6 +128,7 @@ class AsyncClient:
             lock_key=lock_key,
             partition_key=partition_key,
             producer=producer,
+            affinity_key=affinity_key,
         )
         statement = ops.enqueue_statement(self.schema, spec)
         async with self._connection(conn) as c:

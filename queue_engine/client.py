@@ -104,6 +104,7 @@ class Client:
         lock_key: str | None = None,
         partition_key: str | None = None,
         producer: str | None = None,
+        affinity_key: str | None = None,
         conn: Connection | None = None,
     ) -> Job:
         """Enqueue one job; with an idempotency or dedupe key, may return the existing job.
@@ -111,6 +112,10 @@ class Client:
         ``queue``, ``max_attempts`` and ``timeout_s`` default to the task's
         registered values when the task is known in this process, else to
         ``"default"``, 5 and the worker's default budget.
+
+        ``affinity_key`` names the warm state the job wants (say, the model it
+        loads): a worker warm for that key prefers the job, but any worker of
+        the queue may still run it, so a key never strands a job.
         """
         spec = ops.job_spec(
             task,
@@ -127,6 +132,7 @@ class Client:
             lock_key=lock_key,
             partition_key=partition_key,
             producer=producer,
+            affinity_key=affinity_key,
         )
         statement = ops.enqueue_statement(self.schema, spec)
         with self._connection(conn) as c:

@@ -48,6 +48,7 @@ class ClaimedJob:
     timeout_s: int | None
     created_at: datetime
     cancel_requested: bool = False
+    affinity_key: str | None = None
 
 
 class JobContext:

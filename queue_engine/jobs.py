@@ -77,6 +77,10 @@ class Job:
     finished_at: datetime | None
     duration_ms: int | None
     created: bool = False
+    #: The warm state the job asked for (``enqueue(affinity_key=...)``). Last and
+    #: defaulted so rows of a database not yet migrated to 0004, which lack the
+    #: column, still load.
+    affinity_key: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:

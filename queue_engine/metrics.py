@@ -1,14 +1,18 @@
 """Prometheus metrics and the ``/health`` probe, served by the orchestrator.
 
-Two kinds of figures:
+Three kinds of figures:
 
 - *Queue state*, read from the database on each scrape by :class:`QueueCollector`
-  with three cheap aggregate statements (``sql/stats_queues.sql``, the same
-  figures as ``queue-ctl stats``; ``sql/metrics_workers.sql``;
-  ``sql/metrics_durations.sql``). Nothing is cached between scrapes, so every
+  with four cheap statements (``sql/stats_queues.sql``, the same figures as
+  ``queue-ctl stats``; ``sql/metrics_workers.sql``; ``sql/metrics_durations.sql``;
+  ``sql/metrics_telemetry.sql``). Nothing is cached between scrapes, so every
   orchestrator (leader or standby) reports the same numbers and a restart
   loses nothing. Rolling-window figures are gauges; the run-time distribution is
   a gauge histogram over the last 15 minutes.
+- *Heartbeat telemetry* of the live fleet (:func:`telemetry_families`): CPU %
+  and RSS per live worker, orchestrator and scheduler row, and per host the
+  load average and GPU figures of its latest heartbeat that carried them. Only
+  live rows are read, so series come and go with the processes.
 - *Process counters* the orchestrator's sweeps increment, through
   :func:`count` (``metrics.count("reaper_requeued", n)``). They live in this
   module in plain Python, so calling :func:`count` never needs
@@ -26,7 +30,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -50,6 +54,8 @@ PREFIX = "queue_engine"
 DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0)
 #: Window of the run-time histogram (seconds).
 DURATION_WINDOW_S = 900.0
+#: Bytes per MiB (nvidia-smi reports GPU memory in MiB).
+MIB = 1024 * 1024
 #: A scrape's statements give up after this long rather than pile up on a sick database.
 SCRAPE_STATEMENT_TIMEOUT_MS = 5000
 #: Connect timeout of the scrape and health connections (seconds).
@@ -288,6 +294,102 @@ class QueueCollector:
         for queue, (counts, total) in sorted(per_queue.items()):
             durations.add_metric([queue], histogram_buckets(counts), total)
         yield durations
+
+        yield from telemetry_families(
+            conn.execute(
+                queries.query("metrics_telemetry", self.schema), {"dead_after_s": self.dead_after}
+            )
+        )
+
+
+def _json_number(value: Any) -> float | None:
+    """A JSON number as a float; None for null, text or booleans (bool is an int in Python)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def gpu_figures(entry: Any) -> tuple[float | None, float | None, float | None]:
+    """One ``telemetry.gpu`` entry as (utilisation %, memory used bytes, memory total bytes).
+
+    Tolerant: an entry that is not an object, or a figure the GPU could not
+    report (null), gives None for that figure, and the scrape goes on.
+    """
+    if not isinstance(entry, dict):
+        return None, None, None
+    util = _json_number(entry.get("utilization_pct"))
+    used = _json_number(entry.get("memory_used_mib"))
+    total = _json_number(entry.get("memory_total_mib"))
+    return (
+        util,
+        None if used is None else used * MIB,
+        None if total is None else total * MIB,
+    )
+
+
+def telemetry_families(rows: Iterable[tuple[Any, ...]]) -> list[Metric]:
+    """Gauges from ``sql/metrics_telemetry.sql`` rows (live rows, by host, newest first).
+
+    Per process (labels ``worker_id``, ``role``, ``queue``, ``host``): CPU %
+    and RSS, when reported. Per host: the 1-minute load and each GPU (label
+    ``gpu``: its index in nvidia-smi's list) from the newest row that has them,
+    because every process on a host reports the same load and GPUs and one
+    series per host is what a dashboard wants. No GPU gauges for a host
+    without GPU data.
+    """
+    from prometheus_client.core import GaugeMetricFamily
+
+    proc_labels = ["worker_id", "role", "queue", "host"]
+    cpu = GaugeMetricFamily(
+        f"{PREFIX}_worker_cpu_percent",
+        "CPU % of a live worker, orchestrator or scheduler process, from its last heartbeat.",
+        labels=proc_labels,
+    )
+    rss = GaugeMetricFamily(
+        f"{PREFIX}_worker_rss_bytes",
+        "Resident memory of a live worker, orchestrator or scheduler process (last heartbeat).",
+        labels=proc_labels,
+    )
+    load1 = GaugeMetricFamily(
+        f"{PREFIX}_host_load1",
+        "1-minute load average of a host, from its newest live heartbeat that reported one.",
+        labels=["host"],
+    )
+    gpu_util = GaugeMetricFamily(
+        f"{PREFIX}_host_gpu_utilization_percent",
+        "GPU utilisation (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        labels=["host", "gpu"],
+    )
+    gpu_used = GaugeMetricFamily(
+        f"{PREFIX}_host_gpu_memory_used_bytes",
+        "GPU memory in use (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        labels=["host", "gpu"],
+    )
+    gpu_total = GaugeMetricFamily(
+        f"{PREFIX}_host_gpu_memory_total_bytes",
+        "GPU memory size (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        labels=["host", "gpu"],
+    )
+    load_done: set[str] = set()
+    gpu_done: set[str] = set()
+    for worker_id, role, queue, host, cpu_percent, rss_bytes, load, gpus in rows:
+        labels = [worker_id, role, queue, host]
+        if cpu_percent is not None:
+            cpu.add_metric(labels, float(cpu_percent))
+        if rss_bytes is not None:
+            rss.add_metric(labels, float(rss_bytes))
+        if load is not None and host not in load_done:
+            load_done.add(host)
+            load1.add_metric([host], float(load))
+        if isinstance(gpus, list) and host not in gpu_done:
+            gpu_done.add(host)
+            for index, entry in enumerate(gpus):
+                for family, value in zip(
+                    (gpu_util, gpu_used, gpu_total), gpu_figures(entry), strict=True
+                ):
+                    if value is not None:
+                        family.add_metric([host, str(index)], value)
+    return [cpu, rss, load1, gpu_util, gpu_used, gpu_total]
 
 
 def histogram_buckets(counts: list[int]) -> list[tuple[str, float]]:

@@ -33,6 +33,7 @@ BULK_COLUMNS = (
     "lock_key",
     "partition_key",
     "producer",
+    "affinity_key",
 )
 
 #: How often an enqueue is re-run when its conflicting job is not yet visible.

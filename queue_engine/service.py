@@ -84,6 +84,12 @@ def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> 
 
     The fields are also attached to the record (``event`` and ``fields``) for a
     structured formatter.
+
+    ``event`` must be a name of :data:`queue_engine.events.EVENTS` (a public
+    contract for log pipelines). It is deliberately *not* checked here: an
+    unknown name is logged like any other, because a typo must never cost a log
+    line or raise in a daemon. ``tests/unit/test_log_events.py`` finds every
+    name the code can emit, literal or computed, and fails on an unknown one.
     """
     if logger.isEnabledFor(level):
         text = f"{event} {format_fields(fields)}" if fields else event

@@ -45,6 +45,7 @@ ENQUEUE_OPTIONS = (
     "lock_key",
     "partition_key",
     "producer",
+    "affinity_key",
 )
 
 
@@ -79,6 +80,9 @@ class JobSpec:
     lock_key: str | None
     partition_key: str | None
     producer: str | None
+    #: The warm state the job wants (say, the model it loads); a worker warm for
+    #: it prefers the job. Only a preference: any worker of the queue may run it.
+    affinity_key: str | None
 
     def params(self) -> dict[str, Any]:
         """Return the named parameters of ``enqueue.sql``."""
@@ -97,6 +101,7 @@ class JobSpec:
             "lock_key": self.lock_key,
             "partition_key": self.partition_key,
             "producer": self.producer,
+            "affinity_key": self.affinity_key,
         }
 
 
@@ -208,6 +213,7 @@ def build_spec(
     lock_key: str | None = None,
     partition_key: str | None = None,
     producer: str | None = None,
+    affinity_key: str | None = None,
 ) -> JobSpec:
     """Validate enqueue options; ``declared`` (the registered task, if any) supplies defaults."""
     check_task_name(task)
@@ -240,6 +246,7 @@ def build_spec(
         lock_key=_check_key("lock_key", lock_key),
         partition_key=_check_key("partition_key", partition_key),
         producer=_check_key("producer", producer),
+        affinity_key=_check_key("affinity_key", affinity_key),
     )
 
 

@@ -54,6 +54,13 @@ EXIT_INTERRUPTED = 130
     show_envvar=True,
     help="Claimed jobs held at once (run one after another; outcomes flushed in batches).",
 )
+@click.option(
+    "--warm-key",
+    envvar="QUEUE_ENGINE_WARM_KEY",
+    show_envvar=True,
+    help="Affinity key this worker starts warm for (e.g. a preloaded model): it prefers "
+    "jobs naming it. After each job with an affinity key it is warm for that key.",
+)
 @log_options
 @click.version_option(package_name="queue-engine", prog_name=PROG)
 def worker(
@@ -62,6 +69,7 @@ def worker(
     dsn: str,
     schema: str,
     prefetch: int,
+    warm_key: str | None,
     log_format: str,
     log_level: str,
 ) -> int:
@@ -71,7 +79,8 @@ def worker(
     QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_LEASE_TTL_S (60),
     QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT (off), QUEUE_ENGINE_CONNECT_RETRY_S (10),
     QUEUE_ENGINE_DEFAULT_TIMEOUT_S (3600), QUEUE_ENGINE_SHUTDOWN_GRACE_S (30),
-    QUEUE_ENGINE_CANCEL_GRACE_S (30), QUEUE_ENGINE_ZOMBIE_GRACE_S (10).
+    QUEUE_ENGINE_CANCEL_GRACE_S (30), QUEUE_ENGINE_ZOMBIE_GRACE_S (10),
+    QUEUE_ENGINE_AFFINITY_WAIT_S (10).
     """
     setup_logging(log_format, log_level)
     if not queue:
@@ -79,7 +88,7 @@ def worker(
     if not app:
         raise click.UsageError("no app module given: pass --app MODULE or set QUEUE_ENGINE_APP")
     settings = WorkerSettings.from_env(
-        queue=queue, app=app, dsn=dsn, schema=schema, prefetch=prefetch
+        queue=queue, app=app, dsn=dsn, schema=schema, prefetch=prefetch, warm_key=warm_key
     )
     tasks = load_app(settings.app)
     runner = Worker(settings, tasks)

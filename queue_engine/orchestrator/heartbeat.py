@@ -6,6 +6,12 @@ so the orchestrator registers at start (synchronously, so a broken database
 fails the start) and then upserts its row every ``interval_s`` with its role
 state (``leader`` / ``standby``) and its process's RSS and CPU from psutil.
 
+Each beat also carries the host telemetry workers send (load average, GPUs via
+``nvidia-smi``; :mod:`queue_engine.telemetry`), merged into the role's own
+``telemetry`` document, and publishes it on ``<schema>.telemetry`` in the same
+statement: a GPU box running only an orchestrator or a scheduler shows on the
+same dashboards and metrics as one running workers, without a second query.
+
 ``on_beat`` is called at the start of every beat, before the database write:
 the orchestrator pings the systemd watchdog there, so the pings prove the
 process still runs its loops without depending on the database being up.
@@ -34,6 +40,7 @@ from queue_engine.service import (
     Wait,
     event_wait,
 )
+from queue_engine.telemetry import GpuProbe, host_telemetry
 
 #: Heartbeat cadence (seconds); ``QUEUE_ENGINE_HEARTBEAT_S``.
 HEARTBEAT_DEFAULT_S = 10.0
@@ -76,9 +83,11 @@ class Heartbeat(Service[HeartbeatResult]):
         interval_s: float = HEARTBEAT_DEFAULT_S,
         on_beat: Callable[[], None] | None = None,
         backoff_max_s: float | None = None,
+        gpu: GpuProbe | None = None,
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
     ) -> None:
+        """``telemetry`` gives the role's own keys; ``gpu`` None probes ``nvidia-smi`` on PATH."""
         super().__init__(interval_s=interval_s, stagger_s=0.0, clock=clock, wait=wait, logger=log)
         self.on_beat = on_beat
         #: Cap of the delay after failed beats (None: the shared service backoff).
@@ -87,6 +96,7 @@ class Heartbeat(Service[HeartbeatResult]):
         self.worker_id = worker_id
         self.state = state
         self.telemetry = telemetry
+        self.gpu = gpu if gpu is not None else GpuProbe()
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
@@ -111,7 +121,8 @@ class Heartbeat(Service[HeartbeatResult]):
             "state": state,
             "rss_bytes": memory,
             "cpu_percent": cpu,
-            "telemetry": json.dumps(self.telemetry(), default=str),
+            "telemetry": json.dumps(self._telemetry_document(), default=str),
+            "telemetry_channel": queries.telemetry_channel(self.schema),
         }
         try:
             self.db.get().execute(queries.query("orchestrator_heartbeat", self.schema), params)
@@ -121,6 +132,14 @@ class Heartbeat(Service[HeartbeatResult]):
         changed = state != self._last_state
         self._last_state = state
         return HeartbeatResult(state=state, changed=changed)
+
+    def _telemetry_document(self) -> dict[str, Any]:
+        """The role's keys, then the host's ``load`` and ``gpu``, which win on a clash.
+
+        Host keys last: metrics and dashboards read ``load``/``gpu`` from every
+        row with one meaning, whatever the role's callable returns.
+        """
+        return {**self.telemetry(), **host_telemetry(self.gpu)}
 
     def next_interval(self, result: HeartbeatResult | None) -> float:
         """The shared cadence and backoff, the backoff capped at ``backoff_max_s`` when set."""

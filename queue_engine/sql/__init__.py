@@ -53,5 +53,15 @@ def cancel_channel(schema: str) -> str:
 
 
 def telemetry_channel(schema: str) -> str:
-    """Return the NOTIFY channel on which worker heartbeats publish host telemetry (JSON)."""
+    """Return the NOTIFY channel on which heartbeats (workers, orchestrators, schedulers) publish host telemetry (JSON)."""
     return f"{validate_schema(schema)}.telemetry"
+
+
+def controls_channel(schema: str) -> str:
+    """Return the NOTIFY channel on which a changed control announces what it touches.
+
+    The payload is a queue name (pause, resume, scale, rate) or ``*`` (a park,
+    unpark or stop, which may touch several queues): workers re-read their
+    controls when it names their queue or is ``*``.
+    """
+    return f"{validate_schema(schema)}.controls"

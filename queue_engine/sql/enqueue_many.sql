@@ -11,10 +11,10 @@ WITH input AS MATERIALIZED (
         %(run_at)s::timestamptz[], %(delay_s)s::float8[], %(max_attempts)s::int[],
         %(timeout_s)s::int[], %(lease_ttl_s)s::int[], %(idempotency_key)s::text[],
         %(dedupe_key)s::text[], %(lock_key)s::text[], %(partition_key)s::text[],
-        %(producer)s::text[]
+        %(producer)s::text[], %(affinity_key)s::text[]
     ) WITH ORDINALITY AS t(queue, task, args, priority, run_at, delay_s, max_attempts,
                            timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
-                           partition_key, producer, ord)
+                           partition_key, producer, affinity_key, ord)
 ),
 -- Within the batch the first item of each key wins; later items sharing a key
 -- with an earlier one are not inserted and resolve to the winner's id below.
@@ -31,12 +31,12 @@ winners AS (
 ins AS (
     INSERT INTO __SCHEMA__.jobs (
         id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
-        idempotency_key, dedupe_key, lock_key, partition_key, producer
+        idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key
     )
     SELECT new_id, queue, task, args::jsonb, priority,
            coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))),
            max_attempts, timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
-           partition_key, producer
+           partition_key, producer, affinity_key
     FROM winners
     -- One global order of key locks: producers sending overlapping keys in
     -- different orders would otherwise deadlock on the unique indexes.

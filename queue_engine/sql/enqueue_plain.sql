@@ -3,12 +3,13 @@
 -- common case and the latency-critical one (a producer waiting on its commit).
 INSERT INTO __SCHEMA__.jobs (
     queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
-    idempotency_key, dedupe_key, lock_key, partition_key, producer
+    idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key
 ) VALUES (
     %(queue)s, %(task)s, %(args)s::jsonb, %(priority)s,
     coalesce(%(run_at)s::timestamptz,
              now() + make_interval(secs => coalesce(%(delay_s)s::float8, 0))),
     %(max_attempts)s, %(timeout_s)s, %(lease_ttl_s)s,
-    %(idempotency_key)s, %(dedupe_key)s, %(lock_key)s, %(partition_key)s, %(producer)s
+    %(idempotency_key)s, %(dedupe_key)s, %(lock_key)s, %(partition_key)s, %(producer)s,
+    %(affinity_key)s
 )
 RETURNING *, true AS created

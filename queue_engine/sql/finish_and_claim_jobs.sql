@@ -14,8 +14,12 @@
 -- index on running lock keys then aborts one statement (the caller re-runs its
 -- finish alone and retries the claim).
 --
--- A paused queue (queues.paused) claims nothing; finishes are applied as usual,
--- so running jobs of a paused queue end normally.
+-- The operator controls (pause, scale, park: the gate CTE; rate: allowed) are
+-- enforced here, by the claim, and only gate it: finishes are applied as usual,
+-- so running jobs of a paused or parked worker's queue end normally.
+--
+-- The worker sends this text without comments through a raw cursor ($n
+-- placeholders, converted once): see queue_engine/worker/store.py.
 --
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
@@ -70,6 +74,60 @@ wake AS (
     FROM (SELECT DISTINCT f.queue FROM finished f
           WHERE f.status = 'queued' AND f.delay_s <= 0) q
 ),
+gate AS (
+    -- One row when this worker may claim at all; evaluated once per statement
+    -- (it names no job column: two primary-key or index probes of tiny tables).
+    -- Every control is checked here, in the claim itself, so none depends on a
+    -- worker having seen its NOTIFY (docs/operations.md, "Controls"):
+    --   pause  the queue's row says paused (`queue-ctl pause`);
+    --   scale  the worker's slot (%(slot)s, a session advisory lock only one
+    --          session can hold, NULL when it holds none) is within the queue's
+    --          scale_limit (`queue-ctl scale`): at most scale_limit workers pass;
+    --   park   no park names this worker, or its host for its queue or for all.
+    -- It gates the claim only: the finish above still runs.
+    SELECT 1 AS ok
+    WHERE %(claim_limit)s > 0
+      AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.queues qc
+                      WHERE qc.name = %(queue)s
+                        AND (qc.paused OR coalesce(%(slot)s::int, 2147483647) >= qc.scale_limit))
+      AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.worker_parks p
+                      WHERE p.worker_id = %(worker_id)s
+                         OR (p.host = %(host)s AND coalesce(p.queue, %(queue)s) = %(queue)s))
+),
+head AS (
+    -- Warm-state affinity only (%(warm_key)s is NULL otherwise): the job the
+    -- normal order would take first.
+    SELECT h.priority, h.available_at
+    FROM __SCHEMA__.jobs h
+    WHERE %(warm_key)s::text IS NOT NULL
+      AND h.queue = %(queue)s
+      AND h.status = 'queued'
+      AND h.available_at <= now()
+    ORDER BY h.priority, h.available_at, h.id
+    LIMIT 1
+),
+warm AS (
+    -- A worker warm for an affinity key takes one job needing that key first,
+    -- but never over a job of better priority, and not while the head of the
+    -- queue has waited longer than %(affinity_wait_s)s: a cold job is delayed by
+    -- the preference at most that long, so nothing starves.
+    SELECT j.id, j.lock_key, j.priority, j.available_at
+    FROM __SCHEMA__.jobs j
+    WHERE j.queue = %(queue)s
+      AND j.affinity_key = %(warm_key)s
+      AND j.status = 'queued'
+      AND j.available_at <= now()
+      AND j.priority <= (SELECT hp.priority FROM head hp)
+      AND (SELECT ha.available_at FROM head ha)
+          > now() - make_interval(secs => %(affinity_wait_s)s)
+      AND (j.lock_key IS NULL OR (
+            SELECT r.id FROM __SCHEMA__.jobs r
+            WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
+      AND EXISTS (SELECT 1 FROM gate)
+    ORDER BY j.priority, j.available_at, j.id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+),
 candidate AS (
     SELECT j.id, j.lock_key, j.priority, j.available_at
     FROM __SCHEMA__.jobs j
@@ -82,26 +140,34 @@ candidate AS (
       AND (j.lock_key IS NULL OR (
             SELECT r.id FROM __SCHEMA__.jobs r
             WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
-      -- A paused queue claims nothing (`queue-ctl pause`). The probe names no
-      -- column of j, so it is a one-time filter: one primary-key lookup per
-      -- statement, evaluated before the index scan starts (and not at all when
-      -- claim_limit is 0). It gates the claim only: the finish above still runs.
-      AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.queues qc
-                      WHERE qc.name = %(queue)s AND qc.paused)
+      -- A one-time filter (no column of j): when the gate is closed, the index
+      -- scan never starts.
+      AND EXISTS (SELECT 1 FROM gate)
+      AND j.id <> ALL (ARRAY(SELECT w.id FROM warm w))
     ORDER BY j.priority, j.available_at, j.id
-    LIMIT %(claim_limit)s
+    LIMIT %(claim_limit)s - (SELECT count(*) FROM warm)
     FOR UPDATE SKIP LOCKED
 ),
 pick AS (
     -- Two due jobs of one lock_key in this batch: only the first may run.
-    SELECT ranked.id
+    SELECT ranked.id, ranked.warm, ranked.priority, ranked.available_at
     FROM (
-        SELECT c.id, c.lock_key,
+        SELECT c.id, c.lock_key, c.warm, c.priority, c.available_at,
                row_number() OVER (PARTITION BY c.lock_key
-                                  ORDER BY c.priority, c.available_at, c.id) AS rn
-        FROM candidate c
+                                  ORDER BY c.warm DESC, c.priority, c.available_at, c.id) AS rn
+        FROM (SELECT w.*, true AS warm FROM warm w
+              UNION ALL
+              SELECT c.*, false AS warm FROM candidate c) c
     ) ranked
     WHERE ranked.lock_key IS NULL OR ranked.rn = 1
+),
+allowed AS (
+    -- The rate limit (`queue-ctl rate`): how many of the picked jobs may start
+    -- now. A queue without one gets them all, without any lock; a rate-limited
+    -- queue's claims queue up on its row until they commit (see
+    -- take_rate_tokens in migrations/0004_fleet_controls.sql). Materialised, so
+    -- called exactly once per statement.
+    SELECT __SCHEMA__.take_rate_tokens(%(queue)s, (SELECT count(*) FROM pick)::int) AS n
 ),
 claimed AS (
     UPDATE __SCHEMA__.jobs j SET
@@ -111,21 +177,31 @@ claimed AS (
         started_at = now(),
         heartbeat_at = now(),
         lease_expires_at = now() + make_interval(secs => coalesce(j.lease_ttl_s, %(lease_ttl_s)s))
-    FROM pick
-    WHERE j.id = ANY (ARRAY(SELECT p.id FROM pick p))  -- by primary key (see above)
-      AND j.id = pick.id
+    -- By primary key (see above); the picked jobs the rate limit withholds are
+    -- left queued (their row locks go with this statement's commit).
+    WHERE j.id = ANY (ARRAY(SELECT p.id FROM pick p
+                            ORDER BY p.warm DESC, p.priority, p.available_at, p.id
+                            LIMIT (SELECT a.n FROM allowed a)))
     RETURNING j.id, j.attempt, j.status, j.queue, j.task, j.args, j.max_attempts, j.priority,
-              j.lock_key, j.lease_ttl_s, j.timeout_s, j.created_at, j.cancel_requested
+              j.lock_key, j.lease_ttl_s, j.timeout_s, j.created_at, j.cancel_requested,
+              j.affinity_key
 ),
 claim_events AS (
     INSERT INTO __SCHEMA__.job_events (job_id, kind, from_status, to_status, attempt, worker_id)
     SELECT c.id, 'claimed', 'queued', 'running', c.attempt, %(worker_id)s
     FROM claimed c
 )
+-- is_claim: true for a claimed job, false for an applied finish, NULL for one
+-- row saying the rate limit withheld picked jobs (retry when a token is due).
 SELECT true AS is_claim, c.id, c.attempt, c.status, c.queue, c.task, c.args, c.max_attempts,
-       c.priority, c.lock_key, c.lease_ttl_s, c.timeout_s, c.created_at, c.cancel_requested
+       c.priority, c.lock_key, c.lease_ttl_s, c.timeout_s, c.created_at, c.cancel_requested,
+       c.affinity_key
 FROM claimed c
 UNION ALL
 SELECT false, f.id, f.attempt, f.status, f.queue, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL
+       NULL, NULL
 FROM finished f CROSS JOIN (SELECT count(*) FROM wake) w
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM allowed a
+WHERE a.n < (SELECT count(*) FROM pick)

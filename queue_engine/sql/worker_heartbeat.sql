@@ -14,13 +14,14 @@ WITH me AS (
         current_job_id = %(current_job_id)s,
         rss_bytes = %(rss_bytes)s,
         cpu_percent = %(cpu_percent)s,
-        telemetry = coalesce(%(telemetry)s::jsonb, telemetry)
+        telemetry = coalesce(%(telemetry)s::jsonb, telemetry),
+        warm_key = %(warm_key)s
     WHERE id = %(worker_id)s
-    RETURNING id, queue, host, rss_bytes, cpu_percent, telemetry
+    RETURNING id, role, queue, host, rss_bytes, cpu_percent, telemetry
 ),
 published AS (
     SELECT pg_notify(%(telemetry_channel)s, jsonb_build_object(
-               'worker_id', m.id, 'queue', m.queue, 'host', m.host,
+               'worker_id', m.id, 'role', m.role, 'queue', m.queue, 'host', m.host,
                'cpu', m.cpu_percent, 'rss', m.rss_bytes,
                'load', m.telemetry -> 'load', 'gpu', m.telemetry -> 'gpu')::text)
     FROM me m

@@ -25,6 +25,15 @@ re-takes its lock-key advisory locks (or gives the job up as a zombie) and
 gives back jobs a lost reply had claimed for it. Under systemd it sends
 ``READY=1``, ``STATUS=`` lines, ``WATCHDOG=1`` (only while its threads are
 alive) and ``STOPPING=1``.
+
+Operator controls (DESIGN.md, "Concurrency controls"; docs/operations.md):
+the claim statement enforces pause, scale, park and the rate limit by itself;
+the worker keeps a copy of its controls (re-read on a NOTIFY on
+``<schema>.controls``, after a reconnect and once per heartbeat period) to
+know whether to claim at all, to take or give up a scale slot (a session
+advisory lock: at most ``scale_limit`` workers of a queue hold one), to show
+``parked`` in its row, to retry when a rate token is due, and to stop (exit
+0) after its current job when an operator asks.
 """
 
 from __future__ import annotations
@@ -91,6 +100,8 @@ RECORD_CONNECT_TIMEOUT_S = 5
 RECORD_STATEMENT_TIMEOUT_MS = 5000
 #: How often a claim that lost a lock-key race is retried in a row.
 CLAIM_RACE_RETRIES = 5
+#: Shortest and longest wait for a rate token before claiming again (seconds).
+RATE_WAIT_MIN_S = 0.005
 #: Statement errors that abort a finish-and-claim without any effect: retry.
 RETRYABLE_CLAIM_ERRORS = (
     pg_errors.UniqueViolation,
@@ -143,6 +154,8 @@ class Worker:
         self.schema = settings.schema
         self.jobs_channel = queries.jobs_channel(self.schema)
         self.cancel_channel = queries.cancel_channel(self.schema)
+        self.controls_channel = queries.controls_channel(self.schema)
+        self.host = socket.gethostname()
         self._sleep = sleep
         self._clock = clock
         self._lock = threading.RLock()  # guards self._conn: main loop + heartbeat thread
@@ -180,6 +193,14 @@ class Worker:
         self._stop_at: float | None = None
         self.jobs_done = 0
         self._registered = False
+        # Operator controls: the last read, whether to re-read, the scale slot held.
+        self._controls = store.WorkerControls()
+        self._controls_dirty = True
+        self._controls_at: float | None = None
+        self._slot: int | None = None
+        self._parked: str | None = None  # why this worker does not claim: park, scale
+        self._throttled = False
+        self._warm_key = settings.warm_key
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -325,12 +346,13 @@ class Worker:
             conn.execute("SET plan_cache_mode = force_generic_plan")
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.jobs_channel)))
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.cancel_channel)))
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.controls_channel)))
             store.register(
                 conn,
                 self.schema,
                 worker_id=self.worker_id,
                 queue=self.settings.queue,
-                host=socket.gethostname(),
+                host=self.host,
                 pid=os.getpid(),
                 state="idle",
             )
@@ -338,6 +360,10 @@ class Worker:
         except BaseException:
             conn.close()
             raise
+        # A scale slot is a session lock: it died with the old session. Controls
+        # may have changed while we were not listening: read them again.
+        self._slot = None
+        self._controls_dirty = True
         # Jobs may have been enqueued while we were not listening: look once.
         self._wake.set()
         return conn
@@ -461,11 +487,17 @@ class Worker:
         prefetch = self.settings.prefetch
         while not self.stopping:
             self._main_mark = self._clock()
+            self._apply_controls()
+            if self.stopping:
+                break
             if not self._ready:
                 self._wake.clear()
-                claimed = self._flush(claim_limit=prefetch)
+                if self._may_claim():
+                    claimed = self._flush(claim_limit=prefetch)
+                else:
+                    claimed = self._flush(claim_limit=0) if self._pending else 0
                 if not claimed:
-                    self._wait_for_work()
+                    self._wait_for_work(self._rate_wait_s() if self._throttled else None)
                     continue
             elif (
                 self._pending
@@ -477,9 +509,9 @@ class Worker:
                 break
             self._execute(self._ready.popleft())
 
-    def _wait_for_work(self) -> None:
-        """Block until a NOTIFY for our queue, the poll interval, or stop."""
-        deadline = self._clock() + self.settings.poll_s
+    def _wait_for_work(self, timeout_s: float | None = None) -> None:
+        """Block until a NOTIFY for our queue or controls, ``timeout_s`` (the poll interval), or stop."""
+        deadline = self._clock() + (self.settings.poll_s if timeout_s is None else timeout_s)
         while not self.stopping and not self._wake.is_set():
             self._main_mark = now = self._clock()
             remaining = deadline - now
@@ -497,6 +529,10 @@ class Worker:
         if notify.channel == self.jobs_channel:
             if notify.payload == self.settings.queue:
                 self._wake.set()
+        elif notify.channel == self.controls_channel:
+            if notify.payload in (self.settings.queue, "*"):
+                self._controls_dirty = True
+                self._wake.set()
         elif notify.channel == self.cancel_channel:
             try:
                 job_id = int(notify.payload)
@@ -508,6 +544,139 @@ class Worker:
                     held.canceled = True
             if held is not None:
                 self._watchdog.note_cancel(job_id)
+
+    # -- operator controls -------------------------------------------------------
+
+    def _apply_controls(self) -> None:
+        """Re-read the controls when told to (NOTIFY, reconnect) or a heartbeat period passed; act.
+
+        Runs in the main loop between jobs only: a control never interrupts a
+        running job. A stop request stops the worker (exit 0) here; a park, or
+        a scale limit with no free slot, gives back prefetched jobs and stops
+        claiming; a slot above a lowered limit is given up for a lower one.
+        """
+        now = self._clock()
+        if not (
+            self._controls_dirty
+            or self._controls_at is None
+            or now - self._controls_at >= self.settings.heartbeat_s
+        ):
+            return
+        self._controls_dirty = False
+        self._controls_at = now
+        previous = self._controls
+        controls = self._controls = self._db(
+            lambda conn: store.read_controls(
+                conn,
+                self.schema,
+                worker_id=self.worker_id,
+                queue=self.settings.queue,
+                host=self.host,
+            )
+        )
+        if controls != previous:
+            log_event(
+                log,
+                logging.DEBUG,
+                "worker.controls_changed",
+                worker_id=self.worker_id,
+                queue=self.settings.queue,
+                paused=controls.paused,
+                scale_limit=controls.scale_limit,
+                rate_limit=controls.rate_limit,
+                parked=controls.parked,
+                stop_requested=controls.stop_requested,
+            )
+        if controls.stop_requested:
+            log_event(
+                log,
+                logging.INFO,
+                "worker.stop_requested",
+                worker_id=self.worker_id,
+                queue=self.settings.queue,
+                reason="queue-ctl stop: exiting 0 now that no job runs",
+            )
+            self.stop()
+            return
+        self._fit_scale_slot(controls.scale_limit)
+        reason = "park" if controls.parked else None
+        if reason is None and controls.scale_limit is not None and self._slot is None:
+            reason = "scale"
+        if reason != self._parked:
+            self._parked = reason
+            if reason is not None and self._ready:
+                self._give_back_ready()
+            log_event(
+                log,
+                logging.INFO,
+                "worker.parked" if reason else "worker.unparked",
+                worker_id=self.worker_id,
+                queue=self.settings.queue,
+                host=self.host,
+                reason=(
+                    {
+                        "park": "queue-ctl park names this worker or its host",
+                        "scale": f"the queue's {controls.scale_limit} scale slots are all held",
+                    }[reason]
+                    if reason
+                    else None
+                ),
+            )
+
+    def _fit_scale_slot(self, limit: int | None) -> None:
+        """Hold a scale slot below ``limit`` if one is free; none when there is no limit.
+
+        A slot above a lowered limit is given up after the pending finishes
+        are written (they end jobs that ran under it), so a worker that takes
+        the slot over never overlaps them.
+        """
+        queue = self.settings.queue
+        slot = self._slot
+        if slot is not None and (limit is None or slot >= limit):
+            if self._pending:
+                self._flush(claim_limit=0)
+            self._db(
+                lambda conn: store.release_scale_slot(conn, self.schema, queue=queue, slot=slot)
+            )
+            self._slot = None
+            log_event(
+                log,
+                logging.DEBUG,
+                "worker.scale_slot_released",
+                worker_id=self.worker_id,
+                slot=slot,
+            )
+        if limit is not None and self._slot is None:
+            self._slot = self._db(
+                lambda conn: store.take_scale_slot(conn, self.schema, queue=queue, limit=limit)
+            )
+            if self._slot is not None:
+                log_event(
+                    log,
+                    logging.DEBUG,
+                    "worker.scale_slot_taken",
+                    worker_id=self.worker_id,
+                    slot=self._slot,
+                    limit=limit,
+                )
+
+    def _may_claim(self) -> bool:
+        """False while parked or paused (the claim would take nothing: skip the statement)."""
+        return self._parked is None and not self._controls.paused
+
+    def _rate_wait_s(self) -> float:
+        """How long to wait before claiming again after the rate limit withheld jobs."""
+        rate = self._controls.rate_limit
+        if rate is None:  # a limit we have not read yet: look again soon
+            self._controls_dirty = True
+            return min(self.settings.poll_s, 0.1)
+        return min(self.settings.poll_s, max(RATE_WAIT_MIN_S, 1.0 / rate))
+
+    def _give_back_ready(self) -> None:
+        """Give back the prefetched jobs not started yet (parked: another worker may run them)."""
+        jobs = list(self._ready)
+        self._ready.clear()
+        self._flush(claim_limit=0, extra=[oc.released(job) for job in jobs])
 
     # -- flushing outcomes and claiming ----------------------------------------
 
@@ -584,6 +753,12 @@ class Worker:
                     outcomes=to_send,
                     claim_limit=claim_limit,
                     lease_ttl_s=self.settings.lease_ttl_s,
+                    gate=store.ClaimGate(
+                        host=self.host,
+                        slot=self._slot,
+                        warm_key=self._warm_key,
+                        affinity_wait_s=self.settings.affinity_wait_s,
+                    ),
                     **common,
                 )
             except RETRYABLE_CLAIM_ERRORS as exc:
@@ -604,6 +779,8 @@ class Worker:
                 continue
             finished.update(result.finished)
             claimed = result.claimed
+            if claim_limit:
+                self._throttled = result.throttled
             break
         with self._held_lock:
             done = [(o, self._held.pop(o.job_id, None)) for o in outcomes]
@@ -630,7 +807,11 @@ class Worker:
         self, conn: psycopg.Connection[Any], outcomes: list[Outcome]
     ) -> dict[int, str]:
         """Finish each outcome alone; one the database refuses becomes a failure that says why."""
-        common: dict[str, Any] = {"worker_id": self.worker_id, "queue": self.settings.queue}
+        common: dict[str, Any] = {
+            "worker_id": self.worker_id,
+            "queue": self.settings.queue,
+            "host": self.host,
+        }
         finished: dict[int, str] = {}
         for outcome in outcomes:
             try:
@@ -766,6 +947,8 @@ class Worker:
             watchdog.disarm()
             self._current = None
             ctx.close()
+        if job.affinity_key is not None:
+            self._warm_key = job.affinity_key  # what it loaded, it now has warm
         if held.lost:
             self._forget_zombie(held, ran=True)
             return
@@ -891,13 +1074,14 @@ class Worker:
                 conn,
                 self.schema,
                 worker_id=self.worker_id,
-                state="stopping" if self.stopping else ("busy" if current else "idle"),
+                state=self._state(current is not None),
                 current_job_id=current.job.id if current else None,
                 held=held,
                 lease_ttl_s=self.settings.lease_ttl_s,
                 rss_bytes=rss,
                 cpu_percent=cpu,
                 telemetry=telemetry,
+                warm_key=self._warm_key,
             )
             if not result.registered:
                 store.register(
@@ -905,9 +1089,9 @@ class Worker:
                     self.schema,
                     worker_id=self.worker_id,
                     queue=self.settings.queue,
-                    host=socket.gethostname(),
+                    host=self.host,
                     pid=os.getpid(),
-                    state="busy" if current else "idle",
+                    state=self._state(current is not None),
                 )
             return result
 
@@ -932,6 +1116,14 @@ class Worker:
                 "the job is no longer this worker's running attempt "
                 "(lease expired and reaped, recovered, or re-claimed)",
             )
+
+    def _state(self, busy: bool) -> str:
+        """The state shown in ``queue-ctl workers``: stopping, busy, parked or idle."""
+        if self.stopping:
+            return "stopping"
+        if busy:
+            return "busy"
+        return "parked" if self._parked else "idle"
 
     def systemd_tick(self) -> None:
         """``STATUS=`` on change and ``WATCHDOG=1`` while healthy; the heartbeat calls it every tick.
@@ -967,6 +1159,8 @@ class Worker:
             return (
                 f"running job {current.job.id} ({current.job.task}) on queue {self.settings.queue}"
             )
+        if self._parked:
+            return f"parked ({self._parked}) on queue {self.settings.queue}"
         return f"idle on queue {self.settings.queue}, {self.jobs_done} jobs done"
 
     def _healthy(self, now: float) -> bool:
@@ -1014,6 +1208,7 @@ class Worker:
                     worker_id=self.worker_id,
                     queue=self.settings.queue,
                     outcomes=outcomes,
+                    host=self.host,
                 )
             store.mark_stopped(conn, self.schema, worker_id=self.worker_id)
         finally:

@@ -20,6 +20,8 @@ DEFAULT_LEASE_TTL_S = 60
 DEFAULT_SYNCHRONOUS_COMMIT = "off"
 DEFAULT_CONNECT_RETRY_S = 10.0
 DEFAULT_FLUSH_INTERVAL_S = 0.5
+DEFAULT_AFFINITY_WAIT_S = 10.0
+MAX_AFFINITY_KEY_LENGTH = 255
 MAX_PREFETCH = 1000
 SYNCHRONOUS_COMMIT_VALUES = ("on", "off", "local", "remote_write", "remote_apply")
 DEFAULT_TIMEOUT_S = watchdog.DEFAULT_TIMEOUT_S
@@ -41,6 +43,11 @@ class WorkerSettings:
     task set none; the three graces are how long a running job is waited for
     after SIGTERM (then given back), after a cancel it ignores, and after its
     lease was found lost (both: then the process is hard-stopped, exit 77).
+
+    ``warm_key`` is the affinity key the worker starts warm for (a model it
+    preloads, say); after each job that names an affinity key the worker is
+    warm for that one. ``affinity_wait_s`` bounds how long the preference may
+    hold back the job at the head of the queue.
     """
 
     queue: str
@@ -58,6 +65,8 @@ class WorkerSettings:
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
     zombie_grace_s: float = DEFAULT_ZOMBIE_GRACE_S
+    warm_key: str | None = None
+    affinity_wait_s: float = DEFAULT_AFFINITY_WAIT_S
 
     def __post_init__(self) -> None:
         try:
@@ -88,6 +97,10 @@ class WorkerSettings:
         ):
             if not value >= 0:
                 raise ConfigError(f"QUEUE_ENGINE_{name} must be >= 0")
+        if self.warm_key is not None and not 1 <= len(self.warm_key) <= MAX_AFFINITY_KEY_LENGTH:
+            raise ConfigError(f"--warm-key must be 1 to {MAX_AFFINITY_KEY_LENGTH} characters long")
+        if not self.affinity_wait_s >= 0:
+            raise ConfigError("QUEUE_ENGINE_AFFINITY_WAIT_S must be >= 0")
         if self.synchronous_commit not in SYNCHRONOUS_COMMIT_VALUES:
             raise ConfigError(
                 f"QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT={self.synchronous_commit!r}: "
@@ -116,6 +129,8 @@ class WorkerSettings:
             "shutdown_grace_s": env_float("SHUTDOWN_GRACE_S", DEFAULT_SHUTDOWN_GRACE_S),
             "cancel_grace_s": env_float("CANCEL_GRACE_S", DEFAULT_CANCEL_GRACE_S),
             "zombie_grace_s": env_float("ZOMBIE_GRACE_S", DEFAULT_ZOMBIE_GRACE_S),
+            "warm_key": env_str("WARM_KEY", "") or None,
+            "affinity_wait_s": env_float("AFFINITY_WAIT_S", DEFAULT_AFFINITY_WAIT_S),
         }
         names = {f.name for f in dataclasses.fields(cls)}
         for key, value in overrides.items():

@@ -8,10 +8,12 @@ parsing and planning them once per connection is a measurable saving.
 from __future__ import annotations
 
 import json
+import re
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, LiteralString
+from typing import Any
 
 import psycopg
 
@@ -28,6 +30,7 @@ class FinishClaimResult:
 
     finished: dict[int, str] = field(default_factory=dict)
     claimed: list[ClaimedJob] = field(default_factory=list)
+    throttled: bool = False
 
 
 def outcomes_json(outcomes: Sequence[Outcome]) -> str:
@@ -49,17 +52,57 @@ def outcomes_json(outcomes: Sequence[Outcome]) -> str:
     return "[" + ",".join(items) + "]"
 
 
-@cache
-def compact_query(name: str, schema: str) -> LiteralString:
-    """The named query without comments and runs of whitespace.
+@dataclass(frozen=True, slots=True)
+class RawStatement:
+    """A named query as sent to the server: ``$n`` placeholders and the parameter order."""
 
-    psycopg caches the parsing of a query's ``%(name)s`` placeholders only for
-    texts under 4 kB; the commented file is longer, and re-parsing it cost a
-    measurable share of a job's client time.
+    text: str
+    names: tuple[str, ...]
+
+    def execute(self, conn: Connection, params: dict[str, Any]) -> psycopg.Cursor[Any]:
+        """Run as a prepared statement on a raw cursor: no client-side query conversion.
+
+        psycopg converts ``%(name)s`` placeholders on every execute and caches
+        the conversion only for texts under 4 kB; the finish-and-claim
+        statement is longer, and converting it cost about 27 us a job. A raw
+        cursor sends the ``$n`` text as it is.
+        """
+        cursor = psycopg.RawCursor(conn)
+        return cursor.execute(self.text, [params[name] for name in self.names], prepare=True)
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+@cache
+def raw_statement(name: str, schema: str) -> RawStatement:
+    """The named query without comments and runs of whitespace, with ``$n`` placeholders.
+
+    Each distinct ``%(name)s`` becomes one ``$n`` (a name used twice is sent once).
     """
-    text = queries.query(name, schema)
-    lines = (line.split("--", 1)[0].strip() for line in text.splitlines())
-    return " ".join(line for line in lines if line)
+    lines = (line.split("--", 1)[0].strip() for line in queries.query(name, schema).splitlines())
+    compact = " ".join(line for line in lines if line)
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    text = _PLACEHOLDER.sub(number, compact)
+    if "%" in text:  # a literal % would need the %% escape of the psycopg form
+        raise ValueError(f"query {name} has a % that is not a placeholder")
+    return RawStatement(text, tuple(names))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimGate:
+    """What the worker passes the claim's gate: who and where it is, its scale slot, warm key."""
+
+    host: str
+    slot: int | None = None
+    warm_key: str | None = None
+    affinity_wait_s: float = 10.0
 
 
 def finish_and_claim(
@@ -71,14 +114,19 @@ def finish_and_claim(
     outcomes: Sequence[Outcome] = (),
     claim_limit: int = 0,
     lease_ttl_s: int = 60,
+    gate: ClaimGate | None = None,
 ) -> FinishClaimResult:
     """Apply ``outcomes`` (guarded) and claim up to ``claim_limit`` jobs, in one statement.
 
     An outcome whose job is no longer this worker's running attempt changes
-    nothing and is simply absent from ``finished``. May raise
+    nothing and is simply absent from ``finished``. The claim takes only what
+    the operator controls allow (``gate``, see ``finish_and_claim_jobs.sql``);
+    ``throttled`` says the queue's rate limit withheld due jobs. May raise
     ``UniqueViolation`` when another worker claimed a job of the same lock key
     at the same moment: then nothing was applied (see :func:`finish_only`).
     """
+    if gate is None:
+        gate = ClaimGate(host=socket.gethostname())
     params: dict[str, Any] = dict(
         outcomes=outcomes_json(outcomes),
         worker_id=worker_id,
@@ -86,13 +134,17 @@ def finish_and_claim(
         claim_limit=claim_limit,
         lease_ttl_s=lease_ttl_s,
         jobs_channel=queries.jobs_channel(schema),
+        host=gate.host,
+        slot=gate.slot,
+        warm_key=gate.warm_key,
+        affinity_wait_s=gate.affinity_wait_s,
     )
-    rows = conn.execute(
-        compact_query("finish_and_claim_jobs", schema), params, prepare=True
-    ).fetchall()
+    rows = raw_statement("finish_and_claim_jobs", schema).execute(conn, params).fetchall()
     result = FinishClaimResult()
     for row in rows:
-        if row[0]:
+        if row[0] is None:
+            result.throttled = True
+        elif row[0]:
             result.claimed.append(
                 ClaimedJob(
                     id=row[1],
@@ -107,22 +159,39 @@ def finish_and_claim(
                     timeout_s=row[11],
                     created_at=row[12],
                     cancel_requested=row[13],
+                    affinity_key=row[14],
                 )
             )
         else:
             result.finished[row[1]] = row[3]
-    # The claim's ORDER BY does not survive the UPDATE: restore priority order.
+    # The claim's ORDER BY does not survive the UPDATE: restore its order (a
+    # preferred warm job first, then priority).
     if len(result.claimed) > 1:
-        result.claimed.sort(key=lambda j: (j.priority, j.id))
+        warm = gate.warm_key
+        result.claimed.sort(
+            key=lambda j: (warm is None or j.affinity_key != warm, j.priority, j.id)
+        )
     return result
 
 
 def finish_only(
-    conn: Connection, schema: str, *, worker_id: str, queue: str, outcomes: Sequence[Outcome]
+    conn: Connection,
+    schema: str,
+    *,
+    worker_id: str,
+    queue: str,
+    outcomes: Sequence[Outcome],
+    host: str | None = None,
 ) -> dict[int, str]:
     """Apply ``outcomes`` without claiming; return ``{job id: new status}`` of those applied."""
     return finish_and_claim(
-        conn, schema, worker_id=worker_id, queue=queue, outcomes=outcomes, claim_limit=0
+        conn,
+        schema,
+        worker_id=worker_id,
+        queue=queue,
+        outcomes=outcomes,
+        claim_limit=0,
+        gate=ClaimGate(host=host or socket.gethostname()),
     ).finished
 
 
@@ -147,6 +216,7 @@ def heartbeat(
     rss_bytes: int | None = None,
     cpu_percent: float | None = None,
     telemetry: str | None = None,
+    warm_key: str | None = None,
 ) -> HeartbeatResult:
     """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``.
 
@@ -154,23 +224,27 @@ def heartbeat(
     and published on ``<schema>.telemetry`` by the same statement; None keeps
     the stored one and publishes nothing (a beat that only writes progress).
     """
-    row = conn.execute(
-        compact_query("worker_heartbeat", schema),
-        {
-            "worker_id": worker_id,
-            "state": state,
-            "current_job_id": current_job_id,
-            "rss_bytes": rss_bytes,
-            "cpu_percent": cpu_percent,
-            "telemetry": telemetry,
-            "telemetry_channel": queries.telemetry_channel(schema),
-            "ids": [h[0] for h in held],
-            "attempts": [h[1] for h in held],
-            "progress": [h[2] for h in held],
-            "lease_ttl_s": lease_ttl_s,
-        },
-        prepare=True,
-    ).fetchone()
+    row = (
+        raw_statement("worker_heartbeat", schema)
+        .execute(
+            conn,
+            {
+                "worker_id": worker_id,
+                "state": state,
+                "current_job_id": current_job_id,
+                "rss_bytes": rss_bytes,
+                "cpu_percent": cpu_percent,
+                "telemetry": telemetry,
+                "telemetry_channel": queries.telemetry_channel(schema),
+                "ids": [h[0] for h in held],
+                "attempts": [h[1] for h in held],
+                "progress": [h[2] for h in held],
+                "lease_ttl_s": lease_ttl_s,
+                "warm_key": warm_key,
+            },
+        )
+        .fetchone()
+    )
     assert row is not None
     return HeartbeatResult(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
 
@@ -218,3 +292,56 @@ def release_orphans(
         },
     ).fetchone()
     return list(row[0]) if row else []
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerControls:
+    """The operator controls that concern one worker (``worker_controls.sql``)."""
+
+    paused: bool = False
+    scale_limit: int | None = None
+    rate_limit: float | None = None
+    parked: bool = False
+    stop_requested: bool = False
+
+
+def read_controls(
+    conn: Connection, schema: str, *, worker_id: str, queue: str, host: str
+) -> WorkerControls:
+    """Read what the controls say about this worker now."""
+    row = conn.execute(
+        queries.query("worker_controls", schema),
+        {"worker_id": worker_id, "queue": queue, "host": host},
+    ).fetchone()
+    assert row is not None  # one row, whether or not the queue has a control row
+    return WorkerControls(
+        paused=bool(row[0]),
+        scale_limit=row[1],
+        rate_limit=row[2],
+        parked=bool(row[3]),
+        stop_requested=bool(row[4]),
+    )
+
+
+def scale_namespace(schema: str, queue: str) -> str:
+    """The text whose hash names a queue's scale slots (one lock space per schema and queue)."""
+    return f"{schema}.scale:{queue}"
+
+
+def take_scale_slot(conn: Connection, schema: str, *, queue: str, limit: int) -> int | None:
+    """Take the lowest free scale slot below ``limit``; None when all are held."""
+    if limit <= 0:
+        return None
+    row = conn.execute(
+        queries.plain("scale_slot_take"),
+        {"namespace": scale_namespace(schema, queue), "slot_limit": limit},
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def release_scale_slot(conn: Connection, schema: str, *, queue: str, slot: int) -> None:
+    """Give up a scale slot taken by :func:`take_scale_slot`."""
+    conn.execute(
+        queries.plain("scale_slot_release"),
+        {"namespace": scale_namespace(schema, queue), "slot": slot},
+    )

@@ -159,3 +159,127 @@ def test_metrics_report_paused_queues(server, workload, conn: Any) -> None:
     assert got[("queue_engine_queue_paused", (("queue", "m"),))] == 1
     assert got[("queue_engine_queue_paused", (("queue", "idle.q"),))] == 1
     assert got[("queue_engine_queue_jobs", (("queue", "idle.q"), ("state", "queued")))] == 0
+
+
+MIB = 1024 * 1024
+TWO_GPUS = (
+    '[{"utilization_pct": 37, "memory_used_mib": 10240, "memory_total_mib": 81920},'
+    ' {"utilization_pct": null, "memory_used_mib": 3, "memory_total_mib": 16384}]'
+)
+
+
+@pytest.fixture
+def fleet(conn: Any) -> None:
+    """Worker rows with telemetry: live ones on two hosts, and rows that must not be reported."""
+    rows = [
+        # id, queue, host, cpu, rss, heartbeat age (s), stopped, flagged, telemetry
+        ("w-gpu", "m", "gpu-box", 12.5, 1000, 0, False, False,
+         '{"load": [2.5, 1.0, 0.5], "gpu": ' + TWO_GPUS + "}"),
+        # Older beat on the same host: its own series, but not the host's figures.
+        ("w-gpu-old", "m", "gpu-box", 1.0, 500, 5, False, False,
+         '{"load": [9.0, 9.0, 9.0], "gpu": [{"utilization_pct": 99, "memory_used_mib": 1,'
+         ' "memory_total_mib": 2}]}'),
+        ("w-cpu", "n", "cpu-box", 50.0, 2048, 0, False, False,
+         '{"load": [0.75, 0.5, 0.25], "gpu": null}'),
+        ("w-bad", "n", "bad-box", None, None, 0, False, False, '{"load": "high", "gpu": {"x": 1}}'),
+        ("w-stopped", "m", "gone-box", 5.0, 5, 0, True, False,
+         '{"load": [4.0, 4.0, 4.0], "gpu": ' + TWO_GPUS + "}"),
+        ("w-flagged", "m", "gone-box", 5.0, 5, 0, False, True, '{"load": [4.0, 4.0, 4.0]}'),
+        ("w-stale", "m", "gone-box", 5.0, 5, 300, False, False, '{"load": [4.0, 4.0, 4.0]}'),
+    ]  # fmt: skip
+    for wid, queue, host, cpu, rss, age, stopped, flagged, telemetry in rows:
+        conn.execute(
+            "INSERT INTO queue_engine.workers (id, queue, host, pid, state, cpu_percent,"
+            " rss_bytes, telemetry, heartbeat_at, stopped_at, flagged_dead_at) VALUES"
+            " (%s, %s, %s, 1, 'idle', %s, %s, %s::jsonb, now() - make_interval(secs => %s),"
+            " CASE WHEN %s THEN now() END, CASE WHEN %s THEN now() END)",
+            (wid, queue, host, cpu, rss, telemetry, age, stopped, flagged),
+        )
+
+
+def proc(wid: str, queue: str, host: str, role: str = "worker") -> tuple[tuple[str, str], ...]:
+    return (("host", host), ("queue", queue), ("role", role), ("worker_id", wid))
+
+
+def gpu(host: str, index: str) -> tuple[tuple[str, str], ...]:
+    return (("gpu", index), ("host", host))
+
+
+def test_metrics_report_live_telemetry(server, fleet) -> None:
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    got = samples(text)
+    assert got[("queue_engine_database_up", ())] == 1  # the malformed row broke nothing
+    cpu, rss = "queue_engine_worker_cpu_percent", "queue_engine_worker_rss_bytes"
+    assert got[(cpu, proc("w-gpu", "m", "gpu-box"))] == 12.5
+    assert got[(rss, proc("w-gpu", "m", "gpu-box"))] == 1000
+    assert got[(cpu, proc("w-gpu-old", "m", "gpu-box"))] == 1.0
+    assert got[(cpu, proc("w-cpu", "n", "cpu-box"))] == 50.0
+    assert got[(rss, proc("w-cpu", "n", "cpu-box"))] == 2048
+    # Per host: the newest live heartbeat's figures, one series per host.
+    load = "queue_engine_host_load1"
+    assert {k[1]: v for k, v in got.items() if k[0] == load} == {
+        (("host", "cpu-box"),): 0.75,
+        (("host", "gpu-box"),): 2.5,
+    }
+    util = "queue_engine_host_gpu_utilization_percent"
+    used = "queue_engine_host_gpu_memory_used_bytes"
+    total = "queue_engine_host_gpu_memory_total_bytes"
+    assert got[(util, gpu("gpu-box", "0"))] == 37
+    assert got[(used, gpu("gpu-box", "0"))] == 10240 * MIB
+    assert got[(total, gpu("gpu-box", "0"))] == 81920 * MIB
+    assert (util, gpu("gpu-box", "1")) not in got  # [N/A] on that GPU
+    assert got[(used, gpu("gpu-box", "1"))] == 3 * MIB
+    gpu_series = {k for k in got if k[0] in (util, used, total)}
+    assert {dict(labels)["host"] for _, labels in gpu_series} == {"gpu-box"}  # none for cpu-box
+    assert len(gpu_series) == 5
+    # Stopped, flagged-dead, stale and malformed rows export nothing.
+    reported = " ".join(str(k) for k in got)
+    for absent in ("w-stopped", "w-flagged", "w-stale", "gone-box", "w-bad", "bad-box"):
+        assert absent not in reported
+
+
+def test_metrics_report_a_daemon_heartbeat_with_its_gpu(server, dsn, conn) -> None:
+    import socket
+
+    from queue_engine.orchestrator.heartbeat import Heartbeat
+    from queue_engine.telemetry import GpuProbe
+
+    hb = Heartbeat(
+        dsn,
+        SCHEMA,
+        worker_id="orch-m",
+        state=lambda: "leader",
+        gpu=GpuProbe(runner=lambda argv, t: "55, 2048, 16384\n", which=lambda n: "/bin/" + n),
+    )
+    try:
+        hb.run_once()
+    finally:
+        hb.db.reset()
+    host = socket.gethostname()
+    (telemetry,) = conn.execute(
+        "SELECT telemetry FROM queue_engine.workers WHERE id = 'orch-m'"
+    ).fetchone()
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    got = samples(text)
+    assert got[("queue_engine_worker_rss_bytes", proc("orch-m", "", host, "orchestrator"))] > 0
+    assert ("queue_engine_worker_cpu_percent", proc("orch-m", "", host, "orchestrator")) in got
+    assert got[("queue_engine_host_load1", (("host", host),))] == telemetry["load"][0]
+    assert got[("queue_engine_host_gpu_utilization_percent", gpu(host, "0"))] == 55
+    assert got[("queue_engine_host_gpu_memory_used_bytes", gpu(host, "0"))] == 2048 * MIB
+
+
+def test_metrics_omit_gpu_gauges_without_gpu_data(server, conn) -> None:
+    conn.execute(
+        "INSERT INTO queue_engine.workers (id, queue, host, pid, state, cpu_percent, telemetry)"
+        " VALUES ('w1', 'm', 'h', 1, 'idle', 3.0, '{\"load\": [1.5, 1.0, 0.5], \"gpu\": null}'),"
+        " ('w2', 'm', 'h', 2, 'idle', 4.0, NULL)"
+    )
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    got = samples(text)
+    assert got[("queue_engine_host_load1", (("host", "h"),))] == 1.5
+    assert got[("queue_engine_worker_cpu_percent", proc("w2", "m", "h"))] == 4.0
+    assert not [k for k in got if "gpu" in k[0]]
+    assert ("queue_engine_worker_rss_bytes", proc("w1", "m", "h")) not in got  # rss NULL

@@ -45,7 +45,7 @@ def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> N
             )
     assert len(payloads) == 2
     for doc in payloads:
-        assert set(doc) == {"worker_id", "queue", "host", "cpu", "rss", "load", "gpu"}
+        assert set(doc) == {"worker_id", "role", "queue", "host", "cpu", "rss", "load", "gpu"}
         assert (doc["worker_id"], doc["queue"], doc["host"]) == (
             worker.worker_id,
             "wt",

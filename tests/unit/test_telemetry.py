@@ -1,7 +1,10 @@
-"""The worker's host telemetry without a GPU: nvidia-smi parsing, absence, failures, timeouts.
+"""Host telemetry without a GPU: nvidia-smi parsing, absence, failures, timeouts.
 
-The probe's command runner and PATH lookup are injected, so every branch runs
-on any machine; the real ``os.getloadavg`` is used for the load average.
+The probe (``queue_engine.telemetry``, shared by workers, orchestrators and
+schedulers) gets its command runner and PATH lookup injected, so every branch
+runs on any machine; the real ``os.getloadavg`` is used for the load average.
+Also the metrics side: how a telemetry document becomes gauges, malformed
+documents included.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from queue_engine.worker.telemetry import (
+from queue_engine.telemetry import (
     GPU_MAX_FAILURES,
     NVIDIA_SMI_ARGS,
     GpuProbe,
@@ -135,3 +138,47 @@ def test_load_average_without_os_support(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(os, "getloadavg", unsupported)
     assert load_average() is None
+
+
+def test_the_worker_import_path_still_works() -> None:
+    from queue_engine import telemetry
+    from queue_engine.worker import telemetry as worker_telemetry
+
+    assert worker_telemetry.GpuProbe is telemetry.GpuProbe
+    assert worker_telemetry.host_telemetry is telemetry.host_telemetry
+    assert set(worker_telemetry.__all__) <= set(dir(telemetry))
+
+
+def test_gpu_figures_convert_mib_and_tolerate_bad_entries() -> None:
+    from queue_engine.metrics import MIB, gpu_figures
+
+    doc = host_telemetry(GpuProbe(runner=FakeRunner("[N/A], 512, 1024\n"), which=on_path))
+    assert gpu_figures(doc["gpu"][0]) == (None, 512 * MIB, 1024 * MIB)
+    assert gpu_figures({"utilization_pct": 37, "memory_used_mib": "3"}) == (37.0, None, None)
+    assert gpu_figures({"utilization_pct": True}) == (None, None, None)  # bool is not a number
+    assert gpu_figures("garbage") == (None, None, None)
+
+
+def test_telemetry_families_take_each_hosts_newest_figures() -> None:
+    from queue_engine.metrics import telemetry_families
+
+    gpu_new = [{"utilization_pct": 10.0, "memory_used_mib": 1.0, "memory_total_mib": 2.0}]
+    gpu_old = [{"utilization_pct": 90.0, "memory_used_mib": 1.0, "memory_total_mib": 2.0}]
+    rows = [  # as sql/metrics_telemetry.sql orders them: by host, newest first
+        ("a1", "worker", "q", "a", 1.0, 100, 0.5, gpu_new),
+        ("a2", "orchestrator", "", "a", None, None, 7.0, gpu_old),
+        ("b1", "scheduler", "", "b", 2.0, 200, None, None),
+        ("b2", "worker", "q", "b", 3.0, 300, 1.25, None),
+    ]
+    families = {f.name: f for f in telemetry_families(rows)}
+    values = {
+        name: {tuple(s.labels.values()): s.value for s in f.samples} for name, f in families.items()
+    }
+    assert values["queue_engine_worker_cpu_percent"] == {
+        ("a1", "worker", "q", "a"): 1.0,
+        ("b1", "scheduler", "", "b"): 2.0,
+        ("b2", "worker", "q", "b"): 3.0,
+    }
+    assert values["queue_engine_host_load1"] == {("a",): 0.5, ("b",): 1.25}
+    assert values["queue_engine_host_gpu_utilization_percent"] == {("a", "0"): 10.0}
+    assert values["queue_engine_host_gpu_memory_total_bytes"] == {("a", "0"): 2.0 * 1024 * 1024}

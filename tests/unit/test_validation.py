@@ -295,7 +295,14 @@ def test_delay_must_be_a_number_or_timedelta(delay: object) -> None:
 
 # --- keys ------------------------------------------------------------------------
 
-KEY_OPTIONS = ("idempotency_key", "dedupe_key", "lock_key", "partition_key", "producer")
+KEY_OPTIONS = (
+    "idempotency_key",
+    "dedupe_key",
+    "lock_key",
+    "partition_key",
+    "producer",
+    "affinity_key",
+)
 
 
 @pytest.mark.parametrize("option", KEY_OPTIONS)
@@ -328,6 +335,7 @@ def test_spec_params_bind_every_enqueue_parameter() -> None:
         lock_key="l",
         partition_key="p",
         producer="me",
+        affinity_key="warm",
     )
     params = spec.params()
     assert params == {
@@ -345,6 +353,7 @@ def test_spec_params_bind_every_enqueue_parameter() -> None:
         "lock_key": "l",
         "partition_key": "p",
         "producer": "me",
+        "affinity_key": "warm",
     }
 
 
