@@ -66,9 +66,14 @@ CREATE INDEX jobs_affinity_idx ON __SCHEMA__.jobs (queue, affinity_key, priority
 -- (plpgsql, READ COMMITTED), so it always sees the latest committed bucket.
 -- Time never runs backwards for the bucket: greatest() keeps refilled_at
 -- monotonic even when a waiting transaction's clock read is older.
+-- SECURITY DEFINER: a worker may take tokens, but cannot write the bucket (or
+-- any other column of queues) itself; only roles granted EXECUTE may call it.
 CREATE FUNCTION __SCHEMA__.take_rate_tokens(p_queue text, p_want integer)
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     q       record;
     at      timestamptz;
@@ -95,3 +100,4 @@ BEGIN
     RETURN granted;
 END;
 $$;
+REVOKE ALL ON FUNCTION __SCHEMA__.take_rate_tokens(text, integer) FROM PUBLIC;

@@ -49,7 +49,7 @@ _WORKER: Final[dict[str, str]] = {
     "worker.shutdown_flush_failed": "the outcomes held at shutdown could not be written; their leases will recover the jobs",
     "worker.parked": "the worker was parked by an operator control: it claims nothing until unparked",
     "worker.unparked": "a parked worker was unparked and claims again",
-    "worker.stop_requested": "an operator control asked this worker to stop; it stops as on SIGTERM",
+    "worker.stop_requested": "queue-ctl stop named this worker: between jobs, it stops and exits 0",
     "worker.scale_slot_taken": "the worker took one of its queue's scale slots and may claim",
     "worker.scale_slot_released": "the worker gave its queue's scale slot back",
     "worker.controls_changed": "the worker saw its operator controls change and applied them",
@@ -138,10 +138,6 @@ _SCHEDULER: Final[dict[str, str]] = {
     "scheduler_heartbeat.error": "a scheduler heartbeat raised; retried with backoff",
 }
 
-_CONTROLS: Final[dict[str, str]] = {
-    "controls.changed": "an operator control in the queues table was changed",
-}
-
 #: The events grouped by the daemon(s) that emit them (the reference page's ``daemon`` column).
 EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
     {
@@ -149,7 +145,6 @@ EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
         "worker, orchestrator": MappingProxyType(_WORKER_AND_ORCHESTRATOR),
         "orchestrator": MappingProxyType(_ORCHESTRATOR),
         "scheduler": MappingProxyType(_SCHEDULER),
-        "controls": MappingProxyType(_CONTROLS),
     }
 )
 

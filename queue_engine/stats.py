@@ -21,6 +21,12 @@ Definitions (also in docs/operations.md):
   the last minute and the last 15 minutes.
 - *replicas suggestion*: Little's law, see :func:`replicas_suggestion`.
 - *paused*: the queue is paused (``queue-ctl pause``): its workers claim nothing.
+- *scale limit*: at most this many of the queue's workers claim (``queue-ctl scale``);
+  *rate limit*: at most this many jobs started per second, in bursts of at most
+  *rate burst* (``queue-ctl rate``); None: no limit.
+- *parked*: live workers whose state is ``parked`` (a ``queue-ctl park`` matches
+  them, or they hold no scale slot): alive, claiming nothing. They are counted in
+  *live* too, so live minus parked is the workers that can claim.
 """
 
 from __future__ import annotations
@@ -161,6 +167,9 @@ class QueueStats:
     workers_parked: int
     workers_dead: int
     paused: bool = False
+    scale_limit: int | None = None
+    rate_limit: float | None = None
+    rate_burst: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> QueueStats:
@@ -218,6 +227,15 @@ class WorkerRow:
     cpu_percent: float | None
     liveness: str
     telemetry: dict[str, Any] | None = None
+    #: The affinity key the worker is warm for (it prefers jobs naming it).
+    warm_key: str | None = None
+    #: When ``queue-ctl stop`` asked the worker to exit after its current job.
+    stop_requested_at: datetime | None = None
+
+    @property
+    def stop_requested(self) -> bool:
+        """Asked to stop and not stopped yet: it exits after its current job."""
+        return self.stop_requested_at is not None and self.stopped_at is None
 
     @property
     def load_1m(self) -> float | None:
@@ -228,10 +246,12 @@ class WorkerRow:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (datetimes as ISO 8601)."""
-        return {
+        """JSON-ready (datetimes as ISO 8601), with the ``stop_requested`` verdict."""
+        out = {
             k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(self).items()
         }
+        out["stop_requested"] = self.stop_requested
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ def _job_lines(job: Job) -> list[str]:
         ("duration_ms", job.duration_ms),
         ("claimed_by", job.claimed_by),
         ("lock_key", job.lock_key),
+        ("affinity_key", job.affinity_key),
         ("idempotency_key", job.idempotency_key),
         ("dedupe_key", job.dedupe_key),
         ("cancel_requested", job.cancel_requested if job.cancel_requested else None),
@@ -167,6 +168,10 @@ def downgrade(ctx: click.Context, target: int, directory: Path | None, ledger: s
 @click.option("--timeout", "timeout_s", type=int, help="Wall-clock budget of one attempt, seconds.")
 @click.option("--lease-ttl", "lease_ttl_s", type=int, help="Lease length, seconds.")
 @click.option("--lock-key", help="At most one running job per lock key, cluster-wide.")
+@click.option(
+    "--affinity-key",
+    help="Warm state the job wants (e.g. a model name); workers warm for it prefer the job.",
+)
 @click.option("--idempotency-key", help="A second enqueue with this key returns the first job.")
 @click.option("--dedupe-key", help="Unique among queued and running jobs.")
 @click.option("--partition-key", help="Free-form partition label.")
@@ -184,6 +189,7 @@ def enqueue(
     timeout_s: int | None,
     lease_ttl_s: int | None,
     lock_key: str | None,
+    affinity_key: str | None,
     idempotency_key: str | None,
     dedupe_key: str | None,
     partition_key: str | None,
@@ -203,6 +209,7 @@ def enqueue(
             timeout_s=timeout_s,
             lease_ttl_s=lease_ttl_s,
             lock_key=lock_key,
+            affinity_key=affinity_key,
             idempotency_key=idempotency_key,
             dedupe_key=dedupe_key,
             partition_key=partition_key,
@@ -302,7 +309,16 @@ def list_jobs(
 
 def _register_optional_commands() -> None:
     from queue_engine.cli.bench import bench
-    from queue_engine.cli.controls import pause_cmd, resume_cmd
+    from queue_engine.cli.controls import (
+        controls_cmd,
+        park_cmd,
+        pause_cmd,
+        rate_cmd,
+        resume_cmd,
+        scale_cmd,
+        stop_cmd,
+        unpark_cmd,
+    )
     from queue_engine.cli.demo import demo
     from queue_engine.cli.prune import prune
     from queue_engine.cli.roles import roles
@@ -313,6 +329,8 @@ def _register_optional_commands() -> None:
     ctl.add_command(bench)
     ctl.add_command(schedules)
     for command in (stats_cmd, workers_cmd, show_cmd, top_cmd, prune, roles, pause_cmd, resume_cmd):
+        ctl.add_command(command)
+    for command in (scale_cmd, rate_cmd, park_cmd, unpark_cmd, stop_cmd, controls_cmd):
         ctl.add_command(command)
 
 

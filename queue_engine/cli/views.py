@@ -1,4 +1,4 @@
-"""``queue-ctl stats``, ``workers``, ``show`` and ``top``: what the fleet is doing.
+"""``queue-ctl stats``, ``workers``, ``show``, ``top`` and ``controls``: what the fleet is doing.
 
 The figures come from :mod:`queue_engine.stats` (one statement per view), so
 the tables, ``--json`` and the metrics endpoint always agree. ``top`` redraws
@@ -23,6 +23,7 @@ import click
 from queue_engine import stats
 from queue_engine.cli.common import print_json
 from queue_engine.client import Client
+from queue_engine.controls import Controls
 from queue_engine.db import connect
 
 Row = list[str]
@@ -54,6 +55,18 @@ def _per_min(n: int, window_s: float) -> str:
     return f"{value:.0f}" if value >= 10 or value == 0 else f"{value:.1f}"
 
 
+def scale_cell(limit: int | None) -> str:
+    """``-`` for no scale limit, else the limit."""
+    return "-" if limit is None else str(limit)
+
+
+def rate_cell(rate: float | None, burst: int | None) -> str:
+    """``-`` for no rate limit, else ``R/s`` with ``xB`` when the burst is above 1."""
+    if rate is None:
+        return "-"
+    return f"{rate:g}/s" + (f" x{burst}" if burst is not None and burst > 1 else "")
+
+
 def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
     """The ``queue-ctl stats`` table."""
     header = [
@@ -71,6 +84,8 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
         "OLDEST",
         "WORKERS live/parked/dead",
         "REPLICAS",
+        "SCALE",
+        "RATE",
         "PAUSED",
     ]
     body = [
@@ -89,11 +104,13 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
             stats.format_duration(q.oldest_queued_s),
             f"{q.workers_live}/{q.workers_parked}/{q.workers_dead}",
             str(q.replicas_suggested),
+            scale_cell(q.scale_limit),
+            rate_cell(q.rate_limit, q.rate_burst),
             "yes" if q.paused else "no",
         ]
         for q in rows
     ]
-    return table(header, body, right=set(range(1, 14)))
+    return table(header, body, right=set(range(1, 16)))
 
 
 def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
@@ -105,6 +122,7 @@ def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
         "PID",
         "QUEUE",
         "STATE",
+        "WARM",
         "JOB",
         "BEAT AGO",
         "RSS",
@@ -120,16 +138,19 @@ def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
             str(w.pid),
             w.queue or "-",
             w.state,
+            w.warm_key or "-",
             str(w.current_job_id) if w.current_job_id is not None else "-",
             stats.format_duration(w.heartbeat_age_s),
             stats.format_bytes(w.rss_bytes),
             f"{w.cpu_percent:.1f}" if w.cpu_percent is not None else "-",
             f"{w.load_1m:.2f}" if w.load_1m is not None else "-",
-            w.liveness + (" (flagged)" if w.flagged_dead_at is not None else ""),
+            w.liveness
+            + (" (flagged)" if w.flagged_dead_at is not None else "")
+            + (" (stop requested)" if w.stop_requested else ""),
         ]
         for w in rows
     ]
-    return table(header, body, right={3, 6, 7, 8, 9, 10})
+    return table(header, body, right={3, 7, 8, 9, 10, 11})
 
 
 def _stats_payload(rows: list[stats.QueueStats]) -> dict[str, Any]:
@@ -143,6 +164,11 @@ def _stats_payload(rows: list[stats.QueueStats]) -> dict[str, Any]:
             "in/out": "jobs created / finished (any final status) in the window",
             "replicas": stats.REPLICAS_FORMULA,
             "paused": "queue-ctl pause: its workers claim nothing until queue-ctl resume",
+            "scale_limit": "queue-ctl scale: at most this many workers claim (null: no limit)",
+            "rate_limit": "queue-ctl rate: at most this many jobs start per second, "
+            "in bursts of rate_burst (null: no limit)",
+            "workers_parked": "live workers in state parked (a park, or no scale slot), "
+            "also counted in workers_live",
         },
         "queues": [q.to_dict() for q in rows],
     }
@@ -207,6 +233,64 @@ def show_cmd(ctx: click.Context, job_id: int, as_json: bool) -> None:
         for e in events
     ]
     click.echo("\n".join(table(header, body, right={4})))
+
+
+def controls_lines(view: Controls) -> list[str]:
+    """The ``queue-ctl controls`` tables: queue controls, parks, pending stop requests."""
+    lines = ["QUEUE CONTROLS"]
+    if view.queues:
+        lines += table(
+            ["QUEUE", "PAUSED", "SINCE", "SCALE", "RATE", "UPDATED"],
+            [
+                [
+                    q.queue,
+                    "yes" if q.paused else "no",
+                    q.paused_at.isoformat(timespec="seconds") if q.paused_at else "-",
+                    scale_cell(q.scale_limit),
+                    rate_cell(q.rate_limit, q.rate_burst),
+                    q.updated_at.isoformat(timespec="seconds"),
+                ]
+                for q in view.queues
+            ],
+            right={3},
+        )
+    else:
+        lines.append("(no queue is paused, scaled or rate limited)")
+    lines += ["", "PARKS"]
+    if view.parks:
+        lines += table(
+            ["TARGET", "QUEUE", "SINCE", "LIVE WORKERS"],
+            [
+                [
+                    f"worker {p.worker_id}" if p.kind == "worker" else f"host {p.host}",
+                    p.queue or ("(all)" if p.kind == "host" else "-"),
+                    p.parked_at.isoformat(timespec="seconds"),
+                    str(p.live_workers),
+                ]
+                for p in view.parks
+            ],
+            right={3},
+        )
+    else:
+        lines.append("(no parks)")
+    lines += ["", "STOP REQUESTS"]
+    if view.stops:
+        lines += table(
+            ["WORKER", "HOST", "QUEUE", "STATE", "SINCE"],
+            [
+                [
+                    s.worker_id,
+                    s.host,
+                    s.queue or "-",
+                    s.state,
+                    s.stop_requested_at.isoformat(timespec="seconds"),
+                ]
+                for s in view.stops
+            ],
+        )
+    else:
+        lines.append("(no pending stop requests)")
+    return lines
 
 
 def snapshot(conn: Any, schema: str, *, width: int = 200) -> str:

@@ -84,8 +84,10 @@ gate AS (
     --          session can hold, NULL when it holds none) is within the queue's
     --          scale_limit (`queue-ctl scale`): at most scale_limit workers pass;
     --   park   no park names this worker, or its host for its queue or for all.
-    -- It gates the claim only: the finish above still runs.
-    SELECT 1 AS ok
+    -- It gates the claim only: the finish above still runs. rated: the queue
+    -- has a rate limit (NULL when it has no control row).
+    SELECT (SELECT qr.rate_limit IS NOT NULL FROM __SCHEMA__.queues qr
+            WHERE qr.name = %(queue)s) AS rated
     WHERE %(claim_limit)s > 0
       AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.queues qc
                       WHERE qc.name = %(queue)s
@@ -163,11 +165,13 @@ pick AS (
 ),
 allowed AS (
     -- The rate limit (`queue-ctl rate`): how many of the picked jobs may start
-    -- now. A queue without one gets them all, without any lock; a rate-limited
-    -- queue's claims queue up on its row until they commit (see
-    -- take_rate_tokens in migrations/0004_fleet_controls.sql). Materialised, so
-    -- called exactly once per statement.
-    SELECT __SCHEMA__.take_rate_tokens(%(queue)s, (SELECT count(*) FROM pick)::int) AS n
+    -- now. A queue without one gets them all, without a function call or a
+    -- lock; a rate-limited queue's claims queue up on its row until they commit
+    -- (take_rate_tokens in migrations/0004_fleet_controls.sql). A volatile
+    -- CTE is materialised: the function runs at most once per statement.
+    SELECT CASE WHEN (SELECT g.rated FROM gate g)
+                THEN __SCHEMA__.take_rate_tokens(%(queue)s, (SELECT count(*) FROM pick)::int)
+                ELSE (SELECT count(*) FROM pick)::int END AS n
 ),
 claimed AS (
     UPDATE __SCHEMA__.jobs j SET

@@ -2,7 +2,9 @@
 -- claim on; running jobs finish normally. Upserts the queue's control row, so a
 -- queue that has no row yet (or no jobs yet) can be paused too. Pausing a paused
 -- queue keeps its original paused_at. was_paused is read from the statement's
--- snapshot, before the upsert.
+-- snapshot, before the upsert. The queue name is NOTIFYed on the controls
+-- channel in the same transaction, so workers that cache their controls re-read
+-- them at once.
 WITH prev AS (
     SELECT q.paused FROM __SCHEMA__.queues q WHERE q.name = %(queue)s
 ),
@@ -13,7 +15,11 @@ up AS (
         paused = true,
         paused_at = CASE WHEN q.paused THEN q.paused_at ELSE now() END,
         updated_at = now()
-    RETURNING q.paused_at
+    RETURNING q.name, q.paused_at
+),
+controls AS (
+    SELECT pg_notify(%(controls_channel)s, up.name) FROM up
 )
-SELECT up.paused_at, coalesce((SELECT p.paused FROM prev p), false) AS was_paused
+SELECT up.paused_at, coalesce((SELECT p.paused FROM prev p), false) AS was_paused,
+       (SELECT count(*) FROM controls) AS notified
 FROM up

@@ -2,6 +2,8 @@
 -- queue name on the jobs channel in the same transaction, so its idle workers
 -- wake and claim at once instead of at their next poll. Upserts like
 -- queue_pause. was_paused is read from the statement's snapshot, before the upsert.
+-- The queue name is also NOTIFYed on the controls channel (workers that cache
+-- their controls re-read them).
 WITH prev AS (
     SELECT q.paused FROM __SCHEMA__.queues q WHERE q.name = %(queue)s
 ),
@@ -14,8 +16,12 @@ up AS (
         updated_at = now()
     RETURNING q.name
 ),
+controls AS (
+    SELECT pg_notify(%(controls_channel)s, up.name) FROM up
+),
 wake AS (
     SELECT pg_notify(%(jobs_channel)s, up.name) FROM up
 )
 SELECT coalesce((SELECT p.paused FROM prev p), false) AS was_paused,
-       (SELECT count(*) FROM wake) AS notified
+       (SELECT count(*) FROM wake) AS notified,
+       (SELECT count(*) FROM controls) AS controls_notified

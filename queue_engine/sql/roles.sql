@@ -40,9 +40,16 @@ GRANT SELECT ON __SCHEMA__.schema_migrations TO __WORKER_ROLE__, __PRODUCER_ROLE
 GRANT SELECT, UPDATE ON __SCHEMA__.jobs TO __WORKER_ROLE__;
 GRANT SELECT ON __SCHEMA__.job_transitions TO __WORKER_ROLE__;
 GRANT INSERT ON __SCHEMA__.job_events TO __WORKER_ROLE__;
+-- UPDATE covers the columns a worker writes on its own row (state, including
+-- 'parked'; warm_key; and reading stop_requested_at back).
 GRANT SELECT, INSERT, UPDATE ON __SCHEMA__.workers TO __WORKER_ROLE__;
--- The claim reads the queue controls (paused); changing them is an operator action.
-GRANT SELECT ON __SCHEMA__.queues TO __WORKER_ROLE__;
+-- The claim reads the queue controls (paused, scale_limit, rate_limit) and the
+-- parks; changing them (`queue-ctl pause/scale/rate/park`) is an operator action.
+GRANT SELECT ON __SCHEMA__.queues, __SCHEMA__.worker_parks TO __WORKER_ROLE__;
+-- The rate limit's token bucket lives on the queue row and the claim takes from
+-- it through take_rate_tokens, a SECURITY DEFINER function: the worker can take
+-- tokens but not write the bucket itself (EXECUTE is revoked from PUBLIC).
+GRANT EXECUTE ON FUNCTION __SCHEMA__.take_rate_tokens(text, integer) TO __WORKER_ROLE__;
 
 -- Producer: insert jobs (Client.enqueue, enqueue_many, the SQL function) and read
 -- them back. enqueue_many draws ids with nextval() on the id sequence first.
@@ -53,4 +60,4 @@ GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timesta
 
 -- Monitor: read everything the views and dashboards read.
 GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.job_events, __SCHEMA__.workers,
-    __SCHEMA__.job_transitions, __SCHEMA__.queues TO __MONITOR_ROLE__;
+    __SCHEMA__.job_transitions, __SCHEMA__.queues, __SCHEMA__.worker_parks TO __MONITOR_ROLE__;

@@ -13,6 +13,11 @@
 --   run         duration_ms of jobs that succeeded or failed in the last 15 min
 --   in / out    jobs created / finished (any final status) in the window
 --   paused      the queue's row in the queues table says paused
+--   scale_limit at most this many workers of the queue claim (`queue-ctl scale`)
+--   rate_limit  at most this many jobs started per second, in bursts of
+--               rate_burst (`queue-ctl rate`); rate_burst is NULL without a rate
+--   parked      live workers whose state is 'parked' (a park, or no scale slot);
+--               they are counted in workers_live too
 -- %(now)s pins the clock for tests; NULL: the database's now().
 -- %(queue)s NULL: every queue.
 WITH p AS MATERIALIZED (
@@ -106,13 +111,17 @@ worker_agg AS (
       AND (%(queue)s::text IS NULL OR w.queue = %(queue)s::text)
     GROUP BY w.queue, p.now
 ),
-paused AS (
-    -- Paused queues (`queue-ctl pause`) are listed even with no jobs or workers.
-    SELECT q.name AS queue
+ctl AS (
+    -- The queue's controls. A queue with a control in force (paused, scale or
+    -- rate limited) is listed even with no jobs or workers; a row left at its
+    -- defaults only adds its (default) figures to a queue listed anyway.
+    SELECT q.name AS queue, q.paused, q.scale_limit, q.rate_limit,
+           CASE WHEN q.rate_limit IS NOT NULL THEN q.rate_burst END AS rate_burst,
+           (q.paused OR q.scale_limit IS NOT NULL OR q.rate_limit IS NOT NULL) AS in_force
     FROM __SCHEMA__.queues q
-    WHERE q.paused AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
+    WHERE %(queue)s::text IS NULL OR q.name = %(queue)s::text
 )
-SELECT coalesce(j.queue, w.queue, pq.queue) AS queue,
+SELECT coalesce(j.queue, w.queue, c.queue) AS queue,
        coalesce(j.queued, 0) AS queued, coalesce(j.delayed, 0) AS delayed,
        coalesce(j.running, 0) AS running,
        coalesce(j.succeeded_1h, 0) AS succeeded_1h, coalesce(j.failed_1h, 0) AS failed_1h,
@@ -124,8 +133,10 @@ SELECT coalesce(j.queue, w.queue, pq.queue) AS queue,
        coalesce(w.workers_live, 0) AS workers_live,
        coalesce(w.workers_parked, 0) AS workers_parked,
        coalesce(w.workers_dead, 0) AS workers_dead,
-       pq.queue IS NOT NULL AS paused
+       coalesce(c.paused, false) AS paused,
+       c.scale_limit, c.rate_limit, c.rate_burst
 FROM job_agg j
 FULL JOIN worker_agg w ON w.queue = j.queue
-FULL JOIN paused pq ON pq.queue = coalesce(j.queue, w.queue)
+FULL JOIN ctl c ON c.queue = coalesce(j.queue, w.queue)
+WHERE j.queue IS NOT NULL OR w.queue IS NOT NULL OR c.in_force
 ORDER BY 1

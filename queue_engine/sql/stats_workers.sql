@@ -3,6 +3,9 @@
 --   live     not stopped, not flagged, heartbeat fresher than %(dead_after_s)s
 --   stopped  exited cleanly (stopped_at set)
 --   dead     flagged by the orchestrator, or not stopped with a stale heartbeat
+-- state 'parked': alive, heartbeating, claiming nothing (a park, or no scale slot).
+-- stop_requested_at: `queue-ctl stop` asked it to exit after its current job.
+-- warm_key: the affinity key it is warm for (it prefers jobs that name it).
 -- %(now)s pins the clock for tests; NULL: the database's now().
 SELECT w.id, w.role, w.host, w.pid, w.queue, w.state, w.current_job_id,
        w.started_at, w.heartbeat_at, w.stopped_at, w.flagged_dead_at,
@@ -17,6 +20,7 @@ SELECT w.id, w.role, w.host, w.pid, w.queue, w.state, w.current_job_id,
            ELSE 'live'
        END AS liveness,
        -- Host telemetry of the last heartbeat (workers: {"load": [1m, 5m, 15m], "gpu": ...}).
-       w.telemetry
+       w.telemetry,
+       w.warm_key, w.stop_requested_at
 FROM __SCHEMA__.workers w
 ORDER BY w.role, w.queue NULLS FIRST, w.host, w.id

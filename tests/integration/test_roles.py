@@ -101,6 +101,12 @@ def test_worker_claims_and_finishes_but_cannot_change_the_schema(role_dsns, clie
         "queue": "rw",
         "jobs_channel": queries.jobs_channel(SCHEMA),
         "lease_ttl_s": 60,
+        # The claim's gate (schema version 4): host for host parks, no scale slot,
+        # no warm key.
+        "host": "h",
+        "slot": None,
+        "warm_key": None,
+        "affinity_wait_s": 10.0,
     }
     statement = queries.query("finish_and_claim_jobs", SCHEMA)
     with psycopg.connect(role_dsns["worker"], autocommit=True) as conn:
@@ -163,3 +169,65 @@ def test_monitor_reads_the_views_and_writes_nothing(role_dsns, client) -> None:
         refused(conn, "UPDATE queue_engine.workers SET state = 'x'")
         refused(conn, "UPDATE queue_engine.queues SET paused = true")
         refused(conn, "CREATE TABLE queue_engine.evil (id int)")
+
+
+def test_worker_takes_rate_tokens_and_reads_parks_but_sets_no_control(
+    role_dsns, conn: psycopg.Connection[Any]
+) -> None:
+    """Schema version 4: the worker spends the bucket and reads parks; controls stay the operator's."""
+    conn.execute(
+        "INSERT INTO queue_engine.queues (name, rate_limit, rate_burst) VALUES ('rr', 5, 2)"
+    )
+    conn.execute(
+        "INSERT INTO queue_engine.workers (id, queue, host, pid, state) "
+        "VALUES ('w-parked', 'rr', 'h', 1, 'idle')"
+    )
+    conn.execute("INSERT INTO queue_engine.worker_parks (host, queue) VALUES ('h', 'rr')")
+    with psycopg.connect(role_dsns["worker"], autocommit=True) as wconn:
+        # A full bucket of 2: the first call gets both, the next (within far less
+        # than the 0.2 s a token takes to refill at 5/s) at most what refilled.
+        granted = wconn.execute("SELECT queue_engine.take_rate_tokens('rr', 5)").fetchone()
+        assert granted == (2,)
+        no_limit = wconn.execute("SELECT queue_engine.take_rate_tokens('free', 3)").fetchone()
+        assert no_limit == (3,)
+        parks = wconn.execute("SELECT host, queue FROM queue_engine.worker_parks").fetchall()
+        assert parks == [("h", "rr")]
+        # Its own row: state (parked), warm key, and reading a stop request back.
+        wconn.execute(
+            "UPDATE queue_engine.workers SET state = 'parked', warm_key = 'model-a' "
+            "WHERE id = 'w-parked' RETURNING stop_requested_at"
+        )
+        refused(wconn, "UPDATE queue_engine.queues SET scale_limit = 100")
+        refused(wconn, "UPDATE queue_engine.queues SET rate_limit = 100000")
+        refused(wconn, "UPDATE queue_engine.queues SET rate_burst = 100000")
+        # The bucket itself: only through take_rate_tokens (SECURITY DEFINER).
+        refused(wconn, "UPDATE queue_engine.queues SET rate_tokens = 100000")
+        refused(wconn, "UPDATE queue_engine.queues SET paused = false")
+        refused(wconn, "INSERT INTO queue_engine.queues (name) VALUES ('new.q')")
+        refused(wconn, "INSERT INTO queue_engine.worker_parks (host) VALUES ('elsewhere')")
+        refused(wconn, "DELETE FROM queue_engine.worker_parks")
+        refused(wconn, "UPDATE queue_engine.worker_parks SET queue = NULL")
+    row = conn.execute(
+        "SELECT scale_limit, rate_limit, rate_burst, paused FROM queue_engine.queues "
+        "WHERE name = 'rr'"
+    ).fetchone()
+    assert row == (None, 5.0, 2, False)
+    assert conn.execute("SELECT count(*) FROM queue_engine.worker_parks").fetchone() == (1,)
+
+
+def test_monitor_reads_parks_and_controls(role_dsns, conn: psycopg.Connection[Any]) -> None:
+    from queue_engine.controls import controls
+
+    conn.execute("INSERT INTO queue_engine.worker_parks (host) VALUES ('h-mon')")
+    conn.execute("INSERT INTO queue_engine.queues (name, scale_limit) VALUES ('rm', 2)")
+    with psycopg.connect(role_dsns["monitor"], autocommit=True) as mconn:
+        assert mconn.execute("SELECT host FROM queue_engine.worker_parks").fetchall() == [
+            ("h-mon",)
+        ]
+        view = controls(mconn, SCHEMA)
+        assert [(p.kind, p.host) for p in view.parks] == [("host", "h-mon")]
+        assert [(q.queue, q.scale_limit) for q in view.queues] == [("rm", 2)]
+        (rm,) = stats.queue_stats(mconn, SCHEMA)
+        assert (rm.queue, rm.scale_limit) == ("rm", 2)
+        refused(mconn, "INSERT INTO queue_engine.worker_parks (host) VALUES ('x')")
+        refused(mconn, "SELECT queue_engine.take_rate_tokens('rm', 1)")

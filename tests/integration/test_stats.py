@@ -258,3 +258,36 @@ def test_show_timeline_is_the_jobs_events_in_order(conn, client) -> None:
     ]
     assert [e.id for e in events] == sorted(e.id for e in events)
     assert stats.job_events(conn, SCHEMA, 999_999) == []
+
+
+def test_stats_show_scale_and_rate_limits_and_workers_their_warm_key_and_stop(conn, T) -> None:
+    known_workload(conn, T)
+    conn.execute(
+        "INSERT INTO queue_engine.queues (name, scale_limit, rate_limit, rate_burst) VALUES "
+        "('a', 4, NULL, 1), ('limited', NULL, 2.5, 3), ('defaults', NULL, NULL, 7)"
+    )
+    conn.execute(
+        "UPDATE queue_engine.workers SET warm_key = 'model-x', stop_requested_at = %s "
+        "WHERE id = 'w-live'",
+        (T - s(1),),
+    )
+    rows = {q.queue: q for q in stats.queue_stats(conn, SCHEMA, now=T, dead_after=30)}
+    # A queue with a limit in force is listed without jobs or workers; a row at
+    # its defaults (no pause, no limit) is not.
+    assert sorted(rows) == ["a", "b", "c", "limited"]
+    assert (rows["a"].scale_limit, rows["a"].rate_limit, rows["a"].rate_burst) == (4, None, None)
+    assert (rows["limited"].rate_limit, rows["limited"].rate_burst) == (2.5, 3)
+    assert rows["limited"].queued == 0 and not rows["limited"].paused
+    assert (rows["b"].scale_limit, rows["b"].rate_limit) == (None, None)
+    # Parked workers are those whose state says so, and count as live too.
+    assert (rows["a"].workers_live, rows["a"].workers_parked) == (2, 1)
+    doc = rows["limited"].to_dict()
+    assert (doc["scale_limit"], doc["rate_limit"], doc["rate_burst"]) == (None, 2.5, 3)
+    (only,) = stats.queue_stats(conn, SCHEMA, queue="limited", now=T, dead_after=30)
+    assert only.rate_limit == 2.5
+
+    workers = {w.id: w for w in stats.workers(conn, SCHEMA, now=T, dead_after=30)}
+    live = workers["w-live"]
+    assert live.warm_key == "model-x" and live.stop_requested
+    assert live.to_dict()["stop_requested"] is True
+    assert not workers["w-parked"].stop_requested and workers["w-parked"].warm_key is None

@@ -10,7 +10,7 @@
   ``$$``), run with ``sh``: instance ``load.cbr:1`` starts the worker with
   ``--queue=load.cbr``, and the optional per-queue env file is loaded.
 - The settings the deployment depends on are present: ``Type=notify``, a
-  watchdog, ``Restart=always``, no restart loop on exit 2, a stop timeout longer
+  watchdog, ``Restart=always`` (workers: ``on-failure``), no restart loop on exit 2, a stop timeout longer
   than the worker's shutdown grace.
 """
 
@@ -136,7 +136,8 @@ def test_exec_keeps_the_worker_as_the_main_process(tmp_path: Path) -> None:
 def test_units_restart_notify_and_run_unprivileged(unit: str) -> None:
     d = directives(unit)
     assert d["Type"] == ["notify"]
-    assert d["Restart"] == ["always"]
+    # A worker's exit 0 is an operator's `queue-ctl stop`: on-failure leaves it stopped.
+    assert d["Restart"] == (["on-failure"] if unit.startswith("queue-claim-worker") else ["always"])
     assert "2" in d["RestartPreventExitStatus"][0].split()  # config error: no restart loop
     assert d["WatchdogSec"] and d["User"] == ["queue-engine"]
     assert "/etc/queue-engine/queue-engine.env" in d["EnvironmentFile"]
