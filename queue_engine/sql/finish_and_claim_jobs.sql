@@ -18,7 +18,10 @@
 -- enforced here, by the claim, and only gate it: finishes are applied as usual,
 -- so running jobs of a paused or parked worker's queue end normally.
 --
--- The worker sends this text without comments through a raw cursor ($n
+-- Two variants: lines tagged --@warm (and the "-- @warm begin/end" block) are
+-- only in the statement of a worker with a warm key, lines tagged --@cold only
+-- in the others', so workers without one pay nothing for the preference. The
+-- worker sends the variant without comments through a raw cursor ($n
 -- placeholders, converted once): see queue_engine/worker/store.py.
 --
 -- Every CTE sees the same snapshot: a job finished here still looks running to
@@ -96,13 +99,13 @@ gate AS (
                       WHERE p.worker_id = %(worker_id)s
                          OR (p.host = %(host)s AND coalesce(p.queue, %(queue)s) = %(queue)s))
 ),
+-- @warm begin
 head AS (
-    -- Warm-state affinity only (%(warm_key)s is NULL otherwise): the job the
-    -- normal order would take first.
+    -- Warm-state affinity (only in the statement of a worker with a warm key):
+    -- the job the normal order would take first.
     SELECT h.priority, h.available_at
     FROM __SCHEMA__.jobs h
-    WHERE %(warm_key)s::text IS NOT NULL
-      AND h.queue = %(queue)s
+    WHERE h.queue = %(queue)s
       AND h.status = 'queued'
       AND h.available_at <= now()
     ORDER BY h.priority, h.available_at, h.id
@@ -130,6 +133,7 @@ warm AS (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 ),
+-- @warm end
 candidate AS (
     SELECT j.id, j.lock_key, j.priority, j.available_at
     FROM __SCHEMA__.jobs j
@@ -145,9 +149,10 @@ candidate AS (
       -- A one-time filter (no column of j): when the gate is closed, the index
       -- scan never starts.
       AND EXISTS (SELECT 1 FROM gate)
-      AND j.id <> ALL (ARRAY(SELECT w.id FROM warm w))
+      AND j.id <> ALL (ARRAY(SELECT w.id FROM warm w))  --@warm
     ORDER BY j.priority, j.available_at, j.id
-    LIMIT %(claim_limit)s - (SELECT count(*) FROM warm)
+    LIMIT %(claim_limit)s - (SELECT count(*) FROM warm)  --@warm
+    LIMIT %(claim_limit)s  --@cold
     FOR UPDATE SKIP LOCKED
 ),
 pick AS (
@@ -157,9 +162,10 @@ pick AS (
         SELECT c.id, c.lock_key, c.warm, c.priority, c.available_at,
                row_number() OVER (PARTITION BY c.lock_key
                                   ORDER BY c.warm DESC, c.priority, c.available_at, c.id) AS rn
-        FROM (SELECT w.*, true AS warm FROM warm w
-              UNION ALL
-              SELECT c.*, false AS warm FROM candidate c) c
+        FROM (
+            SELECT w.*, true AS warm FROM warm w UNION ALL  --@warm
+            SELECT c.*, false AS warm FROM candidate c
+        ) c
     ) ranked
     WHERE ranked.lock_key IS NULL OR ranked.rn = 1
 ),

@@ -74,13 +74,39 @@ class RawStatement:
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 
+_BLOCK_TAG = re.compile(r"--\s*@(\w+)\s+(begin|end)\s*$")
+_LINE_TAG = re.compile(r"--@(\w+)\s*$")
+
+
+def select_variant(text: str, variant: str | None) -> str:
+    """Keep the lines of ``text`` that belong to ``variant``.
+
+    A line ending in ``--@name`` and the lines between ``-- @name begin`` and
+    ``-- @name end`` belong to variant ``name`` only; other lines to every
+    variant. One file then holds every variant of a statement, side by side.
+    """
+    kept: list[str] = []
+    block: str | None = None
+    for line in text.splitlines():
+        marker = _BLOCK_TAG.fullmatch(line.strip())
+        if marker is not None:
+            block = marker.group(1) if marker.group(2) == "begin" else None
+            continue
+        tagged = _LINE_TAG.search(line)
+        tag = tagged.group(1) if tagged is not None else block
+        if tag is None or tag == variant:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 @cache
-def raw_statement(name: str, schema: str) -> RawStatement:
-    """The named query without comments and runs of whitespace, with ``$n`` placeholders.
+def raw_statement(name: str, schema: str, variant: str | None = None) -> RawStatement:
+    """The named query's ``variant``, without comments and runs of whitespace, with ``$n``.
 
     Each distinct ``%(name)s`` becomes one ``$n`` (a name used twice is sent once).
     """
-    lines = (line.split("--", 1)[0].strip() for line in queries.query(name, schema).splitlines())
+    text = select_variant(queries.query(name, schema), variant)
+    lines = (line.split("--", 1)[0].strip() for line in text.splitlines())
     compact = " ".join(line for line in lines if line)
     names: list[str] = []
 
@@ -139,7 +165,9 @@ def finish_and_claim(
         warm_key=gate.warm_key,
         affinity_wait_s=gate.affinity_wait_s,
     )
-    rows = raw_statement("finish_and_claim_jobs", schema).execute(conn, params).fetchall()
+    variant = "cold" if gate.warm_key is None else "warm"
+    statement = raw_statement("finish_and_claim_jobs", schema, variant)
+    rows = statement.execute(conn, params).fetchall()
     result = FinishClaimResult()
     for row in rows:
         if row[0] is None:

@@ -11,7 +11,6 @@ unique to this run and dropped afterwards.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -22,8 +21,10 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client, stats
-from queue_engine import sql as queries
 from queue_engine.roles import roles_sql
+from queue_engine.worker import store
+from queue_engine.worker.outcomes import Outcome
+from queue_engine.worker.store import ClaimGate
 
 SCHEMA = "queue_engine"
 SUFFIX = f"{os.getpid()}"
@@ -96,49 +97,30 @@ def test_producer_enqueues_and_reads_but_changes_nothing_else(role_dsns) -> None
 
 def test_worker_claims_and_finishes_but_cannot_change_the_schema(role_dsns, client) -> None:
     job = client.enqueue("roles.work", queue="rw")
-    params: dict[str, Any] = {
-        "worker_id": "w-roles",
-        "queue": "rw",
-        "jobs_channel": queries.jobs_channel(SCHEMA),
-        "lease_ttl_s": 60,
-        # The claim's gate (schema version 4): host for host parks, no scale slot,
-        # no warm key.
-        "host": "h",
-        "slot": None,
-        "warm_key": None,
-        "affinity_wait_s": 10.0,
-    }
-    statement = queries.query("finish_and_claim_jobs", SCHEMA)
+    # The worker's own statements (both variants of the claim: without and with
+    # a warm key), as the worker sends them.
+    cold = ClaimGate(host="h")
+    warm = ClaimGate(host="h", warm_key="model-a")
+    common: dict[str, Any] = {"worker_id": "w-roles", "queue": "rw"}
     with psycopg.connect(role_dsns["worker"], autocommit=True) as conn:
         conn.execute(
             "INSERT INTO queue_engine.workers (id, queue, host, pid, state) "
             "VALUES ('w-roles', 'rw', 'h', 1, 'idle') "
             "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state RETURNING id"
         )
-        claimed = conn.execute(statement, {**params, "outcomes": "[]", "claim_limit": 1}).fetchall()
-        assert [(r[0], r[1]) for r in claimed] == [(True, job.id)]
+        claimed = store.finish_and_claim(conn, SCHEMA, claim_limit=1, gate=warm, **common)
+        assert [j.id for j in claimed.claimed] == [job.id]
+        assert (
+            store.finish_and_claim(conn, SCHEMA, claim_limit=1, gate=cold, **common).claimed == []
+        )
         conn.execute(
             "UPDATE queue_engine.workers SET heartbeat_at = now(), current_job_id = %s "
             "WHERE id = 'w-roles' RETURNING id",
             (job.id,),
         )
-        outcome = {
-            "id": job.id,
-            "attempt": 1,
-            "status": "succeeded",
-            "kind": "succeeded",
-            "result": {"ok": True},
-            "error": None,
-            "delay_s": 0.0,
-            "refund": 0,
-            "duration_ms": 5,
-            "progress": None,
-            "message": None,
-        }
-        finished = conn.execute(
-            statement, {**params, "outcomes": json.dumps([outcome]), "claim_limit": 0}
-        ).fetchall()
-        assert [(r[0], r[1], r[3]) for r in finished] == [(False, job.id, "succeeded")]
+        outcome = Outcome(job.id, 1, "succeeded", "succeeded", result='{"ok": true}', duration_ms=5)
+        finished = store.finish_only(conn, SCHEMA, outcomes=[outcome], host="h", **common)
+        assert finished == {job.id: "succeeded"}
 
         refused(conn, "DELETE FROM queue_engine.jobs WHERE id = %s", job.id)
         refused(conn, "INSERT INTO queue_engine.jobs (task) VALUES ('sneaky')")

@@ -1,0 +1,39 @@
+"""Statement variants: one SQL file, lines tagged for the warm or cold claim."""
+
+from __future__ import annotations
+
+from queue_engine.worker.store import raw_statement, select_variant
+
+TEXT = """SELECT 1
+-- @warm begin
+, 2
+, 3
+-- @warm end
+LIMIT %(a)s - 1  --@warm
+LIMIT %(a)s  --@cold
+"""
+
+
+def test_untagged_lines_are_in_every_variant_and_tagged_ones_in_theirs() -> None:
+    assert select_variant(TEXT, "warm").splitlines() == [
+        "SELECT 1",
+        ", 2",
+        ", 3",
+        "LIMIT %(a)s - 1  --@warm",
+    ]
+    assert select_variant(TEXT, "cold").splitlines() == ["SELECT 1", "LIMIT %(a)s  --@cold"]
+    assert select_variant(TEXT, None).splitlines() == ["SELECT 1"]
+
+
+def test_the_claim_variants_differ_only_by_the_warm_preference() -> None:
+    cold = raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
+    warm = raw_statement("finish_and_claim_jobs", "queue_engine", "warm")
+    assert "warm_key" not in cold.names and "affinity_wait_s" not in cold.names
+    assert {"warm_key", "affinity_wait_s"} <= set(warm.names)
+    assert "affinity_key =" not in cold.text and "affinity_key =" in warm.text
+    for statement in (cold, warm):
+        assert "--" not in statement.text and "%(" not in statement.text
+        # Each parameter is numbered once, in order of first use.
+        assert [f"${i}" in statement.text for i in range(1, len(statement.names) + 1)] == [
+            True
+        ] * len(statement.names)
