@@ -235,6 +235,16 @@ class QueueCollector:
             "1 while the queue is paused (queue-ctl pause): its workers claim nothing.",
             labels=["queue"],
         )
+        scale = GaugeMetricFamily(
+            f"{PREFIX}_queue_scale_limit",
+            "Most workers of the queue that may claim at once (queue-ctl scale); absent: no limit.",
+            labels=["queue"],
+        )
+        rate = GaugeMetricFamily(
+            f"{PREFIX}_queue_rate_limit",
+            "Most jobs of the queue started per second (queue-ctl rate); absent: no limit.",
+            labels=["queue"],
+        )
         for q in rows:
             for state, value in (
                 ("queued", q.queued),
@@ -265,7 +275,12 @@ class QueueCollector:
             workers_q.add_metric([q.queue, "dead"], q.workers_dead)
             replicas.add_metric([q.queue], q.replicas_suggested)
             paused.add_metric([q.queue], 1 if q.paused else 0)
+            if q.scale_limit is not None:
+                scale.add_metric([q.queue], q.scale_limit)
+            if q.rate_limit is not None:
+                rate.add_metric([q.queue], q.rate_limit)
         yield from (depth, oldest, finished, throughput, wait, workers_q, replicas, paused)
+        yield from (scale, rate)
 
         workers = GaugeMetricFamily(
             f"{PREFIX}_workers",

@@ -283,3 +283,18 @@ def test_metrics_omit_gpu_gauges_without_gpu_data(server, conn) -> None:
     assert got[("queue_engine_worker_cpu_percent", proc("w2", "m", "h"))] == 4.0
     assert not [k for k in got if "gpu" in k[0]]
     assert ("queue_engine_worker_rss_bytes", proc("w1", "m", "h")) not in got  # rss NULL
+
+
+def test_metrics_report_scale_and_rate_limits(server, workload, conn: Any) -> None:
+    from queue_engine.controls import rate_queue, scale_queue
+
+    scale_queue(conn, SCHEMA, "m", 3)
+    rate_queue(conn, SCHEMA, "idle.r", 2.5, burst=1)
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    got = samples(text)
+    assert got[("queue_engine_queue_scale_limit", (("queue", "m"),))] == 3
+    assert got[("queue_engine_queue_rate_limit", (("queue", "idle.r"),))] == 2.5
+    # No limit, no sample: absent means unlimited (0 would mean "claim nothing").
+    assert ("queue_engine_queue_scale_limit", (("queue", "idle.r"),)) not in got
+    assert ("queue_engine_queue_rate_limit", (("queue", "m"),)) not in got

@@ -1,0 +1,82 @@
+"""Operator controls end to end: ``queue-ctl`` commands steering real worker processes.
+
+Three ``queue-claim-worker`` processes on one queue; ``queue-ctl scale wt 1``
+leaves one claiming and parks the others (no two handlers ever overlap), and
+``queue-ctl stop --host H --queue wt`` makes every one of them exit 0 on its
+own, the busy one after its current job, with no job left running.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+from qe_worker_helpers import create_log_table, kill_all, spawn_worker, wait_until
+
+from queue_engine import Client
+
+S = "queue_engine"
+CTL = Path(sys.executable).parent / "queue-ctl"
+
+
+def ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(CTL), "--dsn", dsn, *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def worker_states(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute(
+        f"SELECT state FROM {S}.workers WHERE role = 'worker' AND stopped_at IS NULL"
+    ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def test_scale_then_stop_steer_worker_processes(
+    dsn: str, client: Client, conn: psycopg.Connection[Any]
+) -> None:
+    create_log_table(dsn)
+    procs = [spawn_worker(dsn) for _ in range(3)]
+    try:
+        wait_until(lambda: worker_states(conn) == ["idle"] * 3, timeout=60, what="3 idle workers")
+        assert "wt" in ctl(dsn, "scale", "wt", "1").stdout
+        wait_until(
+            lambda: worker_states(conn) == ["idle", "parked", "parked"],
+            what="one claiming worker, two parked",
+        )
+        ids = [client.enqueue("record", queue="wt", args={"sleep": 0.15}).id for _ in range(12)]
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM worker_test_log").fetchone()[0] >= 3,
+            what="three jobs done",
+        )
+        ctl(dsn, "stop", "--host", socket.gethostname(), "--queue", "wt")
+        codes = [proc.wait(30) for proc in procs]
+        assert codes == [0, 0, 0]
+    finally:
+        kill_all(procs)
+    statuses = dict(
+        conn.execute(f"SELECT id, status FROM {S}.jobs WHERE id = ANY(%s)", (ids,)).fetchall()
+    )
+    assert set(statuses.values()) <= {"succeeded", "queued"}  # none left running
+    assert "queued" in statuses.values()  # stopped before the backlog was done
+    intervals = conn.execute(
+        "SELECT started, ended FROM worker_test_log ORDER BY started"
+    ).fetchall()
+    assert len(intervals) == list(statuses.values()).count("succeeded")
+    # Scale 1: each handler ended before the next one started.
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(intervals))
+    stopped = conn.execute(
+        f"SELECT count(*) FROM {S}.workers WHERE role = 'worker' AND state = 'stopped'"
+        " AND stop_requested_at IS NOT NULL"
+    ).fetchone()
+    assert stopped == (3,)
