@@ -12,7 +12,6 @@ read and flag them, running workers are the worker tests' business.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -21,6 +20,10 @@ from typing import Any
 
 import psycopg
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+from qe_worker_helpers import run_ctl
 
 from queue_engine import Client, stats
 from queue_engine.controls import (
@@ -40,7 +43,6 @@ from queue_engine.migrate import Migrator
 from queue_engine.worker import store
 
 SCHEMA = "queue_engine"
-QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
 CONTROLS = "queue_engine.controls"
 JOBS = "queue_engine.jobs"
 
@@ -122,16 +124,7 @@ def listener(dsn: str) -> Any:
     lst.close()
 
 
-def ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    return subprocess.run(
-        [str(QUEUE_CTL), "--dsn", dsn, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+ctl = run_ctl
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], code: int) -> str:

@@ -9,8 +9,6 @@ through NOTIFY well before their poll), then the CLI as an operator runs it.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
-from qe_worker_helpers import running_worker, statuses, wait_until
+from qe_worker_helpers import run_ctl, running_worker, statuses, wait_until
 
 from queue_engine import Client, stats
 from queue_engine.controls import pause_queue, resume_queue
@@ -30,7 +28,6 @@ from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 
 SCHEMA = "queue_engine"
-QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
 Q = "wt"
 
 
@@ -183,16 +180,7 @@ def test_resume_wakes_idle_workers_well_before_their_poll(dsn: str, client: Clie
 # -- the CLI -----------------------------------------------------------------------
 
 
-def ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    return subprocess.run(
-        [str(QUEUE_CTL), "--dsn", dsn, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+ctl = run_ctl
 
 
 def test_cli_pause_and_resume(dsn: str, conn) -> None:

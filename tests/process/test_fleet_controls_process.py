@@ -19,18 +19,15 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
-from qe_worker_helpers import create_log_table, kill_all, spawn_worker, wait_until
+from qe_worker_helpers import create_log_table, kill_all, run_ctl, spawn_worker, wait_until
 
 from queue_engine import Client
 
 S = "queue_engine"
-CTL = Path(sys.executable).parent / "queue-ctl"
 
 
 def ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [str(CTL), "--dsn", dsn, *args], capture_output=True, text=True, timeout=60
-    )
+    done = run_ctl(dsn, *args)
     assert done.returncode == 0, done.stderr
     return done
 
