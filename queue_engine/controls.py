@@ -161,11 +161,40 @@ def _check_text(kind: str, value: str, max_length: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class FleetTarget:
-    """Which workers a park, unpark or stop is about: a host (one queue or all) or one worker."""
+    """Which workers a park, unpark or stop is about: a host (one queue or all) or one worker.
+
+    Validated when built, so a target that exists is a valid one: exactly one
+    of a host (with an optional queue) or a worker id. A queue alone is refused
+    rather than read as "every worker of the queue": that is what ``pause`` and
+    ``scale QUEUE 0`` are for, and they hold for the queue's future workers too,
+    which a park by queue alone would not say.
+    """
 
     host: str | None = None
     queue: str | None = None
     worker_id: str | None = None
+
+    def __post_init__(self) -> None:
+        host, queue, worker_id = self.host, self.queue, self.worker_id
+        if host is not None and worker_id is not None:
+            raise ValidationError("give either --host or --worker, not both")
+        if worker_id is not None:
+            if queue is not None:
+                raise ValidationError(
+                    "--queue goes with --host, not with --worker (a worker serves one queue)"
+                )
+            _check_text("worker id", worker_id, MAX_WORKER_ID_LENGTH)
+            return
+        if host is None:
+            if queue is not None:
+                raise ValidationError(
+                    f"--queue needs --host: to stop every worker of queue {queue} from "
+                    f"claiming, use `queue-ctl pause {queue}` or `queue-ctl scale {queue} 0`"
+                )
+            raise ValidationError("say which workers: --host HOST [--queue QUEUE], or --worker ID")
+        _check_text("host", host, MAX_HOST_LENGTH)
+        if queue is not None:
+            check_queue_name(queue)
 
     def describe(self) -> str:
         """``host H``, ``host H, queue Q`` or ``worker ID``, for messages."""
@@ -174,34 +203,6 @@ class FleetTarget:
         if self.queue is not None:
             return f"host {self.host}, queue {self.queue}"
         return f"host {self.host} (all queues)"
-
-
-def fleet_target(
-    *, host: str | None = None, queue: str | None = None, worker_id: str | None = None
-) -> FleetTarget:
-    """Validate a target: exactly one of a host (with an optional queue) or a worker id.
-
-    A queue alone is refused rather than read as "every worker of the queue":
-    that is what ``pause`` and ``scale QUEUE 0`` are for, and they hold for the
-    queue's future workers too, which a park by queue alone would not say.
-    """
-    if host is not None and worker_id is not None:
-        raise ValidationError("give either --host or --worker, not both")
-    if worker_id is not None:
-        if queue is not None:
-            raise ValidationError(
-                "--queue goes with --host, not with --worker (a worker serves one queue)"
-            )
-        return FleetTarget(worker_id=_check_text("worker id", worker_id, MAX_WORKER_ID_LENGTH))
-    if host is None:
-        if queue is not None:
-            raise ValidationError(
-                f"--queue needs --host: to stop every worker of queue {queue} from claiming, "
-                f"use `queue-ctl pause {queue}` or `queue-ctl scale {queue} 0`"
-            )
-        raise ValidationError("say which workers: --host HOST [--queue QUEUE], or --worker ID")
-    host = _check_text("host", host, MAX_HOST_LENGTH)
-    return FleetTarget(host=host, queue=None if queue is None else check_queue_name(queue))
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +329,6 @@ def park(conn: psycopg.Connection[Any], schema: str, target: FleetTarget) -> Par
     A worker park of an id that is not a live worker raises :class:`NoLiveWorker`
     and writes nothing: a typo must not leave a row that parks nobody.
     """
-    target = fleet_target(host=target.host, queue=target.queue, worker_id=target.worker_id)
     channel = queries.controls_channel(schema)
     with schema_errors(schema), conn.transaction():
         if target.worker_id is not None:
@@ -355,7 +355,6 @@ def unpark(conn: psycopg.Connection[Any], schema: str, target: FleetTarget) -> U
     Idempotent: removing a park that is not there changes nothing and says so.
     An unknown worker id raises :class:`NoLiveWorker` (a typo, most likely).
     """
-    target = fleet_target(host=target.host, queue=target.queue, worker_id=target.worker_id)
     channel = queries.controls_channel(schema)
     with schema_errors(schema), conn.transaction():
         if target.worker_id is not None:
@@ -383,7 +382,6 @@ def stop_workers(
     One-shot: workers started later are not affected. Raises :class:`NoLiveWorker`
     (nothing written, nothing NOTIFYed) when no live worker matches.
     """
-    target = fleet_target(host=target.host, queue=target.queue, worker_id=target.worker_id)
     params = {
         "worker_id": target.worker_id,
         "host": target.host,

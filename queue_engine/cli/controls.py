@@ -23,7 +23,6 @@ from queue_engine.controls import (
     OFF,
     FleetTarget,
     check_burst,
-    fleet_target,
     park,
     parse_rate,
     parse_scale,
@@ -99,7 +98,7 @@ def _workers(ids: list[str]) -> str:
 
 def _target(host: str | None, queue: str | None, worker_id: str | None) -> FleetTarget:
     # Before connecting, like pause: a bad target fails the same way with any DSN.
-    return fleet_target(host=host, queue=queue, worker_id=worker_id)
+    return FleetTarget(host=host, queue=queue, worker_id=worker_id)
 
 
 def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:

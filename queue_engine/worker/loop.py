@@ -66,13 +66,13 @@ from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
 from queue_engine.service import log_event
 from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
 from queue_engine.tasks import TaskRegistry
+from queue_engine.telemetry import GpuProbe, host_telemetry
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 from queue_engine.worker.executor import Executor
 from queue_engine.worker.heartbeat import Heartbeat
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import WorkerSettings
-from queue_engine.worker.telemetry import GpuProbe, host_telemetry
 from queue_engine.worker.watchdog import (
     ArmedJob,
     Graces,
@@ -295,10 +295,7 @@ class Worker:
             with self._lock:
                 self._drop_conn()
             return
-        with self._held_lock:
-            unstarted = [h.job for h in self._held.values() if not h.started]
-        self._ready.clear()
-        give_back = [oc.released(job) for job in unstarted]
+        give_back = self._take_unstarted()
         if self._pending or give_back:
             try:
                 self._flush(
@@ -605,7 +602,7 @@ class Worker:
         if reason != self._parked:
             self._parked = reason
             if reason is not None and self._ready:
-                self._give_back_ready()
+                self._flush(claim_limit=0, extra=self._take_unstarted())
             log_event(
                 log,
                 logging.INFO,
@@ -672,11 +669,15 @@ class Worker:
             return min(self.settings.poll_s, 0.1)
         return min(self.settings.poll_s, max(RATE_WAIT_MIN_S, 1.0 / rate))
 
-    def _give_back_ready(self) -> None:
-        """Give back the prefetched jobs not started yet (parked: another worker may run them)."""
-        jobs = list(self._ready)
+    def _take_unstarted(self) -> list[Outcome]:
+        """Give-back outcomes for every held job not started yet; the ready queue is emptied.
+
+        Used at shutdown and when the worker parks: another worker may run them.
+        """
+        with self._held_lock:
+            unstarted = [h.job for h in self._held.values() if not h.started]
         self._ready.clear()
-        self._flush(claim_limit=0, extra=[oc.released(job) for job in jobs])
+        return [oc.released(job) for job in unstarted]
 
     # -- flushing outcomes and claiming ----------------------------------------
 

@@ -20,6 +20,7 @@ import psycopg
 from queue_engine import sql as queries
 from queue_engine.context import ClaimedJob
 from queue_engine.worker.outcomes import Outcome
+from queue_engine.worker.settings import DEFAULT_AFFINITY_WAIT_S
 
 Connection = psycopg.Connection[Any]
 
@@ -128,7 +129,7 @@ class ClaimGate:
     host: str
     slot: int | None = None
     warm_key: str | None = None
-    affinity_wait_s: float = 10.0
+    affinity_wait_s: float = DEFAULT_AFFINITY_WAIT_S
 
 
 def finish_and_claim(
@@ -248,7 +249,7 @@ def heartbeat(
 ) -> HeartbeatResult:
     """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``.
 
-    ``telemetry`` (JSON text, see :mod:`queue_engine.worker.telemetry`) is stored
+    ``telemetry`` (JSON text, see :mod:`queue_engine.telemetry`) is stored
     and published on ``<schema>.telemetry`` by the same statement; None keeps
     the stored one and publishes nothing (a beat that only writes progress).
     """

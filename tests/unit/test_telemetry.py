@@ -140,15 +140,6 @@ def test_load_average_without_os_support(monkeypatch: pytest.MonkeyPatch) -> Non
     assert load_average() is None
 
 
-def test_the_worker_import_path_still_works() -> None:
-    from queue_engine import telemetry
-    from queue_engine.worker import telemetry as worker_telemetry
-
-    assert worker_telemetry.GpuProbe is telemetry.GpuProbe
-    assert worker_telemetry.host_telemetry is telemetry.host_telemetry
-    assert set(worker_telemetry.__all__) <= set(dir(telemetry))
-
-
 def test_gpu_figures_convert_mib_and_tolerate_bad_entries() -> None:
     from queue_engine.metrics import MIB, gpu_figures
 
