@@ -545,7 +545,7 @@ class Worker:
     # -- operator controls -------------------------------------------------------
 
     def _apply_controls(self) -> None:
-        """Re-read the controls when told to (NOTIFY, reconnect) or a heartbeat period passed; act.
+        """Re-read the controls when told to (NOTIFY, reconnect) or their period passed; act.
 
         Runs in the main loop between jobs only: a control never interrupts a
         running job. A stop request stops the worker (exit 0) here; a park, or
@@ -553,10 +553,13 @@ class Worker:
         claiming; a slot above a lowered limit is given up for a lower one.
         """
         now = self._clock()
+        # A slot that frees (its holder exited or died) sends no notification:
+        # a worker parked for want of one looks again at every poll.
+        period = self.settings.poll_s if self._parked == "scale" else self.settings.heartbeat_s
         if not (
             self._controls_dirty
             or self._controls_at is None
-            or now - self._controls_at >= self.settings.heartbeat_s
+            or now - self._controls_at >= period
         ):
             return
         self._controls_dirty = False

@@ -180,3 +180,34 @@ def test_worker_turns_warm_and_prefers_warm_jobs(dsn: str, client: Client, conn)
         )
     order = [r[0] for r in conn.execute("SELECT what FROM worker_test_log ORDER BY started")]
     assert order == ["b", "warm", "cold"]
+
+
+def test_a_parked_worker_takes_a_freed_slot_at_its_next_poll(
+    dsn: str, client: Client, conn
+) -> None:
+    """A slot frees silently (its holder exits or dies): the parked worker polls for it.
+
+    The heartbeat period (and so the regular re-read of the controls) is 30 s
+    here; the takeover must come from the 0.1 s poll.
+    """
+    control(conn, f"INSERT INTO {S}.queues (name, scale_limit) VALUES (%s, 1)", Q)
+    slow = {"heartbeat_s": 30, "lease_ttl_s": 120}
+
+    def slot_holder(workers: list[Worker]) -> Worker | None:
+        row = conn.execute(
+            f"SELECT w.id FROM {S}.workers w JOIN pg_locks l ON l.pid = w.backend_pid"
+            " WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND w.id = ANY(%s)",
+            ([w.worker_id for w in workers],),
+        ).fetchall()
+        return next((w for w in workers if [(w.worker_id,)] == row), None)
+
+    with ExitStack() as stack:
+        workers = [stack.enter_context(running_worker(dsn, **slow)) for _ in range(2)]
+        holder = wait_until(lambda: slot_holder(workers), what="one worker holds the slot")
+        (survivor,) = [w for w in workers if w is not holder]
+        holder.stop()  # its session, and slot, go with it; no notification is sent
+        wait_until(lambda: slot_holder(workers) is survivor, timeout=5, what="slot taken over")
+        job_id = client.enqueue("echo", queue=Q).id
+        wait_until(lambda: status(client, job_id) == "succeeded", what="job run by the survivor")
+        ran = conn.execute(f"SELECT claimed_by FROM {S}.jobs WHERE id = %s", (job_id,)).fetchone()
+        assert ran == (survivor.worker_id,)
