@@ -557,9 +557,7 @@ class Worker:
         # a worker parked for want of one looks again at every poll.
         period = self.settings.poll_s if self._parked == "scale" else self.settings.heartbeat_s
         if not (
-            self._controls_dirty
-            or self._controls_at is None
-            or now - self._controls_at >= period
+            self._controls_dirty or self._controls_at is None or now - self._controls_at >= period
         ):
             return
         self._controls_dirty = False
