@@ -120,6 +120,19 @@ def nul_error(args: dict[str, Any]) -> None:
     raise ValueError("a message with a NUL \x00 in it")
 
 
+@task("backend_pid", queue=QUEUE)
+def backend_pid(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """The server process of the handler's connection, and its ``synchronous_commit``.
+
+    Uses the connection the way handlers usually do (``with``), so a test can
+    see whether two jobs got the same session.
+    """
+    with ctx.connect() as conn:
+        row = conn.execute("SELECT pg_backend_pid(), current_setting('synchronous_commit')")
+        pid, sync = row.fetchone() or (None, None)
+    return {"pid": pid, "synchronous_commit": sync}
+
+
 # -- liveness: watchdogs, cancel, zombies, graceful stop, chaos ----------------------
 
 
@@ -229,6 +242,7 @@ NAMES = (
     "zombie_sleep",
     "chaos",
     "gil_hang",
+    "backend_pid",
 )
 _private: TaskRegistry | None = None
 
