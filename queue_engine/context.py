@@ -5,8 +5,10 @@ job, a way to report progress and to check for cancellation, and a database
 connection of its own. The context never touches the worker's connection: the
 worker's session may run with ``synchronous_commit = off`` and is shared with
 the heartbeat, while a handler's writes must be as durable as any other
-application write, so ``ctx.connect()`` opens a separate, ordinary connection
-(lazily, and closes it when the job ends).
+application write, so ``ctx.connect()`` lends a separate, ordinary connection
+(from the worker's pool of handler connections, see
+:mod:`queue_engine.worker.handler_connections`; lent on first use and taken
+back when the job ends).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
@@ -30,6 +32,18 @@ class JobCanceled(Exception):
 
     def __init__(self) -> None:
         super().__init__("canceled at a checkpoint")
+
+
+class ConnectionLender(Protocol):
+    """Where a context borrows the handler's connection (the worker's small pool)."""
+
+    def acquire(self) -> psycopg.Connection[Any]:
+        """A connection for this job."""
+        ...
+
+    def release(self, conn: psycopg.Connection[Any]) -> None:
+        """Take the connection back after the job."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +93,9 @@ class JobContext:
         report_progress: Callable[[dict[str, Any]], None],
         is_canceled: Callable[[], bool],
         beat: Callable[[], None] | None = None,
+        connections: ConnectionLender | None = None,
     ) -> None:
+        """``connections`` lends :meth:`connect`'s connection; without it, one is opened."""
         self.job = job
         self.worker_id = worker_id
         self.schema = schema
@@ -87,6 +103,7 @@ class JobContext:
         self._report_progress = report_progress
         self._is_canceled = is_canceled
         self._beat = beat
+        self._connections = connections
         self._conn: psycopg.Connection[Any] | None = None
 
     @property
@@ -122,15 +139,24 @@ class JobContext:
         return self.cancel_requested
 
     def connect(self) -> psycopg.Connection[Any]:
-        """The handler's own autocommit connection, opened on first use, closed after the job.
+        """The handler's own autocommit connection for this job, the same on every call.
 
-        Use ``with conn.transaction():`` to group writes. The job's outcome is
-        recorded on the worker's connection, not on this one: a handler's write
-        and its job's success are not one transaction (delivery is at-least-once,
-        so make handlers idempotent).
+        Lent by the worker (one pooled connection per worker process) on first
+        use and taken back when the job ends: do not keep it past the job.
+        ``with ctx.connect() as conn:`` commits (or rolls back) at the end of
+        the block but leaves the connection to the worker. Use ``with
+        conn.transaction():`` to group writes. The job's outcome is recorded on
+        the worker's connection, not on this one: a handler's write and its
+        job's success are not one transaction (delivery is at-least-once, so
+        make handlers idempotent).
         """
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self._dsn, application_name="queue-engine-handler")
+            if self._connections is not None:
+                if self._conn is not None:  # closed by the handler: the pool replaces it
+                    self._connections.release(self._conn)
+                self._conn = self._connections.acquire()
+            else:
+                self._conn = connect(self._dsn, application_name="queue-engine-handler")
         return self._conn
 
     def client(self) -> Client:
@@ -140,9 +166,11 @@ class JobContext:
         return Client(conn=self.connect(), schema=self.schema)
 
     def close(self) -> None:
-        """Close the handler's connection, if one was opened (the worker calls this)."""
+        """Give back (or close) the handler's connection, if one was used (the worker calls this)."""
         conn, self._conn = self._conn, None
-        if conn is not None and not conn.closed:
+        if conn is not None and self._connections is not None:
+            self._connections.release(conn)
+        elif conn is not None and not conn.closed:
             # A broken connection may fail to close; there is nothing more to do.
             with contextlib.suppress(psycopg.Error):
                 conn.close()

@@ -7,7 +7,10 @@ second) to do two cheap things: write pending progress at most every
 ``progress_interval_s`` (so a handler reporting progress in a tight loop does
 not cost a round trip per report), and, while a job runs, read notifications
 already waiting on the socket (a cancel NOTIFY is seen within a tick, no round
-trip). Clock and wait are injectable (see :class:`~queue_engine.service.Service`),
+trip). A held job whose own lease is short (``lease_ttl_s`` under three
+heartbeats) shortens the period: the target says how often to beat
+(``beat_period_s``), and the ticks shorten with it, so such a lease is renewed
+about three times per TTL. Clock and wait are injectable (see :class:`~queue_engine.service.Service`),
 so the cadence is unit-tested without sleeping.
 """
 
@@ -54,6 +57,14 @@ class SystemdTarget(Protocol):
         ...
 
 
+class PeriodTarget(Protocol):
+    """An optional extra of a heartbeat target: a beat period shorter than ``heartbeat_s``."""
+
+    def beat_period_s(self) -> float:
+        """Seconds from one beat to the next now (a held job's short lease shortens it)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatRun:
     """One tick: whether it beat."""
@@ -96,7 +107,7 @@ class Heartbeat(Service[HeartbeatRun]):
         self.heartbeat_s = heartbeat_s
         self.progress_interval_s = progress_interval_s
         self._last_beat = clock()
-        self._next_beat = self._last_beat + heartbeat_s
+        self._tick_s = self.interval_s
         self.consecutive_beat_errors = 0
 
     def run_once(self) -> HeartbeatRun:
@@ -107,14 +118,19 @@ class Heartbeat(Service[HeartbeatRun]):
         if self.target.job_running():
             self.target.poll_notifications()
         now = self.clock()
-        due = now >= self._next_beat or (
+        period_of = getattr(self.target, "beat_period_s", None)
+        period = self.heartbeat_s if period_of is None else min(self.heartbeat_s, period_of())
+        # A shortened period is ticked a few times over, so it is kept, not rounded up.
+        self._tick_s = (
+            self.interval_s if period >= self.heartbeat_s else min(self.interval_s, period / 4)
+        )
+        due = now - self._last_beat >= period or (
             now - self._last_beat >= self.progress_interval_s and self.target.progress_pending()
         )
         if due:
-            # Advance first: a failing beat is retried at the next tick's schedule,
+            # Advance first: a failing beat is retried at the next period,
             # not in a tight loop.
             self._last_beat = now
-            self._next_beat = now + self.heartbeat_s
             try:
                 self.target.beat()
             except Exception as exc:
@@ -125,8 +141,12 @@ class Heartbeat(Service[HeartbeatRun]):
                     "heartbeat.failed",
                     error=f"{type(exc).__name__}: {exc}",
                     consecutive=self.consecutive_beat_errors,
-                    retry_in_s=self.heartbeat_s,
+                    retry_in_s=round(period, 3),
                 )
                 return HeartbeatRun(beat=False)
             self.consecutive_beat_errors = 0
         return HeartbeatRun(beat=due)
+
+    def next_interval(self, result: HeartbeatRun | None) -> float:
+        """The tick: at most ``TICK_S``, shorter while the beat period is short."""
+        return self._tick_s if result is not None else super().next_interval(result)

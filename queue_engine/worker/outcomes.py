@@ -239,3 +239,63 @@ def released(job: ClaimedJob) -> Outcome:
         refund=1,
         message="prefetched job given back unstarted (worker stopping)",
     )
+
+
+def canceled_before_start(job: ClaimedJob) -> Outcome:
+    """A job whose cancel was requested before its handler started: canceled, never run."""
+    return Outcome(
+        job.id, job.attempt, "canceled", "canceled", message="canceled before it started"
+    )
+
+
+class WatchdogTripped(Exception):
+    """The job's wall-clock budget or stall timeout ran out (the message says which)."""
+
+
+def given_back(job: ClaimedJob, duration_ms: int, *, progress: str | None, message: str) -> Outcome:
+    """A running job the SIGTERM grace ran out on: queued again at once, attempt not counted."""
+    return Outcome(
+        job.id,
+        job.attempt,
+        "queued",
+        "given_back",
+        refund=1,
+        duration_ms=duration_ms,
+        progress=progress,
+        message=message,
+    )
+
+
+def hard_canceled(
+    job: ClaimedJob, duration_ms: int, *, progress: str | None, message: str
+) -> Outcome:
+    """A job that ignored its cancel for the grace period: canceled by the watchdog."""
+    return Outcome(
+        job.id,
+        job.attempt,
+        "canceled",
+        "canceled",
+        error=message,
+        duration_ms=duration_ms,
+        progress=progress,
+        message=message,
+    )
+
+
+def watchdog_failure(
+    job: ClaimedJob,
+    duration_ms: int,
+    *,
+    message: str,
+    retry: Any = None,
+    progress: str | None = None,
+) -> Outcome:
+    """A budget or stall trip: a failure like any exception (retried while attempts remain)."""
+    return from_exception(
+        job,
+        WatchdogTripped(message),
+        duration_ms,
+        retry=retry,
+        progress=progress,
+        error_text=message,
+    )

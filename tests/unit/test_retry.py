@@ -16,8 +16,8 @@ from queue_engine.context import ClaimedJob
 from queue_engine.errors import ValidationError
 from queue_engine.retry import DEFAULT_RETRY, ExponentialBackoff, FixedBackoff, Permanent, Snooze
 from queue_engine.worker import outcomes as oc
+from queue_engine.worker.connection import RECONNECT_JITTER, RECONNECT_MAX_S, backoff_s
 from queue_engine.worker.executor import JobCanceled
-from queue_engine.worker.loop import RECONNECT_JITTER, RECONNECT_MAX_S, backoff_s
 
 
 def job(attempt: int = 1, max_attempts: int = 5) -> ClaimedJob:

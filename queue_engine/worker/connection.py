@@ -1,0 +1,264 @@
+"""The worker's one database connection: open, LISTEN, retry, reconnect, repair.
+
+One connection carries everything the worker itself does (LISTEN, claim,
+finish, heartbeat), guarded by one lock because the heartbeat thread shares
+it. :meth:`WorkerConnection.run` runs a function on it and, when the
+connection is lost, re-opens it with capped, jittered backoff. Every (re)open
+sets the session up (``synchronous_commit``, generic plans, LISTEN on the
+jobs, cancel and controls channels), registers the worker's row and repairs
+what a lost session took with it (:meth:`WorkerConnection.repair`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from queue_engine import sql as queries
+from queue_engine.db import connect, first_line
+from queue_engine.errors import DatabaseUnavailable
+from queue_engine.service import log_event
+from queue_engine.worker import store
+from queue_engine.worker.jobs import HeldJobs
+
+log = logging.getLogger("queue_engine.worker")
+
+T = TypeVar("T")
+Connection = psycopg.Connection[Any]
+
+#: Reconnect backoff: first delay, cap, and jitter fraction.
+RECONNECT_BASE_S = 0.2
+RECONNECT_MAX_S = 15.0
+RECONNECT_JITTER = 0.3
+
+
+def backoff_s(attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """Reconnect delay after ``attempt`` failures: exponential, capped, jittered."""
+    raw: float = min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2.0 ** min(attempt, 16))
+    return raw * (1 + RECONNECT_JITTER * (2 * rand() - 1))
+
+
+class StopRequested(Exception):
+    """Internal: a wait was cut short by the worker's stop."""
+
+
+class WorkerConnection:
+    """The worker's session: one lock, reconnect with backoff, LISTEN, repair after connect.
+
+    ``on_notify`` handles every notification read (the main loop's waits and
+    the heartbeat's polls); ``on_connect`` runs after each (re)connect, under
+    the lock (the worker drops its scale slot and re-reads its controls).
+    ``mark_alive`` is called while retrying on the main thread, so a database
+    outage does not look like a hung main loop to the systemd watchdog.
+    """
+
+    def __init__(
+        self,
+        *,
+        dsn: str,
+        schema: str,
+        synchronous_commit: str,
+        worker_id: str,
+        queue: str,
+        host: str,
+        jobs: HeldJobs,
+        stopping: threading.Event,
+        on_notify: Callable[[psycopg.Notify], None],
+        on_connect: Callable[[], None],
+        mark_alive: Callable[[], None],
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.synchronous_commit = synchronous_commit
+        self.worker_id = worker_id
+        self.queue = queue
+        self.host = host
+        self.jobs = jobs
+        self.channels = (
+            queries.jobs_channel(schema),
+            queries.cancel_channel(schema),
+            queries.controls_channel(schema),
+        )
+        self._stopping = stopping
+        self._on_notify = on_notify
+        self._on_connect = on_connect
+        self._mark_alive = mark_alive
+        self._sleep = sleep
+        self._clock = clock
+        self.lock = threading.RLock()  # guards _conn: main loop + heartbeat thread
+        self._conn: Connection | None = None
+        #: True from a lost connection until the next successful statement.
+        self.reconnecting = False
+
+    # -- running statements ---------------------------------------------------------
+
+    def run(
+        self,
+        fn: Callable[[Connection], T],
+        *,
+        attempts: int | None = None,
+        deadline: float | None = None,
+    ) -> T:
+        """Run ``fn`` on the connection, reconnecting with backoff on connection errors.
+
+        ``attempts`` bounds the tries (None: until it works or the worker
+        stops), and so does ``deadline`` (a time on the worker's clock).
+        """
+        failures = 0
+        while True:
+            with self.lock:
+                try:
+                    if self._conn is None or self._conn.closed:
+                        self._conn = self._open()
+                        if failures or self.reconnecting:
+                            log_event(
+                                log, logging.INFO, "worker.reconnected", worker_id=self.worker_id
+                            )
+                        self.reconnecting = False
+                    return fn(self._conn)
+                except (psycopg.OperationalError, DatabaseUnavailable) as exc:
+                    self.drop()
+                    self.reconnecting = True
+                    error = first_line(exc)
+            failures += 1
+            if threading.current_thread() is threading.main_thread():
+                self._mark_alive()
+            if (attempts is not None and failures >= attempts) or (
+                deadline is not None and self._clock() >= deadline
+            ):
+                raise DatabaseUnavailable(f"lost the database: {error}")
+            delay = backoff_s(failures - 1)
+            if deadline is not None:
+                delay = max(0.0, min(delay, deadline - self._clock()))
+            log_event(
+                log,
+                logging.WARNING,
+                "worker.db_error",
+                worker_id=self.worker_id,
+                error=error,
+                retry_in_s=round(delay, 2),
+            )
+            if attempts is None and self._stopping.is_set():
+                raise StopRequested()
+            self._stopping.wait(delay) if self._sleep is time.sleep else self._sleep(delay)
+
+    def drop(self) -> None:
+        """Close the connection (a broken one may fail to close: ignored)."""
+        with self.lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as exc:  # a broken connection may fail to close
+                log.debug("closing the broken connection failed: %s", exc)
+
+    # -- notifications --------------------------------------------------------------
+
+    def listen(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for one notification (reconnecting if needed) and handle it."""
+
+        def wait(conn: Connection) -> None:
+            for notify in conn.notifies(timeout=timeout, stop_after=1):
+                self._on_notify(notify)
+
+        self.run(wait)
+
+    def poll_notifications(self) -> None:
+        """Handle notifications already on the socket (a cancel NOTIFY), never waiting.
+
+        Skipped when another thread uses the connection: the heartbeat calls
+        this every tick and must not queue behind a long statement.
+        """
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            conn = self._conn
+            if conn is None or conn.closed:
+                return
+            for notify in conn.notifies(timeout=0):
+                self._on_notify(notify)
+        except psycopg.Error as exc:
+            log.debug("notification poll failed: %s", exc)
+        finally:
+            self.lock.release()
+
+    # -- opening --------------------------------------------------------------------
+
+    def _open(self) -> Connection:
+        conn = connect(self.dsn, application_name="queue-claim-worker")
+        try:
+            conn.execute(
+                sql.SQL("SET synchronous_commit = {}").format(sql.Literal(self.synchronous_commit))
+            )
+            # The worker runs the same few statements thousands of times with
+            # parameters that do not change their best plan (one queue, a handful
+            # of ids): a generic plan saves planning the big finish-and-claim
+            # statement on every job, which Postgres' "auto" mode kept doing.
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+            for channel in self.channels:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            self.register(conn, "idle")
+            self.repair(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._on_connect()
+        return conn
+
+    def register(self, conn: Connection, state: str) -> None:
+        """Insert (or refresh) the worker's row."""
+        store.register(
+            conn,
+            self.schema,
+            worker_id=self.worker_id,
+            queue=self.queue,
+            host=self.host,
+            pid=os.getpid(),
+            state=state,
+        )
+
+    def repair(self, conn: Connection) -> None:
+        """Repair what a lost session took with it: orphaned claims and advisory locks.
+
+        Runs under the connection lock (the main loop is not half-way through
+        a finish-and-claim's bookkeeping). The advisory lock of a running keyed
+        job died with the old session: take it again; if another session took
+        it meanwhile, the job can no longer be run safely beside it, so the
+        execution is given up as a zombie (stopped, outcome not written).
+        """
+        held = self.jobs.all()
+        released = store.release_orphans(
+            conn, self.schema, worker_id=self.worker_id, held_ids=[h.job.id for h in held]
+        )
+        if released:
+            log_event(
+                log,
+                logging.WARNING,
+                "worker.orphans_released",
+                worker_id=self.worker_id,
+                job_ids=",".join(map(str, released)),
+                reason="running under this worker's id but not held by it: a claim whose "
+                "reply was lost with the connection, or a finish the server lost in a crash",
+            )
+        for h in held:
+            key = h.job.lock_key
+            if not h.advisory_locked or key is None or h.lost:
+                continue
+            if store.try_lock_key(conn, key):
+                continue
+            h.advisory_locked = False
+            self.jobs.mark_lost(
+                h,
+                "its lock key's advisory lock was taken by another session "
+                "while this worker was reconnecting",
+            )

@@ -1,0 +1,223 @@
+"""How the worker shows it is alive, and what it writes when the job watchdog trips.
+
+:class:`Liveness` is the systemd side (DESIGN.md, "Liveness model"): ``READY=1``
+once working, a ``STATUS=`` line when it changes, ``WATCHDOG=1`` only while the
+process is healthy, ``STOPPING=1`` on the way out. Its interface is four calls
+(``ready``, ``tick``, ``mark_alive``, ``stopping``) so that a shared daemon
+runtime can take it over unchanged.
+
+:class:`TripRecorder` is what the job watchdog calls when it ends a job (budget,
+stall, ignored cancel, zombie, SIGTERM grace): it writes the trip's outcome on a
+short-lived connection of its own, because the worker's connection may be the
+thing that is stuck.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from psycopg import sql
+
+from queue_engine.db import connect
+from queue_engine.service import log_event
+from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
+from queue_engine.tasks import TaskRegistry
+from queue_engine.worker import outcomes as oc
+from queue_engine.worker import store
+from queue_engine.worker.jobs import HeldJob, HeldJobs
+from queue_engine.worker.outcomes import Outcome
+from queue_engine.worker.watchdog import ArmedJob, Trip
+
+log = logging.getLogger("queue_engine.worker")
+
+#: The watchdog's own connection: connect and statement timeouts (seconds, ms).
+RECORD_CONNECT_TIMEOUT_S = 5
+RECORD_STATEMENT_TIMEOUT_MS = 5000
+
+
+class HelperThread(Protocol):
+    """A thread whose ticks prove the process is not frozen (the job watchdog)."""
+
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs."""
+        ...
+
+    @property
+    def last_tick(self) -> float:
+        """The clock reading of its last tick."""
+        ...
+
+
+class Liveness:
+    """systemd notifications of one worker process; a no-op outside systemd."""
+
+    def __init__(
+        self,
+        helper: HelperThread,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        notifier: SystemdNotifier | None = None,
+        ping_interval_s: float | None = None,
+    ) -> None:
+        """``ping_interval_s`` defaults to what systemd asks for (``WATCHDOG_USEC``)."""
+        self._helper = helper
+        self._clock = clock
+        self._systemd = notifier if notifier is not None else SystemdNotifier()
+        interval = ping_interval_s if ping_interval_s is not None else watchdog_interval_s()
+        self._ping_every_s = None if interval is None else interval / 2
+        self._alive_within_s = 2 * interval if interval is not None else 0.0
+        self._last_ping = 0.0
+        self._status_sent: str | None = None
+        self._main_mark = clock()  # the main loop's last sign of life
+
+    @property
+    def enabled(self) -> bool:
+        """True under a service manager that listens."""
+        return self._systemd.enabled
+
+    def ready(self, status: str) -> None:
+        """``READY=1`` with a first status line."""
+        self._systemd.ready(status)
+
+    def stopping(self) -> None:
+        """``STOPPING=1``."""
+        self._systemd.stopping()
+
+    def mark_alive(self) -> None:
+        """The main loop shows a sign of life (between jobs, while waiting or retrying)."""
+        self._main_mark = self._clock()
+
+    def tick(self, status: Callable[[], str], *, busy: bool) -> None:
+        """``STATUS=`` on change and ``WATCHDOG=1`` while healthy; called every heartbeat tick.
+
+        Healthy means the caller's thread runs, the helper thread ticked
+        lately, and the main loop showed a sign of life lately or, while a
+        handler runs (``busy``), need not (a long job is the job watchdog's
+        business). A hang that freezes every thread (a C call holding the GIL)
+        stops the pings, and systemd kills and restarts the process after
+        ``WatchdogSec``.
+        """
+        if not self._systemd.enabled:
+            return
+        try:
+            text = status()
+            if text != self._status_sent:
+                self._status_sent = text
+                self._systemd.status(text)
+            every = self._ping_every_s
+            now = self._clock()
+            if every is not None and now - self._last_ping >= every and self._healthy(now, busy):
+                self._last_ping = now
+                self._systemd.watchdog()
+        except Exception as exc:  # never let systemd chatter break the heartbeat
+            log.debug("systemd notification failed: %s", exc)
+
+    def _healthy(self, now: float, busy: bool) -> bool:
+        limit = self._alive_within_s
+        if not self._helper.alive or now - self._helper.last_tick > limit:
+            return False
+        return busy or now - self._main_mark <= limit
+
+
+class TripRecorder:
+    """Writes the outcome of a job the watchdog ended, then marks the worker stopped."""
+
+    def __init__(
+        self,
+        jobs: HeldJobs,
+        tasks: TaskRegistry,
+        *,
+        dsn: str,
+        schema: str,
+        worker_id: str,
+        queue: str,
+        host: str,
+        watchdog_clock: Callable[[], float],
+        on_give_back: Callable[[], None],
+    ) -> None:
+        """``on_give_back`` runs after a SIGTERM grace trip is recorded (the process exits 0)."""
+        self.jobs = jobs
+        self.tasks = tasks
+        self.dsn = dsn
+        self.schema = schema
+        self.worker_id = worker_id
+        self.queue = queue
+        self.host = host
+        self._watchdog_clock = watchdog_clock
+        self._on_give_back = on_give_back
+
+    def record(self, armed: ArmedJob, trip: Trip) -> None:
+        """Write a trip's outcome with a short-lived connection of its own, then tidy up.
+
+        The main thread is inside the handler (the watchdog holds the arming
+        lock, so it cannot leave), so the pending outcomes of jobs run earlier
+        and the prefetched jobs that never started are sent in the same
+        statement: nothing this worker holds waits for a lease. A zombie's
+        outcome is never written. The worker connection is not touched: it may
+        be the thing that is stuck.
+        """
+        held = self.jobs.get(armed.job_id)
+        outcomes = list(self.jobs.pending) + [oc.released(job) for job in self.jobs.unstarted()]
+        mine = None
+        if held is not None and held.job.attempt == armed.attempt and trip.kind != "zombie":
+            mine = self._outcome(held, armed, trip)
+            outcomes.append(mine)
+        conn = connect(
+            self.dsn,
+            application_name="queue-claim-worker-watchdog",
+            connect_timeout=RECORD_CONNECT_TIMEOUT_S,
+        )
+        try:
+            conn.execute(
+                sql.SQL("SET statement_timeout = {}").format(
+                    sql.Literal(RECORD_STATEMENT_TIMEOUT_MS)
+                )
+            )
+            finished: dict[int, str] = {}
+            if outcomes:
+                finished = store.finish_only(
+                    conn,
+                    self.schema,
+                    worker_id=self.worker_id,
+                    queue=self.queue,
+                    outcomes=outcomes,
+                    host=self.host,
+                )
+            store.mark_stopped(conn, self.schema, worker_id=self.worker_id)
+        finally:
+            conn.close()
+        if mine is not None:
+            status = finished.get(mine.job_id)
+            log_event(
+                log,
+                logging.INFO if trip.kind == "give_back" else logging.WARNING,
+                f"job.{mine.kind}" if status is not None else "job.finish_ignored",
+                job_id=mine.job_id,
+                attempt=mine.attempt,
+                status=status,
+                worker_id=self.worker_id,
+                error=trip.message,
+            )
+        if trip.kind == "give_back":
+            self._on_give_back()
+
+    def _outcome(self, held: HeldJob, armed: ArmedJob, trip: Trip) -> Outcome:
+        job = held.job
+        duration_ms = int((self._watchdog_clock() - armed.started) * 1000)
+        progress = held.progress if held.progress_dirty else None
+        if trip.kind == "give_back":
+            return oc.given_back(job, duration_ms, progress=progress, message=trip.message)
+        if trip.kind == "cancel":
+            return oc.hard_canceled(job, duration_ms, progress=progress, message=trip.message)
+        definition = self.tasks.get(job.task)
+        return oc.watchdog_failure(
+            job,
+            duration_ms,
+            message=trip.message,
+            retry=definition.retry if definition is not None else None,
+            progress=progress,
+        )
