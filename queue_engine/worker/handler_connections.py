@@ -7,9 +7,10 @@ between jobs, closed when the worker stops. A worker runs one handler at a
 time, so one connection is all it ever needs.
 
 Between two jobs the connection is made as good as new: an open transaction
-is rolled back (by the pool), autocommit is restored and ``DISCARD ALL`` drops
-what the last job left in the session (settings, temporary tables, prepared
-statements, advisory locks, LISTENs). A connection that broke is replaced.
+is rolled back (by the pool), autocommit is restored and what the last job
+left in the session is dropped (settings, temporary tables, cursors, advisory
+locks, LISTENs: ``DISCARD ALL`` but for psycopg's prepared statements, which
+are kept). A connection that broke is replaced.
 The handler's session keeps the server's ``synchronous_commit`` (the worker's
 own session may run with it off): its writes are as durable as the
 application's.
@@ -35,11 +36,21 @@ HANDLER_APPLICATION_NAME = "queue-engine-handler"
 CONNECT_TIMEOUT_S = 10.0
 
 
+#: What ``DISCARD ALL`` does, except ``DEALLOCATE ALL``: psycopg prepares a
+#: statement run five times and keeps track of it; dropping it behind
+#: psycopg's back would fail the next job's statement. Keeping them is the
+#: point of reusing the session. Sent as one simple query (no parameters).
+RESET_SESSION = (
+    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *;"
+    " SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+)
+
+
 def _reset(conn: psycopg.Connection[Any]) -> None:
-    """Make a returned connection as good as new for the next job."""
+    """Make a returned connection as good as new for the next job (one round trip)."""
     if not conn.autocommit:
         conn.autocommit = True
-    conn.execute("DISCARD ALL")
+    conn.execute(RESET_SESSION, prepare=False)
 
 
 class HandlerConnections:

@@ -120,17 +120,33 @@ def nul_error(args: dict[str, Any]) -> None:
     raise ValueError("a message with a NUL \x00 in it")
 
 
-@task("backend_pid", queue=QUEUE)
+@task("backend_pid", queue=QUEUE, max_attempts=1)
 def backend_pid(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
-    """The server process of the handler's connection, and its ``synchronous_commit``.
+    """The server process of the handler's connection and two of its settings.
 
-    Uses the connection the way handlers usually do (``with``), so a test can
-    see whether two jobs got the same session.
+    Uses the connection the way handlers usually do (``with``), runs the same
+    statement several times (psycopg prepares it after five), then leaves a
+    session setting and an advisory lock behind, so a test can see whether two
+    jobs got the same session and whether the second found it clean.
     """
     with ctx.connect() as conn:
-        row = conn.execute("SELECT pg_backend_pid(), current_setting('synchronous_commit')")
-        pid, sync = row.fetchone() or (None, None)
-    return {"pid": pid, "synchronous_commit": sync}
+        for _ in range(3):
+            row = conn.execute(
+                "SELECT pg_backend_pid(), current_setting('synchronous_commit'),"
+                " current_setting('statement_timeout'),"
+                " (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                "  AND pid = pg_backend_pid())"
+            ).fetchone()
+        conn.execute("SET statement_timeout = '123s'")
+        conn.execute("SELECT pg_advisory_lock(4242)")
+    assert row is not None
+    pid, sync, timeout, advisory = row
+    return {
+        "pid": pid,
+        "synchronous_commit": sync,
+        "statement_timeout": timeout,
+        "advisory": advisory,
+    }
 
 
 # -- liveness: watchdogs, cancel, zombies, graceful stop, chaos ----------------------
