@@ -17,6 +17,7 @@ are found by that poll too). Between jobs it obeys the operator controls
 - :mod:`.jobs`: the held, ready and running jobs and the outcomes not yet sent;
 - :mod:`.gate`: the claim gate (pause, park, scale slot, rate, warm key);
 - :mod:`.flush`: finish-and-claim (race retries, one-by-one fallback);
+- :mod:`.runner`: running one job (checks, the handler, its outcome);
 - :mod:`.renewal` and :mod:`.heartbeat`: the heartbeat thread's statement
   (worker row, leases, progress, cancels) and its cadence;
 - :mod:`.watchdog`: ends a job the handler cannot or will not end;
@@ -27,7 +28,6 @@ are found by that poll too). Between jobs it obeys the operator controls
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -39,41 +39,29 @@ from collections.abc import Callable
 import psycopg
 
 from queue_engine import sql as queries
-from queue_engine.context import ClaimedJob, JobContext
 from queue_engine.db import connect, first_line
 from queue_engine.errors import DatabaseUnavailable
-from queue_engine.logs import mask_secrets
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
 from queue_engine.service import log_event
 from queue_engine.tasks import TaskRegistry
-from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
-from queue_engine.worker.connection import (
-    RECONNECT_JITTER,
-    RECONNECT_MAX_S,
-    StopRequested,
-    WorkerConnection,
-    backoff_s,
-)
-from queue_engine.worker.executor import Executor
+from queue_engine.worker.connection import StopRequested, WorkerConnection, backoff_s
 from queue_engine.worker.flush import Flusher
 from queue_engine.worker.gate import DbGateStore, Gate
-from queue_engine.worker.handler_connections import HandlerConnections
 from queue_engine.worker.heartbeat import Heartbeat
-from queue_engine.worker.jobs import HeldJob, HeldJobs
+from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.liveness import Liveness, TripRecorder
 from queue_engine.worker.renewal import Renewer
+from queue_engine.worker.runner import JobRunner
 from queue_engine.worker.settings import WorkerSettings
 from queue_engine.worker.watchdog import (
     ArmedJob,
     Graces,
     JobWatchdog,
     Trip,
-    job_budget_s,
-    stall_timeout_s,
 )
 
-__all__ = ["RECONNECT_JITTER", "RECONNECT_MAX_S", "Worker", "backoff_s", "make_worker_id"]
+__all__ = ["Worker", "make_worker_id"]
 
 log = logging.getLogger("queue_engine.worker")
 
@@ -184,8 +172,18 @@ class Worker:
             watchdog_clock=self._watchdog.clock,
             on_give_back=self._stopped_by_watchdog,
         )
-        self._executor = Executor()
-        self._handler_connections = HandlerConnections(settings.dsn)
+        self.runner = JobRunner(
+            settings,
+            tasks,
+            worker_id=self.worker_id,
+            jobs=self.jobs,
+            connection=self.connection,
+            flusher=self.flusher,
+            gate=self.gate,
+            watchdog=self._watchdog,
+            stopping=self._stopping,
+            mark_alive=self.liveness.mark_alive,
+        )
         self._heartbeat = Heartbeat(self, heartbeat_s=settings.heartbeat_s)
         self.jobs_channel = queries.jobs_channel(self.schema)
         self.cancel_channel = queries.cancel_channel(self.schema)
@@ -285,8 +283,7 @@ class Worker:
             self.liveness.stopping()
         self._watchdog.stop()
         self._heartbeat.stop()
-        self._executor.close()
-        self._handler_connections.close()
+        self.runner.close()
         if not self._registered:  # stopped (or failed) before it ever worked
             self.connection.drop()
             return
@@ -352,7 +349,7 @@ class Worker:
                 self.flusher.flush(claim_limit=prefetch - len(jobs.ready))
             if self.stopping:
                 break
-            self._execute(jobs.ready.popleft())
+            self.runner.run(jobs.ready.popleft())
 
     def _apply_controls(self) -> None:
         """Act on the controls between jobs: stop, or give back prefetched jobs when parked."""
@@ -392,109 +389,6 @@ class Worker:
             except ValueError:
                 return
             self.jobs.mark_canceled([job_id])
-
-    # -- executing one job -------------------------------------------------------
-
-    def _execute(self, job: ClaimedJob) -> None:
-        held, canceled = self.jobs.start(job)
-        if held.lost:  # prefetched, then found no longer ours: never run it
-            self.flusher.forget_zombie(held, ran=False)
-            return
-        definition = self.tasks.get(job.task)
-        if definition is None:
-            self.jobs.add_outcome(oc.unknown_task(job, self.tasks.names()))
-            return
-        if canceled:
-            self.jobs.add_outcome(oc.canceled_before_start(job))
-            return
-        if job.lock_key is not None and not self._take_lock_key(held):
-            self.jobs.add_outcome(oc.released(job))
-            return
-        if log.isEnabledFor(logging.DEBUG):
-            log_event(
-                log,
-                logging.DEBUG,
-                "job.started",
-                job_id=job.id,
-                task=job.task,
-                attempt=job.attempt,
-                args=json.dumps(mask_secrets(job.args), default=str),
-            )
-        watchdog = self._watchdog
-        ctx = JobContext(
-            job,
-            worker_id=self.worker_id,
-            dsn=self.settings.dsn,
-            schema=self.schema,
-            report_progress=lambda data: self.jobs.report_progress(held, data),
-            is_canceled=lambda: held.canceled or held.lost,
-            beat=watchdog.beat,
-            connections=self._handler_connections,
-        )
-        self.jobs.current = held
-        # Armed in process: the budget costs no statement. A cancel or a loss the
-        # heartbeat saw just before arming is passed on now.
-        watchdog.arm(
-            job.id,
-            job.attempt,
-            budget_s=job_budget_s(
-                job.timeout_s, definition.timeout_s, self.settings.default_timeout_s
-            ),
-            stall_s=stall_timeout_s(definition.stall_timeout_s),
-        )
-        if held.canceled:
-            watchdog.note_cancel(job.id)
-        if held.lost:
-            watchdog.note_lost(job.id, job.attempt)
-        started = time.perf_counter()
-        try:
-            result = self._executor.run(definition, job.args, ctx)
-        except Exception as exc:
-            outcome = oc.from_exception(
-                job,
-                exc,
-                _elapsed_ms(started),
-                retry=definition.retry,
-                progress=self.jobs.take_progress(held),
-            )
-        else:
-            outcome = oc.succeeded(job, result, _elapsed_ms(started), self.jobs.take_progress(held))
-        finally:
-            watchdog.disarm()
-            self.jobs.current = None
-            ctx.close()
-        self.gate.warmed(job.affinity_key)
-        if held.lost:
-            self.flusher.forget_zombie(held, ran=True)
-            return
-        self.jobs.add_outcome(outcome)
-
-    def _take_lock_key(self, held: HeldJob) -> bool:
-        """Take the lock key's advisory lock, waiting while another session (a zombie) holds it.
-
-        Returns False when the worker is asked to stop while waiting.
-        """
-        key = held.job.lock_key
-        assert key is not None
-        warned = False
-        while not self.connection.run(lambda conn: store.try_lock_key(conn, key)):
-            if not warned:
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "job.lock_key_busy",
-                    job_id=held.job.id,
-                    lock_key=key,
-                    reason="another session holds the advisory lock of this key "
-                    "(a zombie of an earlier attempt?); waiting",
-                )
-                warned = True
-            if self.stopping:
-                return False
-            self.liveness.mark_alive()  # a legitimate wait: keep the systemd pings going
-            self._stopping.wait(0.2)
-        held.advisory_locked = True
-        return True
 
     # -- what the heartbeat thread calls (HeartbeatTarget) -----------------------------
 
@@ -550,7 +444,3 @@ class Worker:
         log_event(
             log, logging.INFO, "worker.stopped", worker_id=self.worker_id, jobs=self.jobs_done
         )
-
-
-def _elapsed_ms(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)

@@ -1,0 +1,75 @@
+"""The worker's hot path costs one statement per job, counted on its own connection.
+
+At steady state the outcome of the job just run is sent by the same statement
+that claims the next one (``finish_and_claim_jobs.sql``): draining N jobs
+costs N + 1 statements (the first claim, then one finish-and-claim per job).
+The count is taken client-side, on the worker's connection only: every
+``execute`` psycopg runs on it (the worker's session is autocommit, so each is
+also one commit), whatever module issued it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+from qe_worker_helpers import running_worker, statuses, wait_until
+
+from queue_engine import Client
+from queue_engine.worker import connection as worker_connection
+
+Q = "wt"
+JOBS = 50
+
+
+class CountingConnection(psycopg.Connection[Any]):
+    """Counts the statements executed on it (cursor ``execute`` calls, raw cursors included)."""
+
+    executes = 0
+    _count_lock = threading.Lock()
+
+    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        code = getattr(gen, "gi_code", None)
+        if code is not None and code.co_name == "_execute_gen":
+            with self._count_lock:
+                self.executes += 1
+        return super().wait(gen, interval=interval, timeout=timeout)
+
+
+def test_draining_jobs_costs_one_statement_per_job(
+    dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[CountingConnection] = []
+
+    def counting_connect(dsn: str, **kwargs: Any) -> CountingConnection:
+        kwargs.setdefault("autocommit", True)
+        conn = CountingConnection.connect(dsn, **kwargs)
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(worker_connection, "connect", counting_connect)
+
+    def executed() -> int:
+        return sum(c.executes for c in opened)
+
+    # No idle polls and no heartbeat during the drain: what is left is the hot path.
+    with running_worker(dsn, poll_s=30.0, heartbeat_s=10.0) as worker:
+        warm_up = client.enqueue("echo", queue=Q, args={"warm": True}).id
+        wait_until(lambda: worker.jobs_done == 1, what="warm-up job finished")
+        assert statuses(dsn)[warm_up] == "succeeded"
+        before = executed()
+        client.enqueue_many([{"task": "echo", "queue": Q, "args": {"i": i}} for i in range(JOBS)])
+        wait_until(lambda: worker.jobs_done == 1 + JOBS, timeout=60, what="jobs drained")
+        statements = executed() - before
+    assert len(opened) == 1, "the worker reconnected during the test"
+    assert set(statuses(dsn).values()) == {"succeeded"}
+    # One claim after the wake-up, then one finish-and-claim per job; a heartbeat
+    # or a controls re-read may fall into the window on a slow machine.
+    assert JOBS <= statements <= JOBS + 4, f"{statements} statements for {JOBS} jobs"
