@@ -1,11 +1,15 @@
 """The claim worker: one process, one job at a time, one database connection.
 
-:class:`~queue_engine.worker.loop.Worker` is the loop (claim, execute, finish),
-:mod:`.executor` runs any kind of handler, :mod:`.outcomes` turns what a handler
-did into the guarded finish, :mod:`.store` holds the worker's SQL and
-:mod:`.heartbeat` keeps the worker's row and its jobs' leases alive, and
-:mod:`.watchdog` ends a job the handler cannot or will not end (budget, stall,
-ignored cancel, zombie, SIGTERM grace) by recording why and exiting.
+:class:`~queue_engine.worker.loop.Worker` is the main loop that wires the parts:
+:mod:`.connection` (the session, reconnects, LISTEN), :mod:`.jobs` (held,
+ready and pending), :mod:`.gate` (operator controls), :mod:`.flush`
+(finish-and-claim), :mod:`.runner` (one job: :mod:`.executor` runs any kind of
+handler, :mod:`.outcomes` turns what it did into the guarded finish),
+:mod:`.renewal` and :mod:`.heartbeat` (the worker's row and its jobs' leases),
+:mod:`.watchdog` (ends a job the handler cannot or will not end),
+:mod:`.liveness` (systemd, watchdog trip records) and
+:mod:`.handler_connections` (``ctx.connect()``). :mod:`.store` holds the
+worker's SQL.
 """
 
 from __future__ import annotations

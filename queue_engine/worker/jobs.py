@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,8 +54,14 @@ class HeldJobs:
     """The held jobs, the ready queue, the running one and the pending outcomes."""
 
     def __init__(
-        self, notes: JobNotes, *, worker_id: str, zombie_grace_s: float, clock: Any
+        self,
+        notes: JobNotes,
+        *,
+        worker_id: str,
+        zombie_grace_s: float,
+        clock: Callable[[], float],
     ) -> None:
+        """``notes`` hears of cancels and losses; ``clock`` dates the first pending outcome."""
         self._notes = notes
         self._worker_id = worker_id
         self._zombie_grace_s = zombie_grace_s

@@ -74,8 +74,8 @@ class Renewer:
     def beat(self) -> None:
         """Heartbeat: worker row, leases and progress of held jobs, cancel flags."""
         held = self.jobs.for_beat()
-        busy = self.jobs.current is not None
         current = self.jobs.current
+        busy = current is not None
         try:
             rss = self._process.memory_info().rss
             cpu: float | None = self._process.cpu_percent()
