@@ -40,6 +40,7 @@ from queue_engine.client import Client
 from queue_engine.db import connect, describe_dsn
 from queue_engine.embedded import database_for
 from queue_engine.errors import QueueEngineError
+from queue_engine.exit_codes import ExitCode
 from queue_engine.migrate import Migrator
 
 BENCH_APP = "queue_engine.bench_app"
@@ -275,7 +276,7 @@ def bench(
         click.echo(f"workers stopped with SIGTERM: exit codes {codes}")
     if failed:
         raise BenchFailed(f"{failed} job(s) did not succeed (worker logs in {log_dir})")
-    if any(code != 0 for code in codes):
+    if any(code != ExitCode.OK for code in codes):
         raise BenchFailed(f"a worker did not stop cleanly (logs in {log_dir})")
     shutil.rmtree(log_dir, ignore_errors=True)
-    return 0
+    return ExitCode.OK

@@ -37,6 +37,7 @@ from queue_engine.client import Client
 from queue_engine.db import connect, describe_dsn
 from queue_engine.embedded import database_for
 from queue_engine.errors import QueueEngineError
+from queue_engine.exit_codes import ExitCode
 from queue_engine.jobs import FINISHED_STATUSES, JobStatus
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, schema_version
 
@@ -326,12 +327,12 @@ def demo(
             if ok and any(c != 0 for c in codes.values()):
                 ok = False
                 for child in fleet.children:
-                    if child.exited() != 0:
+                    if child.exited() != ExitCode.OK:
                         click.echo(f"--- {child.name} log (tail) ---\n{child.tail()}", err=True)
             if not dsn:
                 click.echo("stopping the embedded Postgres ...")
     if ok:
         shutil.rmtree(log_dir, ignore_errors=True)
         click.echo(f"demo finished in {time.monotonic() - started:.1f} s")
-        return 0
+        return ExitCode.OK
     raise DemoFailed(f"a daemon did not stop cleanly (logs in {log_dir})")

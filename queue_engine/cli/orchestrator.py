@@ -1,9 +1,11 @@
 """``queue-orchestrator``: migrate, then lead (or stand by) and run the sweeps until told to stop.
 
-Run one or more per cluster under systemd. Exit codes: 0 after SIGTERM/SIGINT
-(clean stop: leadership released, row marked stopped), 69 when the database
-cannot be reached at start (after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries),
-2 for a configuration error, 3 when a migration fails. Once running, a lost
+Run one or more per cluster under systemd. Exit codes
+(:class:`~queue_engine.exit_codes.ExitCode`): ``OK`` after SIGTERM/SIGINT
+(clean stop: leadership released, row marked stopped), ``UNAVAILABLE`` when
+the database cannot be reached at start (after ``QUEUE_ENGINE_CONNECT_RETRY_S``
+of retries), ``USAGE`` for a configuration error, ``MIGRATION`` when a
+migration fails. Once running, a lost
 database is not fatal: the process steps down, reconnects with backoff and
 competes again.
 
@@ -23,9 +25,17 @@ from types import FrameType
 
 import click
 
-from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
+from queue_engine import settings as table
+from queue_engine.cli.common import (
+    dsn_option,
+    log_options,
+    run_cli,
+    schema_option,
+    setting_option,
+)
 from queue_engine.config import validate_schema
 from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.exit_codes import ExitCode
 from queue_engine.logs import setup_logging
 from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
 from queue_engine.service import log_event
@@ -69,21 +79,11 @@ def install_stop_handlers(stop: threading.Event) -> None:
 @dsn_option
 @schema_option
 @log_options
-@click.option(
-    "--http-port",
-    type=click.IntRange(0, 65535),
-    envvar="QUEUE_ENGINE_HTTP_PORT",
-    show_envvar=True,
+@setting_option(
+    table.HTTP_PORT,
     help="Serve Prometheus /metrics and /health on this port (needs queue-engine[metrics]).",
 )
-@click.option(
-    "--http-host",
-    default="127.0.0.1",
-    show_default=True,
-    envvar="QUEUE_ENGINE_HTTP_HOST",
-    show_envvar=True,
-    help="Address the metrics server binds to.",
-)
+@setting_option(table.HTTP_HOST, help="Address the metrics server binds to.")
 @click.version_option(package_name="queue-engine", prog_name="queue-orchestrator")
 def orchestrator(
     dsn: str, schema: str, log_format: str, log_level: str, http_port: int | None, http_host: str
@@ -113,11 +113,11 @@ def orchestrator(
     except DatabaseUnavailable:
         if stop.is_set():
             notifier.stopping()
-            return 0  # told to stop while waiting for the database: a clean stop
+            return ExitCode.OK  # told to stop while waiting for the database: a clean stop
         raise
     if stop.is_set():
         notifier.stopping()
-        return 0
+        return ExitCode.OK
     try:
         orch.start()
         shown = status_line(orch)
@@ -132,7 +132,7 @@ def orchestrator(
         notifier.stopping()
         notifier.status("stopping: resigning and stopping the sweeps")
         orch.stop()
-    return 0
+    return ExitCode.OK
 
 
 def main(argv: list[str] | None = None) -> None:

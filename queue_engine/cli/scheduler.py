@@ -1,9 +1,10 @@
 """``queue-scheduler``: enqueue periodic jobs, each slot exactly once, until told to stop.
 
 Run one or more per cluster (two for availability: they need no election, the
-database dedupes every slot). Exit codes: 0 after SIGTERM/SIGINT (clean stop),
-2 for a usage or configuration error (bad option, app module that does not
-import, invalid schedule), 69 when the database cannot be reached at start
+database dedupes every slot). Exit codes (:class:`~queue_engine.exit_codes.ExitCode`):
+``OK`` after SIGTERM/SIGINT (clean stop), ``USAGE`` for a usage or
+configuration error (bad option, app module that does not import, invalid
+schedule), ``UNAVAILABLE`` when the database cannot be reached at start
 (after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries). A schema without the
 schedules tables is waited for (the orchestrator migrates). Once running, a lost database is not fatal: the
 scheduler reconnects with capped backoff and catches up the slots still
@@ -19,9 +20,17 @@ from types import FrameType
 
 import click
 
-from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
+from queue_engine import settings as table
+from queue_engine.cli.common import (
+    dsn_option,
+    log_options,
+    run_cli,
+    schema_option,
+    setting_option,
+)
 from queue_engine.config import validate_schema
 from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.exit_codes import ExitCode
 from queue_engine.logs import setup_logging
 from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
 from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
@@ -39,10 +48,8 @@ class _Stopped(Exception):
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @dsn_option
 @schema_option
-@click.option(
-    "--app",
-    envvar="QUEUE_ENGINE_APP",
-    show_envvar=True,
+@setting_option(
+    table.APP,
     help="Module declaring schedules with @periodic; synced into the schedules table at start.",
 )
 @log_options
@@ -54,7 +61,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     with --app, from @periodic declarations synced into it at start. Settings:
     QUEUE_ENGINE_SCHEDULER_GRACE_S (60: older due slots count as missed),
     QUEUE_ENGINE_SCHEDULER_POLL_S (5: longest sleep between reads of the table),
-    QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (5),
+    QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (10),
     QUEUE_ENGINE_CONNECT_RETRY_S (10).
     """
     try:
@@ -80,13 +87,13 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     try:
         runner.prepare(stopping=stop.is_set, sleep=interruptible_sleep)
     except _Stopped:
-        return 0  # told to stop while waiting for the database or the schema
+        return ExitCode.OK  # told to stop while waiting for the database or the schema
     except DatabaseUnavailable:
         if stop.is_set():
-            return 0  # told to stop while waiting for the database: a clean stop
+            return ExitCode.OK  # told to stop while waiting for the database: a clean stop
         raise
     if stop.is_set():
-        return 0
+        return ExitCode.OK
     try:
         runner.start()
         while not stop.wait(0.5):
@@ -94,7 +101,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
         log_event(log, logging.INFO, "scheduler.stopping", reason="signal")
     finally:
         runner.stop()
-    return 0
+    return ExitCode.OK
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import metrics
-from queue_engine.config import env_float, env_str, resolve_dsn, resolve_schema
-from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine import settings as table
+from queue_engine.config import resolve_dsn, resolve_schema
+from queue_engine.errors import DatabaseUnavailable
 from queue_engine.migrate import Migration, Migrator
 from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
 from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
@@ -103,35 +104,26 @@ class OrchestratorConfig:
         http_port: int | None = None,
         http_host: str = "127.0.0.1",
     ) -> OrchestratorConfig:
-        """Explicit values first, then the environment, then the defaults."""
+        """Explicit values first, then the environment (:mod:`queue_engine.settings`)."""
         return cls(
             http_port=http_port,
             http_host=http_host,
             dsn=resolve_dsn(dsn),
             schema=resolve_schema(schema),
-            sweep_s=env_float("SWEEP_S", SWEEP_DEFAULT_S, minimum=0.05),
-            elect_s=env_float("ELECT_S", ELECT_INTERVAL_DEFAULT_S, minimum=0.05),
-            heartbeat_s=env_float("HEARTBEAT_S", HEARTBEAT_DEFAULT_S, minimum=0.05),
-            reconnect_max_s=env_float("RECONNECT_MAX_S", RECONNECT_BACKOFF_MAX_S, minimum=0.1),
-            connect_retry_s=env_float("CONNECT_RETRY_S", CONNECT_RETRY_DEFAULT_S),
-            dead_after_s=_optional_float("DEAD_AFTER_S", minimum=0.1),
-            recovery_s=_recovery_s(),
+            **table.read_fields(ENV_FIELDS),
         )
 
 
-def _optional_float(name: str, *, minimum: float) -> float | None:
-    """A numeric setting with no fixed default (unset: None)."""
-    if env_str(name) is None:
-        return None
-    return env_float(name, 0.0, minimum=minimum)
-
-
-def _recovery_s() -> float:
-    """``QUEUE_ENGINE_RECOVERY_S``: 0 (off) or at least 0.05 s."""
-    value = env_float("RECOVERY_S", RECOVERY_DEFAULT_S)
-    if 0 < value < 0.05:
-        raise ConfigError(f"QUEUE_ENGINE_RECOVERY_S={value:g} must be 0 (off) or at least 0.05")
-    return value
+#: The orchestrator's fields that come from the settings table, and their settings.
+ENV_FIELDS: dict[str, table.Setting[Any]] = {
+    "sweep_s": table.SWEEP_S,
+    "elect_s": table.ELECT_S,
+    "heartbeat_s": table.HEARTBEAT_S,
+    "reconnect_max_s": table.RECONNECT_MAX_S,
+    "connect_retry_s": table.CONNECT_RETRY_S,
+    "dead_after_s": table.DEAD_AFTER_S,
+    "recovery_s": table.RECOVERY_S,
+}
 
 
 def orchestrator_id() -> str:

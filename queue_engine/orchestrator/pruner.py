@@ -40,8 +40,8 @@ from typing import Any
 import psycopg
 
 from queue_engine import metrics
+from queue_engine import settings as table
 from queue_engine import sql as queries
-from queue_engine.config import env_float
 from queue_engine.errors import ConfigError
 from queue_engine.jobs import JobStatus
 from queue_engine.service import (
@@ -55,17 +55,17 @@ from queue_engine.service import (
 )
 
 DAY_S = 86400.0
-#: Default retention per final status (seconds).
+#: Default retention per final status (seconds), from the settings table.
 RETAIN_DEFAULTS_S: dict[JobStatus, float] = {
-    JobStatus.SUCCEEDED: 7 * DAY_S,
-    JobStatus.FAILED: 30 * DAY_S,
-    JobStatus.LOST: 30 * DAY_S,
-    JobStatus.CANCELED: 30 * DAY_S,
+    JobStatus.SUCCEEDED: table.RETAIN_SUCCEEDED_S.default,
+    JobStatus.FAILED: table.RETAIN_FAILED_S.default,
+    JobStatus.LOST: table.RETAIN_LOST_S.default,
+    JobStatus.CANCELED: table.RETAIN_CANCELED_S.default,
 }
 #: Worker rows whose last heartbeat is older than this are deleted.
-RETAIN_WORKERS_DEFAULT_S = DAY_S
+RETAIN_WORKERS_DEFAULT_S = table.RETAIN_WORKERS_S.default
 #: How often the leader prunes (seconds); ``QUEUE_ENGINE_PRUNE_S``.
-PRUNE_INTERVAL_DEFAULT_S = 60.0
+PRUNE_INTERVAL_DEFAULT_S = table.PRUNE_S.default
 #: Pause between runs while a backlog is being worked off (seconds).
 CATCH_UP_DEFAULT_S = 1.0
 #: Jobs deleted per statement.
@@ -102,13 +102,13 @@ class Retention:
 
     @classmethod
     def from_env(cls) -> Retention:
-        """Read ``QUEUE_ENGINE_RETAIN_<STATUS>_S`` and ``..._WORKERS_S`` (defaults above)."""
+        """Read ``QUEUE_ENGINE_RETAIN_<STATUS>_S`` and ``..._WORKERS_S`` (:mod:`queue_engine.settings`)."""
         return cls(
-            succeeded_s=env_float("RETAIN_SUCCEEDED_S", RETAIN_DEFAULTS_S[JobStatus.SUCCEEDED]),
-            failed_s=env_float("RETAIN_FAILED_S", RETAIN_DEFAULTS_S[JobStatus.FAILED]),
-            lost_s=env_float("RETAIN_LOST_S", RETAIN_DEFAULTS_S[JobStatus.LOST]),
-            canceled_s=env_float("RETAIN_CANCELED_S", RETAIN_DEFAULTS_S[JobStatus.CANCELED]),
-            workers_s=env_float("RETAIN_WORKERS_S", RETAIN_WORKERS_DEFAULT_S),
+            succeeded_s=table.RETAIN_SUCCEEDED_S.read(),
+            failed_s=table.RETAIN_FAILED_S.read(),
+            lost_s=table.RETAIN_LOST_S.read(),
+            canceled_s=table.RETAIN_CANCELED_S.read(),
+            workers_s=table.RETAIN_WORKERS_S.read(),
         )
 
     @classmethod
@@ -308,9 +308,7 @@ class Pruner(Service[PruneResult]):
     @classmethod
     def from_env(cls, dsn: str, schema: str, **kwargs: Any) -> Pruner:
         """A pruner with ``QUEUE_ENGINE_PRUNE_S`` and the ``RETAIN_*`` settings."""
-        kwargs.setdefault(
-            "interval_s", env_float("PRUNE_S", PRUNE_INTERVAL_DEFAULT_S, minimum=0.05)
-        )
+        kwargs.setdefault("interval_s", table.PRUNE_S.read())
         kwargs.setdefault("retention", Retention.from_env())
         return cls(dsn, schema, **kwargs)
 

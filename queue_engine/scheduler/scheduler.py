@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine.config import env_float, resolve_dsn, resolve_schema
+from queue_engine import settings as table
+from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import connect
 from queue_engine.errors import ConfigError, DatabaseUnavailable, MigrationError
 from queue_engine.migrate import engine_migrations_dir, load_chain, wait_for_schema
@@ -84,18 +85,24 @@ class SchedulerConfig:
     def from_env(
         cls, dsn: str | None = None, schema: str | None = None, app: str | None = None
     ) -> SchedulerConfig:
-        """Explicit values first, then the environment, then the defaults."""
+        """Explicit values first, then the environment (:mod:`queue_engine.settings`)."""
         return cls(
             dsn=resolve_dsn(dsn),
             schema=resolve_schema(schema),
             app=app or None,
-            grace_s=env_float("SCHEDULER_GRACE_S", GRACE_DEFAULT_S, minimum=0.0),
-            max_sleep_s=env_float("SCHEDULER_POLL_S", MAX_SLEEP_DEFAULT_S, minimum=0.05),
-            heartbeat_s=env_float("HEARTBEAT_S", HEARTBEAT_DEFAULT_S, minimum=0.05),
-            reconnect_max_s=env_float("RECONNECT_MAX_S", RECONNECT_MAX_DEFAULT_S, minimum=0.1),
-            connect_retry_s=env_float("CONNECT_RETRY_S", CONNECT_RETRY_DEFAULT_S),
-            runs_keep_s=env_float("SCHEDULER_RUNS_KEEP_S", RUNS_KEEP_DEFAULT_S, minimum=60.0),
+            **table.read_fields(ENV_FIELDS),
         )
+
+
+#: The scheduler's fields that come from the settings table, and their settings.
+ENV_FIELDS: dict[str, table.Setting[Any]] = {
+    "grace_s": table.SCHEDULER_GRACE_S,
+    "max_sleep_s": table.SCHEDULER_POLL_S,
+    "heartbeat_s": table.HEARTBEAT_S,
+    "reconnect_max_s": table.RECONNECT_MAX_S,
+    "connect_retry_s": table.CONNECT_RETRY_S,
+    "runs_keep_s": table.SCHEDULER_RUNS_KEEP_S,
+}
 
 
 def scheduler_id() -> str:

@@ -42,6 +42,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from queue_engine import settings as table
 from queue_engine.db import first_line
 from queue_engine.errors import QueueEngineError
 from queue_engine.scheduler import store
@@ -58,14 +59,15 @@ from queue_engine.service import (
 
 log = logging.getLogger("queue_engine.scheduler")
 
+# Defaults from the settings table (queue_engine.settings), the one source.
 #: A due slot older than this is missed rather than late (``QUEUE_ENGINE_SCHEDULER_GRACE_S``).
-GRACE_DEFAULT_S = 60.0
+GRACE_DEFAULT_S = table.SCHEDULER_GRACE_S.default
 #: Longest sleep between two reads of the schedules table (``QUEUE_ENGINE_SCHEDULER_POLL_S``).
-MAX_SLEEP_DEFAULT_S = 5.0
-#: Cap of the reconnect backoff (``QUEUE_ENGINE_RECONNECT_MAX_S``).
-RECONNECT_MAX_DEFAULT_S = 5.0
+MAX_SLEEP_DEFAULT_S = table.SCHEDULER_POLL_S.default
+#: Cap of the reconnect backoff (``QUEUE_ENGINE_RECONNECT_MAX_S``; the same for every daemon).
+RECONNECT_MAX_DEFAULT_S = table.RECONNECT_MAX_S.default
 #: How long slot records are kept (``QUEUE_ENGINE_SCHEDULER_RUNS_KEEP_S``).
-RUNS_KEEP_DEFAULT_S = 86400.0
+RUNS_KEEP_DEFAULT_S = table.SCHEDULER_RUNS_KEEP_S.default
 #: How often old slot records are pruned.
 PRUNE_EVERY_S = 60.0
 #: At most this many slots are acted on per schedule and run (the rest next run).
