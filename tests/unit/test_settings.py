@@ -318,3 +318,44 @@ def test_the_configuration_page_shows_each_default_reader_and_option(
     assert named == set(setting.read_by), read_by
     if setting.option is not None:
         assert f"`{setting.option}`" in read_by
+
+
+#: Where a variable may be named: the package, its tests, benches, docs and deployment files.
+_NAMED_IN = ("queue_engine", "tests", "bench", "docs", "systemd", "README.md", "docker-compose.yml")
+
+
+def _files_naming_variables() -> Iterator[Path]:
+    for entry in _NAMED_IN:
+        path = REPO_ROOT / entry
+        if path.is_file():
+            yield path
+        elif path.is_dir():
+            for file in sorted(path.rglob("*")):
+                if file.is_file() and file.suffix in {".py", ".md", ".service", ".env", ".yml"}:
+                    yield file
+
+
+def test_every_variable_named_anywhere_is_in_the_table() -> None:
+    # A name ending in "_" is a family (QUEUE_ENGINE_RETAIN_<STATUS>_S), not a variable.
+    known = {s.env for s in table.SETTINGS.values()}
+    unknown = {
+        f"{name} ({path.relative_to(REPO_ROOT)})"
+        for path in _files_naming_variables()
+        for name in re.findall(r"QUEUE_ENGINE_[A-Z0-9_]*[A-Z0-9]\b", path.read_text())
+        if name not in known
+    }
+    assert not unknown
+
+
+def test_every_doc_table_row_of_a_variable_shows_the_tables_default() -> None:
+    wrong = []
+    for path in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]:
+        for line in path.read_text().splitlines():
+            match = re.match(r"^\| `(QUEUE_ENGINE_[A-Z0-9_]+)` \| ([^|]+) \|", line)
+            if match is None:
+                continue
+            shown = table.by_env(match.group(1)).shown_default
+            default = match.group(2).strip()
+            if not (default == shown or default.startswith(shown + " (")):
+                wrong.append(f"{path.relative_to(REPO_ROOT)}: {match.group(1)} {default!r}")
+    assert not wrong, f"the table says otherwise: {wrong}"
