@@ -1,13 +1,15 @@
 """``queue-scheduler``: enqueue periodic jobs, each slot exactly once, until told to stop.
 
 Run one or more per cluster (two for availability: they need no election, the
-database dedupes every slot). Exit codes: 0 after SIGTERM/SIGINT (clean stop),
-130 when a second SIGTERM/SIGINT arrives during that stop (exit at once), 2 for a usage or configuration error (bad option, app module that does not
-import, invalid schedule), 69 when the database cannot be reached at start
+database dedupes every slot). Exit codes: 0 after SIGTERM/SIGINT (clean
+stop), 130 when a second SIGTERM/SIGINT arrives during that stop (exit at
+once), 2 for a usage or configuration error (bad option, app module that does
+not import, invalid schedule), 69 when the database cannot be reached at start
 (after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries). A schema without the
-schedules tables is waited for (the orchestrator migrates). Once running, a lost database is not fatal: the
-scheduler reconnects with capped backoff and catches up the slots still
-within the grace period.
+schedules tables is waited for (the orchestrator migrates). Once running, a
+lost database is not fatal: the scheduler reconnects with capped backoff and
+catches up the slots still within the grace period. The lifecycle is the
+shared :mod:`queue_engine.daemon` runtime.
 """
 
 from __future__ import annotations

@@ -258,11 +258,6 @@ class Orchestrator:
         """True while this process leads."""
         return self.elector.is_leader
 
-    @property
-    def metrics_server(self) -> metrics.MetricsServer | None:
-        """The running metrics server, if any."""
-        return None if self.metrics_endpoint is None else self.metrics_endpoint.server
-
     def _role(self) -> str:
         return "leader" if self.elector.is_leader else "standby"
 

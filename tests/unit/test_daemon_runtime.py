@@ -212,11 +212,15 @@ def test_slow_attempts_count_against_the_deadline() -> None:
     started = clock.now
     with pytest.raises(DatabaseUnavailable):
         wait_for_database(
-            failing(clock, 1000, cost_s=3.0), retry_s=10.0, clock=clock, sleep=clock.sleep
+            failing(clock, 1000, cost_s=3.0),
+            retry_s=10.0,
+            clock=clock,
+            sleep=clock.sleep,
+            rand=lambda: 0.0,
         )
-    # Attempts at 0-3, 3.x-6.x, 6.x-9.x, then the last one starts at the deadline.
-    assert 10.0 <= clock.now - started <= 13.0
-    assert sum(clock.sleeps) <= 10.0 - 9.0
+    # Attempts at 0-3, 3.19-6.19, 6.56-9.56, a wait cut to 0.44 s, the last at 10-13.
+    assert clock.sleeps == pytest.approx([0.1875, 0.375, 0.4375])
+    assert clock.now - started == pytest.approx(13.0)
 
 
 def test_no_retry_window_fails_at_once() -> None:
