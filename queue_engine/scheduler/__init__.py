@@ -8,7 +8,8 @@
   ``queue-ctl schedules``);
 - :mod:`~queue_engine.scheduler.ticker` — due-slot decisions and the
   exactly-once protocol (read its docstring first);
-- :mod:`~queue_engine.scheduler.scheduler` — the ``queue-scheduler`` process.
+- :mod:`~queue_engine.scheduler.scheduler` — the services the ``queue-scheduler``
+  process runs on the shared daemon runtime (:mod:`queue_engine.daemon`).
 """
 
 from __future__ import annotations

@@ -129,14 +129,18 @@ def test_a_standby_reports_its_role(
 
 def test_the_heartbeat_pings_before_its_database_write_and_caps_its_backoff() -> None:
     """A database outage must not starve the watchdog: ping first, retry within the interval."""
-    from queue_engine.orchestrator.heartbeat import Heartbeat
+    from queue_engine.daemon.heartbeat import Heartbeat, WorkersRow
 
     pings: list[int] = []
-    beat = Heartbeat(
+    row = WorkersRow(
         "host=/nonexistent-qe-socket-dir connect_timeout=1",
         "queue_engine",
         worker_id="o-1",
+        role="orchestrator",
         state=lambda: "standby",
+    )
+    beat = Heartbeat(
+        row,
         interval_s=5.0,
         on_beat=lambda: pings.append(1),
         backoff_max_s=5.0,
@@ -146,6 +150,9 @@ def test_the_heartbeat_pings_before_its_database_write_and_caps_its_backoff() ->
     assert pings == [1]
     beat.consecutive_errors = 10
     assert beat.next_interval(None) == 5.0
-    uncapped = Heartbeat("", "queue_engine", worker_id="o-2", state=str, interval_s=5.0)
+    uncapped = Heartbeat(
+        WorkersRow("", "queue_engine", worker_id="o-2", role="orchestrator", state=str),
+        interval_s=5.0,
+    )
     uncapped.consecutive_errors = 10
     assert uncapped.next_interval(None) == 30.0

@@ -206,7 +206,8 @@ def test_the_table_names_every_process_that_reads_a_setting(
 
 def test_module_default_constants_agree_with_the_table() -> None:
     from queue_engine import logs
-    from queue_engine.orchestrator import dead_workers, fast_recovery, heartbeat, leader, reaper
+    from queue_engine.daemon import heartbeat, runtime
+    from queue_engine.orchestrator import dead_workers, fast_recovery, leader, reaper
     from queue_engine.scheduler import ticker
     from queue_engine.worker import watchdog
 
@@ -215,6 +216,7 @@ def test_module_default_constants_agree_with_the_table() -> None:
     assert table.CANCEL_GRACE_S.default == watchdog.CANCEL_GRACE_DEFAULT_S
     assert table.ZOMBIE_GRACE_S.default == watchdog.ZOMBIE_GRACE_DEFAULT_S
     assert table.HEARTBEAT_S.default == heartbeat.HEARTBEAT_DEFAULT_S
+    assert table.CONNECT_RETRY_S.default == runtime.CONNECT_RETRY_DEFAULT_S
     assert table.ELECT_S.default == leader.ELECT_INTERVAL_DEFAULT_S
     assert table.RECONNECT_MAX_S.default == leader.RECONNECT_BACKOFF_MAX_S
     assert table.RECONNECT_MAX_S.default == ticker.RECONNECT_MAX_DEFAULT_S
