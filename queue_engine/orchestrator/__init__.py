@@ -2,10 +2,13 @@
 
 - :mod:`~queue_engine.orchestrator.leader` — the election protocol (read its
   docstring first);
+- :mod:`~queue_engine.orchestrator.sweep` — what every sweep below shares: its
+  connection and session, class defaults, the bounded batch loop;
 - :mod:`~queue_engine.orchestrator.reaper` — expired leases back to the queue;
 - :mod:`~queue_engine.orchestrator.dead_workers` — flag silent workers that own jobs;
 - :mod:`~queue_engine.orchestrator.fast_recovery` — jobs of workers whose session
   ended back to the queue without waiting for the lease;
+- :mod:`~queue_engine.orchestrator.pruner` — retention of finished jobs and old worker rows;
 - :mod:`~queue_engine.orchestrator.orchestrator` — the services the
   ``queue-orchestrator`` command runs on the shared daemon runtime
   (:mod:`queue_engine.daemon`, which also keeps this process's workers row).

@@ -393,7 +393,7 @@ class Worker:
             key = h.job.lock_key
             if not h.advisory_locked or key is None or h.lost:
                 continue
-            if store.try_lock_key(conn, key):
+            if store.try_lock_key(conn, self.schema, key):
                 continue
             h.advisory_locked = False
             self._mark_lost(
@@ -796,12 +796,11 @@ class Worker:
             self._log_outcome(outcome, held, finished.get(outcome.job_id))
         return len(claimed)
 
-    @staticmethod
-    def _unlock_key(conn: psycopg.Connection[Any], key: str) -> None:
+    def _unlock_key(self, conn: psycopg.Connection[Any], key: str) -> None:
         # After the finish has committed: a failure here must not re-run the finish
         # and claim (the caller's retry would). A lost session released the lock anyway.
         try:
-            store.unlock_key(conn, key)
+            store.unlock_key(conn, self.schema, key)
         except psycopg.Error as exc:
             log.debug("releasing the advisory lock of %r failed: %s", key, exc)
 
@@ -991,7 +990,7 @@ class Worker:
         key = held.job.lock_key
         assert key is not None
         warned = False
-        while not self._db(lambda conn: store.try_lock_key(conn, key)):
+        while not self._db(lambda conn: store.try_lock_key(conn, self.schema, key)):
             if not warned:
                 log_event(
                     log,

@@ -293,15 +293,17 @@ def mark_stopped(conn: Connection, schema: str, *, worker_id: str) -> None:
     conn.execute(queries.query("worker_stop", schema), {"worker_id": worker_id})
 
 
-def try_lock_key(conn: Connection, lock_key: str) -> bool:
+def try_lock_key(conn: Connection, schema: str, lock_key: str) -> bool:
     """Take the session advisory lock of a lock key; False if another session holds it."""
-    row = conn.execute(queries.plain("claim_lock_key"), {"lock_key": lock_key}).fetchone()
+    params = {"namespace": queries.lock_key_namespace(schema), "lock_key": lock_key}
+    row = conn.execute(queries.plain("claim_lock_key"), params).fetchone()
     return bool(row and row[0])
 
 
-def unlock_key(conn: Connection, lock_key: str) -> None:
+def unlock_key(conn: Connection, schema: str, lock_key: str) -> None:
     """Release the advisory lock of a lock key taken by :func:`try_lock_key`."""
-    conn.execute(queries.plain("finish_lock_key"), {"lock_key": lock_key})
+    params = {"namespace": queries.lock_key_namespace(schema), "lock_key": lock_key}
+    conn.execute(queries.plain("finish_lock_key"), params)
 
 
 def release_orphans(
