@@ -41,6 +41,7 @@ from queue_engine import metrics
 from queue_engine.config import env_float, env_str, resolve_dsn, resolve_schema
 from queue_engine.errors import ConfigError, DatabaseUnavailable
 from queue_engine.migrate import Migration, Migrator
+from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
 from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
 from queue_engine.orchestrator.heartbeat import HEARTBEAT_DEFAULT_S, Heartbeat
@@ -180,6 +181,9 @@ class Orchestrator:
             self.leader_services.append(self.fast_recovery)
         self.pruner = Pruner.from_env(config.dsn, config.schema)
         self.leader_services.append(self.pruner)
+        # Statistics: ANALYZE jobs after a burst (orchestrator/analyzer.py, issue 16).
+        self.analyzer = Analyzer(config.dsn, config.schema)
+        self.leader_services.append(self.analyzer)
         for service in self.leader_services:
             service.on_result = metrics.record_result
         self.metrics_server: metrics.MetricsServer | None = None
