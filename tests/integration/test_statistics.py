@@ -119,3 +119,11 @@ def test_analyzer_analyzes_jobs_after_a_burst(dsn: str) -> None:
         finally:
             analyzer.stop()
             analyzer.on_stop()
+
+
+def test_the_orchestrator_runs_the_analyzer_on_the_leader(dsn: str) -> None:
+    from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorConfig
+
+    orch = Orchestrator(OrchestratorConfig(dsn=dsn, schema=SCHEMA))
+    analyzers = [s for s in orch.leader_services if isinstance(s, Analyzer)]
+    assert len(analyzers) == 1 and analyzers[0].schema == SCHEMA
