@@ -52,7 +52,7 @@ def table_statistics(
 
 
 def analyze(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
-    """ANALYZE one table of the engine schema (outside a transaction block is not needed)."""
+    """ANALYZE one table of the engine schema."""
     conn.execute(
         sql.SQL(queries.plain("analyze_table")).format(
             table=sql.Identifier(validate_schema(schema), table)
