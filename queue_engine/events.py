@@ -115,6 +115,8 @@ _ORCHESTRATOR: Final[dict[str, str]] = {
     "fast_recovery.error": "a fast-recovery check raised; retried with backoff",
     "pruner.run": "one retention run (info when it deleted jobs, events or stale worker rows, else debug)",
     "pruner.error": "a retention run raised; retried with backoff",
+    "analyzer.run": "one statistics check (info when a burst made it ANALYZE jobs, else debug)",
+    "analyzer.error": "a statistics check raised; retried with backoff",
     "metrics.serving": "the /metrics and /health HTTP server listens",
     "metrics.request": "one HTTP request to /metrics or /health (debug)",
     "metrics.scrape_failed": "a /metrics scrape could not read the database; queue_engine_database_up is 0",

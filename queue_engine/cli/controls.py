@@ -283,8 +283,9 @@ def stop_cmd(
     """Ask live workers to exit 0 after their current job (prefetched jobs go back).
 
     Exactly one of --host HOST [--queue QUEUE] or --worker ID. One-shot: workers
-    started later are not affected (use `park` for that). A supervisor with
-    Restart=always starts them again; stop the unit to keep them down.
+    started later are not affected (use `park` for that). The shipped worker unit
+    (Restart=on-failure) leaves them stopped; a supervisor that restarts on any
+    exit starts them again: park them to keep them down.
     """
     target = _target(host, queue, worker_id)
     settings = ctx.find_root().obj

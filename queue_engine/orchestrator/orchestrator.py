@@ -37,6 +37,7 @@ from queue_engine import settings as table
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
 from queue_engine.migrate import Migration, Migrator
+from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
 from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
 from queue_engine.orchestrator.leader import (
@@ -225,6 +226,9 @@ class Orchestrator:
             self.leader_services.append(self.fast_recovery)
         self.pruner = Pruner.from_env(config.dsn, config.schema)
         self.leader_services.append(self.pruner)
+        # Statistics: ANALYZE jobs after a burst (orchestrator/analyzer.py, issue 16).
+        self.analyzer = Analyzer(config.dsn, config.schema)
+        self.leader_services.append(self.analyzer)
         for service in self.leader_services:
             service.on_result = metrics.record_result
         self.elector = LeaderElector(

@@ -331,16 +331,7 @@ class Worker:
     def _open_conn(self) -> psycopg.Connection[Any]:
         conn = connect(self.settings.dsn, application_name="queue-claim-worker")
         try:
-            conn.execute(
-                sql.SQL("SET synchronous_commit = {}").format(
-                    sql.Literal(self.settings.synchronous_commit)
-                )
-            )
-            # The worker runs the same few statements thousands of times with
-            # parameters that do not change their best plan (one queue, a handful
-            # of ids): a generic plan saves planning the big finish-and-claim
-            # statement on every job, which Postgres' "auto" mode kept doing.
-            conn.execute("SET plan_cache_mode = force_generic_plan")
+            store.configure_session(conn, synchronous_commit=self.settings.synchronous_commit)
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.jobs_channel)))
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.cancel_channel)))
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.controls_channel)))

@@ -8,7 +8,7 @@ SIGTERM whose grace ran out. Python cannot interrupt a thread stuck in
 only reliable stop is the process's end: the watchdog records why on the job
 (a short-lived connection of its own with a ``statement_timeout``, so a stuck
 worker connection cannot block it) and calls ``os._exit`` with a documented
-code; systemd (``Restart=always``) starts a fresh process.
+code; systemd (the worker unit's ``Restart=on-failure``) starts a fresh process.
 
 ============  =====  ==============================================================
 trip          exit   what is written
