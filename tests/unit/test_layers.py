@@ -52,7 +52,9 @@ DAEMON_PACKAGES = ("worker", "orchestrator", "scheduler", "daemon")
 SHARED_DAEMON_PACKAGE = "daemon"
 #: Scheduler modules a producer needs to declare schedules (``@periodic``):
 #: the public API re-exports them, so they must stay free of the ticker machinery.
-SCHEDULE_DECLARATIONS = frozenset({"queue_engine.scheduler.cron", "queue_engine.scheduler.schedules"})
+SCHEDULE_DECLARATIONS = frozenset(
+    {"queue_engine.scheduler.cron", "queue_engine.scheduler.schedules"}
+)
 
 #: Edges that break a layer rule today, each in code another change owns.
 #: A listed edge that no longer exists fails the test: delete its line.
@@ -238,9 +240,7 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     assert ("queue_engine.client", "queue_engine.db") in pairs  # from module import name
     # function-level: context.py imports the client inside a method
     assert any(
-        e.source == "queue_engine.context"
-        and e.target == "queue_engine.client"
-        and e.line > 100
+        e.source == "queue_engine.context" and e.target == "queue_engine.client" and e.line > 100
         for e in import_graph()
     )
     assert _resolve_relative("queue_engine.worker.loop", 1, "store") == "queue_engine.worker.store"
@@ -311,6 +311,9 @@ def test_import_queue_engine_loads_no_daemon_machinery() -> None:
     ).stdout.split()
     assert "queue_engine.client" in out  # the probe does see the package's modules
     loaded = [
-        m for m in out for banned in NOT_LOADED_BY_PUBLIC_API if m == banned or m.startswith(banned + ".")
+        m
+        for m in out
+        for banned in NOT_LOADED_BY_PUBLIC_API
+        if m == banned or m.startswith(banned + ".")
     ]
     assert not loaded, f"`import queue_engine` loads {loaded}"
