@@ -35,6 +35,7 @@ from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
 from queue_engine.bench_app import QUEUE as BENCH_QUEUE
+from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
 from queue_engine.db import connect, describe_dsn
@@ -176,9 +177,9 @@ def _server_info(conn: psycopg.Connection[Any]) -> str:
     show_default=True,
     help="Give up (exit 1) when a phase is not done after this many seconds.",
 )
-@click.pass_context
+@pass_cli
 def bench(
-    ctx: click.Context,
+    cli: CliContext,
     n_jobs: int,
     workers: int,
     prefetch: int,
@@ -190,8 +191,8 @@ def bench(
     timeout: float,
 ) -> int:
     """Measure enqueue rate, drain throughput and wake latency with real worker processes."""
-    schema = ctx.obj["schema"]
-    dsn = local_dsn or ctx.obj["dsn"]
+    schema = cli.schema
+    dsn = local_dsn or cli.dsn
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     if not dsn:
         click.echo(

@@ -1,4 +1,4 @@
-"""What every console script shares: error handling, DSN/schema options, output.
+"""What every console script shares: error handling, DSN/schema and log options, input.
 
 Contract: bad input or an unavailable database gives one line on stderr and a
 non-zero exit code (documented in docs/reference/exit-codes.md), never a
@@ -137,8 +137,3 @@ def parse_json_args(raw: str, option: str = "--args") -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValidationError(f"{option} must be a JSON object, e.g. '{{\"n\": 1}}'")
     return value
-
-
-def print_json(value: Any) -> None:
-    """Print a JSON document (datetimes and other objects as strings)."""
-    click.echo(json.dumps(value, indent=2, default=str, sort_keys=False))

@@ -32,6 +32,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
+from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
 from queue_engine.db import connect, describe_dsn
@@ -247,9 +248,9 @@ def _print_summary(jobs: list[DemoJob], rows: dict[int, dict[str, Any]]) -> None
     show_default=True,
     help="Give up (exit 1) if the jobs are not finished after this many seconds.",
 )
-@click.pass_context
+@pass_cli
 def demo(
-    ctx: click.Context,
+    cli: CliContext,
     local_dsn: str | None,
     data_dir: Path | None,
     keep: bool,
@@ -259,8 +260,8 @@ def demo(
     """Run orchestrator + workers on sample jobs, with live progress and a summary."""
     started = time.monotonic()
     deadline = started + timeout
-    schema = ctx.obj["schema"]
-    dsn = local_dsn or ctx.obj["dsn"]
+    schema = cli.schema
+    dsn = local_dsn or cli.dsn
     # SIGTERM stops the demo like Ctrl-C: the finally blocks below stop the children.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     if not dsn:
