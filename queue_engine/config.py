@@ -1,9 +1,10 @@
-"""Settings read from the environment, with documented defaults.
+"""Connection and schema resolution, and small readers of ``QUEUE_ENGINE_*`` variables.
 
 Every setting has one name, ``QUEUE_ENGINE_<NAME>``, and the same meaning in
-every process; command-line options override the environment. Values are
-validated when read so that a typo fails at start with a clear message rather
-than at the first job.
+every process; command-line options override the environment. The names,
+defaults and bounds live in one table, :mod:`queue_engine.settings`; this
+module resolves the two every process needs (the DSN and the schema) and
+keeps the generic ``env_str``/``env_float`` readers for code outside the table.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import os
 import re
 
+from queue_engine import settings
 from queue_engine.errors import ConfigError
 
-DEFAULT_SCHEMA = "queue_engine"
+DEFAULT_SCHEMA = settings.SCHEMA.default
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 
 
@@ -49,9 +51,15 @@ def validate_schema(schema: str) -> str:
 
 def resolve_schema(schema: str | None = None) -> str:
     """Return the explicit schema, else ``QUEUE_ENGINE_SCHEMA``, else ``queue_engine``."""
-    return validate_schema(schema or env_str("SCHEMA", DEFAULT_SCHEMA) or DEFAULT_SCHEMA)
+    if schema:
+        return validate_schema(schema)
+    from_env = settings.SCHEMA.read()
+    try:
+        return validate_schema(from_env)
+    except ConfigError as exc:
+        raise ConfigError(f"{settings.SCHEMA.env}: {exc}") from None
 
 
 def resolve_dsn(dsn: str | None = None) -> str:
     """Return the explicit DSN, else ``QUEUE_ENGINE_DSN``, else "" (libpq ``PG*`` variables)."""
-    return dsn or env_str("DSN", "") or ""
+    return dsn or settings.DSN.read()

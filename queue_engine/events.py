@@ -16,7 +16,8 @@ them in log pipelines, so they are a **public contract**, like a CLI option:
 typo must never cost a log line or crash a daemon. The check is static, in
 ``tests/unit/test_log_events.py``: it finds every name the code can emit
 (string literals, and the computed ones: ``job.<outcome kind>``,
-``watchdog.<trip kind>``, ``<service name>.run`` / ``.error``) and fails when
+``watchdog.<trip kind>``, ``<service name>.run`` / ``.error``, and
+``<role>.started`` ... for the roles of :data:`queue_engine.daemon.DAEMON_ROLES`) and fails when
 one is missing here, when an entry here is no longer emitted, or when the
 reference page is missing one.
 
@@ -78,8 +79,8 @@ _WORKER: Final[dict[str, str]] = {
     "heartbeat.failed": "a worker heartbeat could not be written; retried at the next beat",
 }
 
-_WORKER_AND_ORCHESTRATOR: Final[dict[str, str]] = {
-    # The Heartbeat service of both daemons is named ``heartbeat``.
+_EVERY_DAEMON: Final[dict[str, str]] = {
+    # The worker's Heartbeat and the daemon runtime's (orchestrator, scheduler) are named ``heartbeat``.
     "heartbeat.run": "one heartbeat tick (debug)",
     "heartbeat.error": "a heartbeat run raised; retried with backoff",
 }
@@ -91,6 +92,7 @@ _ORCHESTRATOR: Final[dict[str, str]] = {
     "orchestrator.http_started": "serving /metrics and /health",
     "orchestrator.stopping": "SIGTERM/SIGINT received; resigning and stopping the services",
     "orchestrator.stopped": "clean stop: leadership released, the row marked stopped",
+    "orchestrator.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",
     "orchestrator.leader_acquired": "this process now leads (reaper, sweeps and pruner run here)",
     "orchestrator.leader_lost": "stepped down: the election connection failed or the lock is gone",
     "orchestrator.leader_released": "gave up leadership on a clean stop",
@@ -113,6 +115,8 @@ _ORCHESTRATOR: Final[dict[str, str]] = {
     "fast_recovery.error": "a fast-recovery check raised; retried with backoff",
     "pruner.run": "one retention run (info when it deleted jobs, events or stale worker rows, else debug)",
     "pruner.error": "a retention run raised; retried with backoff",
+    "analyzer.run": "one statistics check (info when a burst made it ANALYZE jobs, else debug)",
+    "analyzer.error": "a statistics check raised; retried with backoff",
     "metrics.serving": "the /metrics and /health HTTP server listens",
     "metrics.request": "one HTTP request to /metrics or /health (debug)",
     "metrics.scrape_failed": "a /metrics scrape could not read the database; queue_engine_database_up is 0",
@@ -124,6 +128,7 @@ _SCHEDULER: Final[dict[str, str]] = {
     "scheduler.started": "registered in the workers table; the ticker starts",
     "scheduler.stopping": "SIGTERM/SIGINT received; stopping the services",
     "scheduler.stopped": "clean stop: the row marked stopped",
+    "scheduler.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",
     "scheduler.enqueued": "a schedule's slot fired: one job enqueued",
     "scheduler.skipped": "a slot was skipped because the previous job still runs (overlap=skip)",
     "scheduler.missed": "slots passed while no scheduler ran and are beyond the schedule's catchup",
@@ -134,15 +139,13 @@ _SCHEDULER: Final[dict[str, str]] = {
     "scheduler.error": "a ticker run raised; retried with backoff",
     "scheduler_listener.run": "one wait of the schedule-change listener (debug)",
     "scheduler_listener.error": "the schedule-change listener raised; retried with backoff",
-    "scheduler_heartbeat.run": "one scheduler heartbeat (debug)",
-    "scheduler_heartbeat.error": "a scheduler heartbeat raised; retried with backoff",
 }
 
 #: The events grouped by the daemon(s) that emit them (the reference page's ``daemon`` column).
 EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
     {
         "worker": MappingProxyType(_WORKER),
-        "worker, orchestrator": MappingProxyType(_WORKER_AND_ORCHESTRATOR),
+        "worker, orchestrator, scheduler": MappingProxyType(_EVERY_DAEMON),
         "orchestrator": MappingProxyType(_ORCHESTRATOR),
         "scheduler": MappingProxyType(_SCHEDULER),
     }

@@ -28,6 +28,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 
 from queue_engine import sql as queries
+from queue_engine import statistics
 from queue_engine.config import resolve_schema, validate_schema
 from queue_engine.db import connect, first_line
 from queue_engine.errors import ConfigError, DatabaseUnavailable, MigrationError, SchemaMissing
@@ -35,7 +36,7 @@ from queue_engine.errors import ConfigError, DatabaseUnavailable, MigrationError
 log = logging.getLogger("queue_engine.migrate")
 
 #: The schema version this code needs; a test checks it is the last migration.
-ENGINE_SCHEMA_VERSION = 4
+ENGINE_SCHEMA_VERSION = 5
 ENGINE_LEDGER_TABLE = "schema_migrations"
 
 MIGRATION_FILE = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+?)(?P<down>\.down)?\.sql$")
@@ -185,8 +186,15 @@ class Migrator:
         with connect(self.dsn) as conn:
             return max(self._applied(conn, create=False), default=0)
 
-    def up(self, target: int | None = None) -> list[Migration]:
-        """Apply every missing step up to ``target`` (default: the last); return those applied."""
+    def up(self, target: int | None = None, *, analyze: bool = True) -> list[Migration]:
+        """Apply every missing step up to ``target`` (default: the last); return those applied.
+
+        When steps were applied to the engine's own chain, the engine's tables are
+        then analyzed (``analyze=False`` skips it): a migration may create or
+        rewrite a table, and until its first ANALYZE the planner guesses its size
+        (docs/operations.md, "Statistics and autovacuum"). A run that applied
+        nothing analyzes nothing, so a restart of every daemon costs no ANALYZE.
+        """
         chain = self.chain()
         head = chain[-1].version
         target = head if target is None else target
@@ -205,7 +213,18 @@ class Migrator:
                     )
                 self._step(conn, migration, "up")
                 done.append(migration)
+            if done and analyze and self.ledger == (self.schema, ENGINE_LEDGER_TABLE):
+                self._analyze(conn)
         return done
+
+    def _analyze(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            tables = statistics.analyze_schema(conn, self.schema)
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailable(
+                f"lost the database while analyzing after migrating: {first_line(exc)}"
+            ) from None
+        log.info("analyzed %d tables of schema %s", len(tables), self.schema)
 
     def down(self, target: int) -> list[Migration]:
         """Revert applied steps, newest first, until the database is at ``target``."""

@@ -20,8 +20,9 @@ scheduler's ticker) are all the same shape, so they share this base:
   several services (or processes) started together do not hit the database in
   lock-step.
 - A run that did work is logged at info, an idle run at debug: a quiet system
-  has quiet logs. A run that raises is logged and retried with capped backoff;
-  the loop never dies of an exception.
+  has quiet logs. A run that raises is logged and retried after the service's
+  ``error_backoff`` (:func:`queue_engine.retry.reconnect_backoff`: doubling
+  from the interval, jittered, capped); the loop never dies of an exception.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import psycopg
 
 from queue_engine.db import connect
+from queue_engine.retry import ReconnectBackoff, reconnect_backoff
 
 #: ``wait(event, seconds)``: block up to ``seconds`` or until the event is set.
 Wait = Callable[[threading.Event, float], bool]
@@ -138,6 +140,7 @@ class Service(ABC, Generic[R]):
         wait: Wait = event_wait,
         rand: Callable[[], float] = random.random,
         logger: logging.Logger | None = None,
+        error_backoff: ReconnectBackoff | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"{type(self).__name__}: interval_s must be > 0, got {interval_s!r}")
@@ -146,6 +149,11 @@ class Service(ABC, Generic[R]):
         self.clock = clock
         self.wait = wait
         self.rand = rand
+        #: Delay after consecutive failed runs (default: from the interval up to
+        #: :data:`ERROR_BACKOFF_MAX_S`, ±30 %, never beyond the cap).
+        self.error_backoff = error_backoff or reconnect_backoff(
+            self.interval_s, ERROR_BACKOFF_MAX_S
+        )
         self.log = logger or logging.getLogger(f"queue_engine.{self.name}")
         self._lifecycle = threading.Lock()
         self._wakeup = threading.Event()
@@ -221,8 +229,7 @@ class Service(ABC, Generic[R]):
     def next_interval(self, result: R | None) -> float:
         """Seconds from the start of one run to the start of the next (``result`` None: it raised)."""
         if result is None:
-            exponent = min(max(self.consecutive_errors - 1, 0), 16)
-            return min(ERROR_BACKOFF_MAX_S, self.interval_s * 2.0**exponent)
+            return self.error_backoff.delay(self.consecutive_errors, self.rand)
         return self.interval_s
 
     def on_stop(self) -> None:

@@ -39,12 +39,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from queue_engine import settings
 from queue_engine import sql as queries
-from queue_engine.config import env_float
 from queue_engine.db import schema_errors
 
-#: Heartbeat age after which a worker counts as dead (``QUEUE_ENGINE_DEAD_AFTER_S``).
-DEAD_AFTER_DEFAULT_S = 30.0
 #: Busy fraction the replicas suggestion aims for: headroom for bursts and restarts.
 TARGET_UTILISATION = 0.7
 #: Window of the arrival rate and mean run time behind the suggestion (seconds).
@@ -59,8 +57,13 @@ REPLICAS_FORMULA = (
 
 
 def dead_after_s() -> float:
-    """``QUEUE_ENGINE_DEAD_AFTER_S`` (default 30 s), the same setting as the dead-worker sweep."""
-    return env_float("DEAD_AFTER_S", DEAD_AFTER_DEFAULT_S, minimum=0.1)
+    """Heartbeat age after which a worker counts as dead: the dead-worker sweep's rule.
+
+    ``QUEUE_ENGINE_DEAD_AFTER_S``, else three ``QUEUE_ENGINE_HEARTBEAT_S`` (it
+    was a fixed 30 s here, so under a non-default heartbeat ``queue-ctl
+    workers`` and the orchestrator disagreed about who is dead).
+    """
+    return settings.dead_after_s()
 
 
 # -- pure arithmetic -----------------------------------------------------------

@@ -49,6 +49,29 @@ class PgServer:
 
 _db_counter = itertools.count(1)
 
+#: Test kinds, one per folder of tests/ (see the markers in pyproject.toml).
+KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging")
+INVARIANT_PREFIX = "test_invariant_"
+
+
+def kind_of(path: Path) -> str:
+    """The kind of the test module at ``path``: its folder, or ``invariant``."""
+    relative = path.resolve().relative_to(TESTS_DIR)
+    if len(relative.parts) > 1 and relative.parts[0] in KIND_FOLDERS:
+        return relative.parts[0]
+    if len(relative.parts) == 1 and relative.name.startswith(INVARIANT_PREFIX):
+        return "invariant"
+    raise pytest.UsageError(
+        f"tests/{relative}: a test module lives in one of the folders {', '.join(KIND_FOLDERS)} "
+        f"or is tests/{INVARIANT_PREFIX}*.py, so that `pytest -m <kind>` selects it"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its kind, so ``pytest -m unit`` runs the fast part alone."""
+    for item in items:
+        item.add_marker(kind_of(item.path))
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:

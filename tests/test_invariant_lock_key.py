@@ -101,11 +101,11 @@ def test_claim_skips_a_job_whose_key_is_running(client: Client, conn) -> None:
 
 def test_advisory_lock_of_a_key_excludes_a_second_session(dsn: str, conn) -> None:
     with psycopg.connect(dsn, autocommit=True) as other:
-        assert store.try_lock_key(conn, "k1")
-        assert not store.try_lock_key(other, "k1")
-        assert store.try_lock_key(other, "k2")
-        store.unlock_key(conn, "k1")
-        assert store.try_lock_key(other, "k1")
+        assert store.try_lock_key(conn, "queue_engine", "k1")
+        assert not store.try_lock_key(other, "queue_engine", "k1")
+        assert store.try_lock_key(other, "queue_engine", "k2")
+        store.unlock_key(conn, "queue_engine", "k1")
+        assert store.try_lock_key(other, "queue_engine", "k1")
 
 
 def test_lost_lock_key_race_keeps_the_finish_and_retries_the_claim(

@@ -35,11 +35,13 @@ from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
 from queue_engine.bench_app import QUEUE as BENCH_QUEUE
+from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
 from queue_engine.db import connect, describe_dsn
 from queue_engine.embedded import database_for
 from queue_engine.errors import QueueEngineError
+from queue_engine.exit_codes import ExitCode
 from queue_engine.migrate import Migrator
 
 BENCH_APP = "queue_engine.bench_app"
@@ -175,9 +177,9 @@ def _server_info(conn: psycopg.Connection[Any]) -> str:
     show_default=True,
     help="Give up (exit 1) when a phase is not done after this many seconds.",
 )
-@click.pass_context
+@pass_cli
 def bench(
-    ctx: click.Context,
+    cli: CliContext,
     n_jobs: int,
     workers: int,
     prefetch: int,
@@ -189,8 +191,8 @@ def bench(
     timeout: float,
 ) -> int:
     """Measure enqueue rate, drain throughput and wake latency with real worker processes."""
-    schema = ctx.obj["schema"]
-    dsn = local_dsn or ctx.obj["dsn"]
+    schema = cli.schema
+    dsn = local_dsn or cli.dsn
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     if not dsn:
         click.echo(
@@ -275,7 +277,7 @@ def bench(
         click.echo(f"workers stopped with SIGTERM: exit codes {codes}")
     if failed:
         raise BenchFailed(f"{failed} job(s) did not succeed (worker logs in {log_dir})")
-    if any(code != 0 for code in codes):
+    if any(code != ExitCode.OK for code in codes):
         raise BenchFailed(f"a worker did not stop cleanly (logs in {log_dir})")
     shutil.rmtree(log_dir, ignore_errors=True)
-    return 0
+    return ExitCode.OK

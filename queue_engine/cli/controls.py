@@ -18,7 +18,9 @@ from typing import Any
 
 import click
 
-from queue_engine.cli.common import print_json
+from queue_engine.cli import render
+from queue_engine.cli.context import CliContext, pass_cli
+from queue_engine.cli.render import print_json
 from queue_engine.controls import (
     OFF,
     FleetTarget,
@@ -34,20 +36,18 @@ from queue_engine.controls import (
     unpark,
 )
 from queue_engine.controls import controls as read_controls
-from queue_engine.db import connect
 from queue_engine.errors import ValidationError
 from queue_engine.validation import check_queue_name
 
 
 @click.command(name="pause")
 @click.argument("queue")
-@click.pass_context
-def pause_cmd(ctx: click.Context, queue: str) -> None:
+@pass_cli
+def pause_cmd(cli: CliContext, queue: str) -> None:
     """Stop workers claiming from QUEUE; running jobs finish, new jobs wait."""
     check_queue_name(queue)  # before connecting: a typo fails the same way with any DSN
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        result = pause_queue(conn, settings["schema"], queue)
+    with cli.connect() as conn:
+        result = pause_queue(conn, cli.schema, queue)
     since = result.paused_at.isoformat(timespec="seconds")
     if result.was_paused:
         click.echo(f"queue {queue} was already paused (since {since})")
@@ -57,13 +57,12 @@ def pause_cmd(ctx: click.Context, queue: str) -> None:
 
 @click.command(name="resume")
 @click.argument("queue")
-@click.pass_context
-def resume_cmd(ctx: click.Context, queue: str) -> None:
+@pass_cli
+def resume_cmd(cli: CliContext, queue: str) -> None:
     """Let workers claim from QUEUE again; its idle workers are woken at once."""
     check_queue_name(queue)  # before connecting: a typo fails the same way with any DSN
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        result = resume_queue(conn, settings["schema"], queue)
+    with cli.connect() as conn:
+        result = resume_queue(conn, cli.schema, queue)
     if result.was_paused:
         click.echo(f"queue {queue} resumed")
     else:
@@ -122,8 +121,8 @@ def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.command(name="scale", context_settings=_NEGATIVE_OK)
 @click.argument("queue")
 @click.argument("limit", metavar="N|off")
-@click.pass_context
-def scale_cmd(ctx: click.Context, queue: str, limit: str) -> None:
+@pass_cli
+def scale_cmd(cli: CliContext, queue: str, limit: str) -> None:
     """Let at most N workers of QUEUE claim, cluster-wide (0: none; `off`: no limit).
 
     Workers beyond the limit stay alive and parked, and take over a slot when
@@ -131,9 +130,8 @@ def scale_cmd(ctx: click.Context, queue: str, limit: str) -> None:
     """
     check_queue_name(queue)
     value = parse_scale(limit)
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        result = scale_queue(conn, settings["schema"], queue, value)
+    with cli.connect() as conn:
+        result = scale_queue(conn, cli.schema, queue, value)
     was = f"was: {_limit(result.previous)}"
     woken = "; its idle workers were woken" if result.woken else ""
     if not result.changed:
@@ -159,8 +157,8 @@ def scale_cmd(ctx: click.Context, queue: str, limit: str) -> None:
     metavar="B",
     help="Jobs that may start at once after a quiet spell (1-100000, default 1).",
 )
-@click.pass_context
-def rate_cmd(ctx: click.Context, queue: str, rate: str, burst: int | None) -> None:
+@pass_cli
+def rate_cmd(cli: CliContext, queue: str, rate: str, burst: int | None) -> None:
     """Start at most R jobs per second of QUEUE, cluster-wide (`off`: no limit).
 
     R may be fractional (0.5: one job every 2 s). A new rate or burst starts
@@ -172,9 +170,8 @@ def rate_cmd(ctx: click.Context, queue: str, rate: str, burst: int | None) -> No
         raise ValidationError(f"--burst goes with a rate, not with `{OFF}`")
     if burst is not None:
         check_burst(burst)
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        result = rate_queue(conn, settings["schema"], queue, value, burst=burst)
+    with cli.connect() as conn:
+        result = rate_queue(conn, cli.schema, queue, value, burst=burst)
     was = _rate(result.previous_rate, result.previous_burst)
     if not result.changed and value is None:
         click.echo(f"queue {queue} already had no rate limit (unchanged)")
@@ -194,19 +191,16 @@ def rate_cmd(ctx: click.Context, queue: str, rate: str, burst: int | None) -> No
 
 @click.command(name="park")
 @_target_options
-@click.pass_context
-def park_cmd(
-    ctx: click.Context, host: str | None, queue: str | None, worker_id: str | None
-) -> None:
+@pass_cli
+def park_cmd(cli: CliContext, host: str | None, queue: str | None, worker_id: str | None) -> None:
     """Keep workers alive but claiming nothing: a host's (now and later) or one worker.
 
     Exactly one of --host HOST [--queue QUEUE] or --worker ID. A host park also
     holds for workers started on that host later, until `unpark`.
     """
     target = _target(host, queue, worker_id)
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        result = park(conn, settings["schema"], target)
+    with cli.connect() as conn:
+        result = park(conn, cli.schema, target)
     since = _since(result.parked_at)
     if target.worker_id is not None:
         where = f"host {result.host}, queue {result.queue or '-'}"
@@ -233,19 +227,16 @@ def park_cmd(
 
 @click.command(name="unpark")
 @_target_options
-@click.pass_context
-def unpark_cmd(
-    ctx: click.Context, host: str | None, queue: str | None, worker_id: str | None
-) -> None:
+@pass_cli
+def unpark_cmd(cli: CliContext, host: str | None, queue: str | None, worker_id: str | None) -> None:
     """Remove parks: every park of a host, its park of one queue, or one worker's park.
 
     Exactly one of --host HOST [--queue QUEUE] or --worker ID. Reports any other
     park that still holds for the same workers.
     """
     target = _target(host, queue, worker_id)
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        result = unpark(conn, settings["schema"], target)
+    with cli.connect() as conn:
+        result = unpark(conn, cli.schema, target)
     if target.worker_id is not None:
         wid = target.worker_id
         click.echo(f"unparked worker {wid}" if result.removed else f"worker {wid} was not parked")
@@ -276,20 +267,18 @@ def unpark_cmd(
 
 @click.command(name="stop")
 @_target_options
-@click.pass_context
-def stop_cmd(
-    ctx: click.Context, host: str | None, queue: str | None, worker_id: str | None
-) -> None:
+@pass_cli
+def stop_cmd(cli: CliContext, host: str | None, queue: str | None, worker_id: str | None) -> None:
     """Ask live workers to exit 0 after their current job (prefetched jobs go back).
 
     Exactly one of --host HOST [--queue QUEUE] or --worker ID. One-shot: workers
-    started later are not affected (use `park` for that). A supervisor with
-    Restart=always starts them again; stop the unit to keep them down.
+    started later are not affected (use `park` for that). The shipped worker unit
+    (Restart=on-failure) leaves them stopped; a supervisor that restarts on any
+    exit starts them again: park them to keep them down.
     """
     target = _target(host, queue, worker_id)
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        requests = stop_workers(conn, settings["schema"], target)
+    with cli.connect() as conn:
+        requests = stop_workers(conn, cli.schema, target)
     new = [r.worker_id for r in requests if not r.already]
     old = [r for r in requests if r.already]
     if new:
@@ -305,15 +294,12 @@ def stop_cmd(
 
 @click.command(name="controls")
 @click.option("--json", "as_json", is_flag=True, help="Print the controls as JSON.")
-@click.pass_context
-def controls_cmd(ctx: click.Context, as_json: bool) -> None:
+@pass_cli
+def controls_cmd(cli: CliContext, as_json: bool) -> None:
     """Every control in force: paused, scaled and rate-limited queues, parks, stop requests."""
-    from queue_engine.cli.views import controls_lines
-
-    settings = ctx.find_root().obj
-    with connect(settings["dsn"]) as conn:
-        view = read_controls(conn, settings["schema"])
+    with cli.connect() as conn:
+        view = read_controls(conn, cli.schema)
     if as_json:
         print_json(view.to_dict())
         return
-    click.echo("\n".join(controls_lines(view)))
+    click.echo("\n".join(render.controls_lines(view)))

@@ -1,74 +1,59 @@
 """``queue-ctl``: the operator and developer command line.
 
-Each subcommand opens one connection, does one thing, and exits. Errors are
-one line on stderr with the exit codes of :mod:`queue_engine.cli.common`.
+This module is the group (``--dsn``, ``--schema``), the job and migration
+commands, and the list of the other subcommands, which live in their own
+modules. Imports run one way: ``ctl`` imports the subcommand modules, they
+import :mod:`~queue_engine.cli.context`, :mod:`~queue_engine.cli.render` and
+:mod:`~queue_engine.cli.common`, and nothing imports ``ctl``.
+
+Each subcommand opens one connection (through the group's
+:class:`~queue_engine.cli.context.CliContext`), does one thing, and exits.
+Errors are one line on stderr with the exit codes of
+:mod:`queue_engine.cli.common`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 import click
 
-from queue_engine.cli.common import dsn_option, parse_json_args, print_json, run_cli, schema_option
-from queue_engine.client import Client
+from queue_engine.cli import render
+from queue_engine.cli.bench import bench
+from queue_engine.cli.common import dsn_option, parse_json_args, run_cli, schema_option
+from queue_engine.cli.context import CliContext, pass_cli
+from queue_engine.cli.controls import (
+    controls_cmd,
+    park_cmd,
+    pause_cmd,
+    rate_cmd,
+    resume_cmd,
+    scale_cmd,
+    stop_cmd,
+    unpark_cmd,
+)
+from queue_engine.cli.demo import demo
+from queue_engine.cli.prune import prune
+from queue_engine.cli.render import print_json
+from queue_engine.cli.roles import roles
+from queue_engine.cli.schedules import schedules
+from queue_engine.cli.views import show_cmd, stats_cmd, top_cmd, workers_cmd
 from queue_engine.config import validate_schema
-from queue_engine.db import connect
 from queue_engine.errors import ConfigError
 from queue_engine.jobs import Job, JobStatus
-from queue_engine.migrate import Migrator
 
 
-@contextmanager
-def open_client(ctx: click.Context) -> Iterator[Client]:
-    """A Client on one autocommit connection, closed on exit."""
-    settings = ctx.obj
-    with connect(settings["dsn"]) as conn:
-        yield Client(conn=conn, schema=settings["schema"])
-
-
-def _migrator(ctx: click.Context, directory: Path | None, ledger: str | None) -> Migrator:
+def _check_chain(directory: Path | None, ledger: str | None) -> None:
     if (directory is None) != (ledger is None):
         raise click.UsageError("--dir and --ledger go together (a host chain needs its own ledger)")
-    return Migrator(ctx.obj["dsn"], schema=ctx.obj["schema"], directory=directory, ledger=ledger)
-
-
-def _job_lines(job: Job) -> list[str]:
-    fields = [
-        ("id", job.id),
-        ("task", job.task),
-        ("queue", job.queue),
-        ("status", job.status),
-        ("attempt", f"{job.attempt}/{job.max_attempts}"),
-        ("priority", job.priority),
-        ("args", json.dumps(job.args)),
-        ("available_at", job.available_at),
-        ("created_at", job.created_at),
-        ("started_at", job.started_at),
-        ("finished_at", job.finished_at),
-        ("duration_ms", job.duration_ms),
-        ("claimed_by", job.claimed_by),
-        ("lock_key", job.lock_key),
-        ("affinity_key", job.affinity_key),
-        ("idempotency_key", job.idempotency_key),
-        ("dedupe_key", job.dedupe_key),
-        ("cancel_requested", job.cancel_requested if job.cancel_requested else None),
-        ("progress", None if job.progress is None else json.dumps(job.progress)),
-        ("result", None if job.result is None else json.dumps(job.result)),
-        ("error", job.error),
-    ]
-    return [f"{name:>16}: {value}" for name, value in fields if value is not None]
 
 
 def _echo_job(job: Job, as_json: bool) -> None:
     if as_json:
         print_json(job.to_dict())
     else:
-        click.echo("\n".join(_job_lines(job)))
+        click.echo("\n".join(render.job_lines(job)))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -82,7 +67,7 @@ def ctl(ctx: click.Context, dsn: str, schema: str) -> None:
         validate_schema(schema)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--schema") from None
-    ctx.obj = {"dsn": dsn, "schema": schema}
+    ctx.obj = CliContext(dsn=dsn, schema=schema)
 
 
 @ctl.command()
@@ -104,16 +89,17 @@ def ctl(ctx: click.Context, dsn: str, schema: str) -> None:
 @click.option(
     "--ledger", help="[schema.]table recording the host chain's applied versions (with --dir)."
 )
-@click.pass_context
+@pass_cli
 def migrate(
-    ctx: click.Context,
+    cli: CliContext,
     target: int | None,
     show_status: bool,
     directory: Path | None,
     ledger: str | None,
 ) -> None:
     """Apply pending migrations (safe to run from several processes at once)."""
-    migrator = _migrator(ctx, directory, ledger)
+    _check_chain(directory, ledger)
+    migrator = cli.migrator(directory, ledger)
     if show_status:
         for state in migrator.status():
             mark = state.applied_at.isoformat(timespec="seconds") if state.applied_at else "pending"
@@ -142,10 +128,11 @@ def migrate(
     help="A host application's chain folder (with --ledger).",
 )
 @click.option("--ledger", help="[schema.]table of the host chain (with --dir).")
-@click.pass_context
-def downgrade(ctx: click.Context, target: int, directory: Path | None, ledger: str | None) -> None:
+@pass_cli
+def downgrade(cli: CliContext, target: int, directory: Path | None, ledger: str | None) -> None:
     """Revert migrations down to a version."""
-    migrator = _migrator(ctx, directory, ledger)
+    _check_chain(directory, ledger)
+    migrator = cli.migrator(directory, ledger)
     for m in migrator.down(target):
         click.echo(f"reverted {m.version:04d}_{m.name}")
     click.echo(f"database is at version {migrator.current_version()}")
@@ -176,9 +163,9 @@ def downgrade(ctx: click.Context, target: int, directory: Path | None, ledger: s
 @click.option("--dedupe-key", help="Unique among queued and running jobs.")
 @click.option("--partition-key", help="Free-form partition label.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole job as JSON.")
-@click.pass_context
+@pass_cli
 def enqueue(
-    ctx: click.Context,
+    cli: CliContext,
     task: str,
     queue: str | None,
     raw_args: str,
@@ -197,7 +184,7 @@ def enqueue(
 ) -> None:
     """Enqueue one job of TASK and print its id."""
     args = parse_json_args(raw_args)
-    with open_client(ctx) as client:
+    with cli.client() as client:
         job = client.enqueue(
             task,
             queue=queue,
@@ -224,19 +211,19 @@ def enqueue(
 @ctl.command()
 @click.argument("job_id", type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
-@click.pass_context
-def status(ctx: click.Context, job_id: int, as_json: bool) -> None:
+@pass_cli
+def status(cli: CliContext, job_id: int, as_json: bool) -> None:
     """Show one job."""
-    with open_client(ctx) as client:
+    with cli.client() as client:
         _echo_job(client.get(job_id), as_json)
 
 
 @ctl.command()
 @click.argument("job_id", type=click.IntRange(min=1))
-@click.pass_context
-def cancel(ctx: click.Context, job_id: int) -> None:
+@pass_cli
+def cancel(cli: CliContext, job_id: int) -> None:
     """Cancel a queued job, or ask a running job to stop at its next checkpoint."""
-    with open_client(ctx) as client:
+    with cli.client() as client:
         job = client.cancel(job_id, message="canceled with queue-ctl")
     if job.status == JobStatus.CANCELED:
         click.echo(f"job {job_id} canceled")
@@ -246,10 +233,10 @@ def cancel(ctx: click.Context, job_id: int) -> None:
 
 @ctl.command()
 @click.argument("job_id", type=click.IntRange(min=1))
-@click.pass_context
-def retry(ctx: click.Context, job_id: int) -> None:
+@pass_cli
+def retry(cli: CliContext, job_id: int) -> None:
     """Put a failed, canceled or lost job back in its queue."""
-    with open_client(ctx) as client:
+    with cli.client() as client:
         client.retry(job_id, message="retried with queue-ctl")
     click.echo(f"job {job_id} queued again")
 
@@ -281,9 +268,9 @@ def _duration_option(ctx: click.Context, param: click.Parameter, value: str | No
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as a JSON array.")
-@click.pass_context
+@pass_cli
 def list_jobs(
-    ctx: click.Context,
+    cli: CliContext,
     queue: str | None,
     status_: str | None,
     task: str | None,
@@ -292,49 +279,22 @@ def list_jobs(
     as_json: bool,
 ) -> None:
     """List jobs, newest first."""
-    with open_client(ctx) as client:
+    with cli.client() as client:
         jobs = client.list(
             queue=queue, status=status_, task=task, limit=limit, older_than_s=older_than_s
         )
     if as_json:
         print_json([j.to_dict() for j in jobs])
         return
-    click.echo(f"{'ID':>8}  {'STATUS':<10} {'QUEUE':<16} {'TASK':<24} {'ATTEMPT':>7}  CREATED")
-    for j in jobs:
-        click.echo(
-            f"{j.id:>8}  {j.status:<10} {j.queue:<16} {j.task:<24} {j.attempt:>3}/{j.max_attempts:<3}  "
-            f"{j.created_at.isoformat(timespec='seconds')}"
-        )
+    click.echo("\n".join(render.job_list_lines(jobs)))
 
 
-def _register_optional_commands() -> None:
-    from queue_engine.cli.bench import bench
-    from queue_engine.cli.controls import (
-        controls_cmd,
-        park_cmd,
-        pause_cmd,
-        rate_cmd,
-        resume_cmd,
-        scale_cmd,
-        stop_cmd,
-        unpark_cmd,
-    )
-    from queue_engine.cli.demo import demo
-    from queue_engine.cli.prune import prune
-    from queue_engine.cli.roles import roles
-    from queue_engine.cli.schedules import schedules
-    from queue_engine.cli.views import show_cmd, stats_cmd, top_cmd, workers_cmd
-
-    ctl.add_command(demo)
-    ctl.add_command(bench)
-    ctl.add_command(schedules)
-    for command in (stats_cmd, workers_cmd, show_cmd, top_cmd, prune, roles, pause_cmd, resume_cmd):
-        ctl.add_command(command)
-    for command in (scale_cmd, rate_cmd, park_cmd, unpark_cmd, stop_cmd, controls_cmd):
-        ctl.add_command(command)
-
-
-_register_optional_commands()
+for _command in (
+    *(demo, bench, schedules, prune, roles),
+    *(stats_cmd, workers_cmd, show_cmd, top_cmd),
+    *(pause_cmd, resume_cmd, scale_cmd, rate_cmd, park_cmd, unpark_cmd, stop_cmd, controls_cmd),
+):
+    ctl.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

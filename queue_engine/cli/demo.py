@@ -32,11 +32,13 @@ import psycopg
 from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
+from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
 from queue_engine.db import connect, describe_dsn
 from queue_engine.embedded import database_for
 from queue_engine.errors import QueueEngineError
+from queue_engine.exit_codes import ExitCode
 from queue_engine.jobs import FINISHED_STATUSES, JobStatus
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, schema_version
 
@@ -246,9 +248,9 @@ def _print_summary(jobs: list[DemoJob], rows: dict[int, dict[str, Any]]) -> None
     show_default=True,
     help="Give up (exit 1) if the jobs are not finished after this many seconds.",
 )
-@click.pass_context
+@pass_cli
 def demo(
-    ctx: click.Context,
+    cli: CliContext,
     local_dsn: str | None,
     data_dir: Path | None,
     keep: bool,
@@ -258,8 +260,8 @@ def demo(
     """Run orchestrator + workers on sample jobs, with live progress and a summary."""
     started = time.monotonic()
     deadline = started + timeout
-    schema = ctx.obj["schema"]
-    dsn = local_dsn or ctx.obj["dsn"]
+    schema = cli.schema
+    dsn = local_dsn or cli.dsn
     # SIGTERM stops the demo like Ctrl-C: the finally blocks below stop the children.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     if not dsn:
@@ -326,12 +328,12 @@ def demo(
             if ok and any(c != 0 for c in codes.values()):
                 ok = False
                 for child in fleet.children:
-                    if child.exited() != 0:
+                    if child.exited() != ExitCode.OK:
                         click.echo(f"--- {child.name} log (tail) ---\n{child.tail()}", err=True)
             if not dsn:
                 click.echo("stopping the embedded Postgres ...")
     if ok:
         shutil.rmtree(log_dir, ignore_errors=True)
         click.echo(f"demo finished in {time.monotonic() - started:.1f} s")
-        return 0
+        return ExitCode.OK
     raise DemoFailed(f"a daemon did not stop cleanly (logs in {log_dir})")

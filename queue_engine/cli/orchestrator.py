@@ -1,9 +1,12 @@
 """``queue-orchestrator``: migrate, then lead (or stand by) and run the sweeps until told to stop.
 
-Run one or more per cluster under systemd. Exit codes: 0 after SIGTERM/SIGINT
-(clean stop: leadership released, row marked stopped), 69 when the database
-cannot be reached at start (after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries),
-2 for a configuration error, 3 when a migration fails. Once running, a lost
+Run one or more per cluster under systemd. Exit codes
+(:class:`~queue_engine.exit_codes.ExitCode`): ``OK`` after SIGTERM/SIGINT
+(clean stop: leadership released, row marked stopped), ``INTERRUPTED`` when a
+second SIGTERM/SIGINT arrives during that stop (exit at once), ``UNAVAILABLE``
+when the database cannot be reached at start (after
+``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries), ``USAGE`` for a configuration
+error, ``MIGRATION`` when a migration fails. Once running, a lost
 database is not fatal: the process steps down, reconnects with backoff and
 competes again.
 
@@ -11,79 +14,36 @@ Under systemd (``Type=notify``) it reports ``READY=1`` once migrated and
 registered, a ``STATUS=`` line whenever its role changes (leader, standby,
 database unavailable), ``WATCHDOG=1`` from its heartbeat when the unit sets
 ``WatchdogSec=``, and ``STOPPING=1`` when told to stop. Outside systemd none of
-this is sent.
+this is sent. The lifecycle is the shared :mod:`queue_engine.daemon` runtime.
 """
 
 from __future__ import annotations
 
-import logging
-import signal
-import threading
-from types import FrameType
-
 import click
 
-from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
+from queue_engine import settings as table
+from queue_engine.cli.common import (
+    dsn_option,
+    log_options,
+    run_cli,
+    schema_option,
+    setting_option,
+)
 from queue_engine.config import validate_schema
-from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.errors import ConfigError
 from queue_engine.logs import setup_logging
 from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
-from queue_engine.service import log_event
-from queue_engine.systemd import SystemdNotifier
-
-log = logging.getLogger("queue_engine.orchestrator")
-
-
-def status_line(orch: Orchestrator) -> str:
-    """The one-line ``systemctl status`` text for the orchestrator's current role."""
-    state = orch.state()
-    config = orch.config
-    if state == "leader":
-        recovery = (
-            f", fast recovery every {config.recovery_s:g}s"
-            if config.recovery_s > 0
-            else ", fast recovery off"
-        )
-        return (
-            f"leader: reaper and dead-worker sweep every {config.sweep_s:g}s{recovery} "
-            f"(schema {config.schema})"
-        )
-    if state == "standby":
-        if orch.elector.connection_failures:
-            return "standby: database unavailable, reconnecting"
-        return "standby: another orchestrator leads; taking over if it goes"
-    return state
-
-
-def install_stop_handlers(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT set ``stop``; the main thread then shuts down in order."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @dsn_option
 @schema_option
 @log_options
-@click.option(
-    "--http-port",
-    type=click.IntRange(0, 65535),
-    envvar="QUEUE_ENGINE_HTTP_PORT",
-    show_envvar=True,
+@setting_option(
+    table.HTTP_PORT,
     help="Serve Prometheus /metrics and /health on this port (needs queue-engine[metrics]).",
 )
-@click.option(
-    "--http-host",
-    default="127.0.0.1",
-    show_default=True,
-    envvar="QUEUE_ENGINE_HTTP_HOST",
-    show_envvar=True,
-    help="Address the metrics server binds to.",
-)
+@setting_option(table.HTTP_HOST, help="Address the metrics server binds to.")
 @click.version_option(package_name="queue-engine", prog_name="queue-orchestrator")
 def orchestrator(
     dsn: str, schema: str, log_format: str, log_level: str, http_port: int | None, http_host: str
@@ -102,37 +62,8 @@ def orchestrator(
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--schema") from None
     setup_logging(log_format, log_level)
-    stop = threading.Event()
-    install_stop_handlers(stop)
-    notifier = SystemdNotifier()
     config = OrchestratorConfig.from_env(dsn, schema, http_port=http_port, http_host=http_host)
-    orch = Orchestrator(config, notifier=notifier)
-    notifier.status("migrating (waiting for the database if needed)")
-    try:
-        orch.migrate(stopping=stop.is_set)
-    except DatabaseUnavailable:
-        if stop.is_set():
-            notifier.stopping()
-            return 0  # told to stop while waiting for the database: a clean stop
-        raise
-    if stop.is_set():
-        notifier.stopping()
-        return 0
-    try:
-        orch.start()
-        shown = status_line(orch)
-        notifier.ready(shown)
-        while not stop.wait(0.5):
-            current = status_line(orch)
-            if current != shown:
-                notifier.status(current)
-                shown = current
-        log_event(log, logging.INFO, "orchestrator.stopping", reason="signal")
-    finally:
-        notifier.stopping()
-        notifier.status("stopping: resigning and stopping the sweeps")
-        orch.stop()
-    return 0
+    return Orchestrator(config).run()
 
 
 def main(argv: list[str] | None = None) -> None:

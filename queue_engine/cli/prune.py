@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import click
 
-from queue_engine.cli.common import print_json
-from queue_engine.db import connect
+from queue_engine.cli.context import CliContext, pass_cli
+from queue_engine.cli.render import print_json, prune_summary
 from queue_engine.errors import ConfigError
 from queue_engine.orchestrator.pruner import (
     BATCH_SIZE_DEFAULT,
-    PruneResult,
     Retention,
     parse_duration,
     prune_dry_run,
@@ -59,9 +58,9 @@ def _retention(older_than: str | None) -> Retention:
     help="Stop after this many statements.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-@click.pass_context
+@pass_cli
 def prune(
-    ctx: click.Context,
+    cli: CliContext,
     dry_run: bool,
     older_than: str | None,
     batch_size: int,
@@ -70,8 +69,8 @@ def prune(
 ) -> None:
     """Delete finished jobs (and their events) past retention, and stale worker rows."""
     retention = _retention(older_than)
-    schema = ctx.obj["schema"]
-    with connect(ctx.obj["dsn"]) as conn:
+    schema = cli.schema
+    with cli.connect() as conn:
         if dry_run:
             result = prune_dry_run(conn, schema, retention)
         else:
@@ -81,18 +80,4 @@ def prune(
     if as_json:
         print_json(result.to_dict())
         return
-    click.echo(_summary(result))
-
-
-def _summary(result: PruneResult) -> str:
-    verb = "would delete" if result.dry_run else "deleted"
-    by_status = ", ".join(f"{k} {v}" for k, v in sorted(result.jobs.items())) or "none"
-    text = (
-        f"{verb} {result.jobs_total} jobs ({by_status}), {result.events} events, "
-        f"{result.workers} worker rows"
-    )
-    if not result.dry_run:
-        text += f" in {result.batches} batches"
-        if result.more:
-            text += "; more left (--max-batches reached): run again"
-    return text
+    click.echo(prune_summary(result))

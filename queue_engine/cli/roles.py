@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from queue_engine.db import connect
+from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.roles import MONITOR_ROLE, PRODUCER_ROLE, WORKER_ROLE, roles_sql
 
 
@@ -18,17 +18,15 @@ from queue_engine.roles import MONITOR_ROLE, PRODUCER_ROLE, WORKER_ROLE, roles_s
 @click.option("--producer-role", default=PRODUCER_ROLE, show_default=True)
 @click.option("--monitor-role", default=MONITOR_ROLE, show_default=True)
 @click.option("--apply", "apply_", is_flag=True, help="Run the SQL instead of printing it.")
-@click.pass_context
+@pass_cli
 def roles(
-    ctx: click.Context, worker_role: str, producer_role: str, monitor_role: str, apply_: bool
+    cli: CliContext, worker_role: str, producer_role: str, monitor_role: str, apply_: bool
 ) -> None:
     """Print the SQL creating worker/producer/monitor group roles and their grants."""
-    text = roles_sql(
-        ctx.obj["schema"], worker=worker_role, producer=producer_role, monitor=monitor_role
-    )
+    text = roles_sql(cli.schema, worker=worker_role, producer=producer_role, monitor=monitor_role)
     if not apply_:
         click.echo(text, nl=False)
         return
-    with connect(ctx.obj["dsn"]) as conn:
+    with cli.connect() as conn:
         conn.execute(text.encode())
     click.echo(f"roles {worker_role}, {producer_role}, {monitor_role} created or updated")

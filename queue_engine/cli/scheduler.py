@@ -1,48 +1,44 @@
 """``queue-scheduler``: enqueue periodic jobs, each slot exactly once, until told to stop.
 
 Run one or more per cluster (two for availability: they need no election, the
-database dedupes every slot). Exit codes: 0 after SIGTERM/SIGINT (clean stop),
-2 for a usage or configuration error (bad option, app module that does not
-import, invalid schedule), 69 when the database cannot be reached at start
+database dedupes every slot). Exit codes (:class:`~queue_engine.exit_codes.ExitCode`):
+``OK`` after SIGTERM/SIGINT (clean stop), ``INTERRUPTED`` when a second
+SIGTERM/SIGINT arrives during that stop (exit at once), ``USAGE`` for a usage
+or configuration error (bad option, app module that does not import, invalid
+schedule), ``UNAVAILABLE`` when the database cannot be reached at start
 (after ``QUEUE_ENGINE_CONNECT_RETRY_S`` of retries). A schema without the
-schedules tables is waited for (the orchestrator migrates). Once running, a lost database is not fatal: the
-scheduler reconnects with capped backoff and catches up the slots still
-within the grace period.
+schedules tables is waited for (the orchestrator migrates). Once running, a
+lost database is not fatal: the scheduler reconnects with capped backoff and
+catches up the slots still within the grace period. The lifecycle is the
+shared :mod:`queue_engine.daemon` runtime.
 """
 
 from __future__ import annotations
 
-import logging
-import signal
-import threading
-from types import FrameType
-
 import click
 
-from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
+from queue_engine import settings as table
+from queue_engine.cli.common import (
+    dsn_option,
+    log_options,
+    run_cli,
+    schema_option,
+    setting_option,
+)
 from queue_engine.config import validate_schema
-from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.errors import ConfigError
 from queue_engine.logs import setup_logging
 from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
 from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
-from queue_engine.service import log_event
 
 PROG = "queue-scheduler"
-
-log = logging.getLogger("queue_engine.scheduler")
-
-
-class _Stopped(Exception):
-    """SIGTERM arrived while start-up was waiting: stop cleanly."""
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @dsn_option
 @schema_option
-@click.option(
-    "--app",
-    envvar="QUEUE_ENGINE_APP",
-    show_envvar=True,
+@setting_option(
+    table.APP,
     help="Module declaring schedules with @periodic; synced into the schedules table at start.",
 )
 @log_options
@@ -54,7 +50,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     with --app, from @periodic declarations synced into it at start. Settings:
     QUEUE_ENGINE_SCHEDULER_GRACE_S (60: older due slots count as missed),
     QUEUE_ENGINE_SCHEDULER_POLL_S (5: longest sleep between reads of the table),
-    QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (5),
+    QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (10),
     QUEUE_ENGINE_CONNECT_RETRY_S (10).
     """
     try:
@@ -64,37 +60,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     setup_logging(log_format, log_level)
     specs: list[ScheduleSpec] = load_schedules(app) if app else []
     check_specs(specs)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    runner = Scheduler(SchedulerConfig.from_env(dsn, schema, app), specs)
-
-    def interruptible_sleep(seconds: float) -> None:
-        if stop.wait(seconds):
-            raise _Stopped()
-
-    try:
-        runner.prepare(stopping=stop.is_set, sleep=interruptible_sleep)
-    except _Stopped:
-        return 0  # told to stop while waiting for the database or the schema
-    except DatabaseUnavailable:
-        if stop.is_set():
-            return 0  # told to stop while waiting for the database: a clean stop
-        raise
-    if stop.is_set():
-        return 0
-    try:
-        runner.start()
-        while not stop.wait(0.5):
-            pass
-        log_event(log, logging.INFO, "scheduler.stopping", reason="signal")
-    finally:
-        runner.stop()
-    return 0
+    return Scheduler(SchedulerConfig.from_env(dsn, schema, app), specs).run()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,22 +15,19 @@ from typing import Any
 import click
 import psycopg
 
-from queue_engine.cli.common import parse_json_args, print_json
-from queue_engine.db import connect, schema_errors
+from queue_engine.cli.common import parse_json_args
+from queue_engine.cli.context import CliContext, pass_cli
+from queue_engine.cli.render import print_json, schedule_lines, when
+from queue_engine.db import schema_errors
 from queue_engine.scheduler import store
 from queue_engine.scheduler.schedules import OVERLAP_POLICIES, ScheduleSpec
 
 
 @contextmanager
-def _open(ctx: click.Context) -> Iterator[tuple[psycopg.Connection[Any], str]]:
-    settings = ctx.find_root().obj
-    schema = settings["schema"]
-    with connect(settings["dsn"]) as conn, schema_errors(schema):
-        yield conn, schema
-
-
-def _when(value: datetime | None, tz: Any) -> str:
-    return "-" if value is None else value.astimezone(tz).isoformat(timespec="seconds")
+def _open(cli: CliContext) -> Iterator[tuple[psycopg.Connection[Any], str]]:
+    """A connection on which a missing schema reads "run queue-ctl migrate" (exit 3)."""
+    with cli.connect() as conn, schema_errors(cli.schema):
+        yield conn, cli.schema
 
 
 @click.group(name="schedules")
@@ -66,9 +63,9 @@ def schedules() -> None:
 @click.option("--timeout", "timeout_s", type=int, help="Wall-clock budget of one attempt, s.")
 @click.option("--disabled", is_flag=True, help="Add it disabled.")
 @click.option("--replace", is_flag=True, help="Replace a CLI schedule of the same name.")
-@click.pass_context
+@pass_cli
 def add(
-    ctx: click.Context,
+    cli: CliContext,
     name: str,
     expression: str,
     task: str,
@@ -99,68 +96,56 @@ def add(
         enabled=not disabled,
         source="cli",
     )
-    with _open(ctx) as (conn, schema):
+    with _open(cli) as (conn, schema):
         created = store.add(conn, schema, spec, replace=replace)
     nxt = spec.trigger.next_after(datetime.now(UTC))
     verb = "added" if created else "replaced"
-    when = "disabled" if disabled else f"next slot {_when(nxt, spec.trigger.zone)}"
-    click.echo(f"schedule {name} {verb}: {when}")
+    state = "disabled" if disabled else f"next slot {when(nxt, spec.trigger.zone)}"
+    click.echo(f"schedule {name} {verb}: {state}")
 
 
 @schedules.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print the schedules as a JSON array.")
-@click.pass_context
-def list_schedules(ctx: click.Context, as_json: bool) -> None:
+@pass_cli
+def list_schedules(cli: CliContext, as_json: bool) -> None:
     """List every schedule with its last slot and next fire time."""
     now = datetime.now(UTC)
-    with _open(ctx) as (conn, schema):
+    with _open(cli) as (conn, schema):
         rows, broken = store.list_rows(conn, schema)
     for line in broken:
         click.echo(f"queue-ctl: warning: {line}", err=True)
     if as_json:
         print_json([store.describe(row, now) for row in rows])
         return
-    header = (
-        f"{'NAME':<24} {'EXPRESSION':<18} {'TZ':<16} {'TASK':<20} {'QUEUE':<12} "
-        f"{'ENABLED':<7} {'SOURCE':<6} {'LAST SLOT':<25} NEXT FIRE"
-    )
-    click.echo(header)
-    for row in rows:
-        spec = row.spec
-        zone = spec.trigger.zone
-        click.echo(
-            f"{spec.name:<24} {spec.expression:<18} {spec.tz:<16} {spec.task:<20} "
-            f"{spec.queue:<12} {'yes' if spec.enabled else 'no':<7} {spec.source:<6} "
-            f"{_when(row.last_slot, zone):<25} {_when(row.next_fire(now), zone)}"
-        )
+    click.echo("\n".join(schedule_lines(rows, now)))
 
 
 @schedules.command()
 @click.argument("name")
-@click.pass_context
-def enable(ctx: click.Context, name: str) -> None:
+@pass_cli
+def enable(cli: CliContext, name: str) -> None:
     """Enable a schedule (slots that passed while it was disabled are not caught up)."""
-    with _open(ctx) as (conn, schema):
+    with _open(cli) as (conn, schema):
         store.set_enabled(conn, schema, name, True)
     click.echo(f"schedule {name} enabled")
 
 
 @schedules.command()
 @click.argument("name")
-@click.pass_context
-def disable(ctx: click.Context, name: str) -> None:
+@pass_cli
+def disable(cli: CliContext, name: str) -> None:
     """Disable a schedule (kept across scheduler restarts, also for code schedules)."""
-    with _open(ctx) as (conn, schema):
+    with _open(cli) as (conn, schema):
         store.set_enabled(conn, schema, name, False)
     click.echo(f"schedule {name} disabled")
 
 
 @schedules.command()
 @click.argument("name")
-@click.pass_context
-def remove(ctx: click.Context, name: str) -> None:
+@pass_cli
+def remove(cli: CliContext, name: str) -> None:
     """Remove a schedule and its slot records."""
-    with _open(ctx) as (conn, schema):
+    with _open(cli) as (conn, schema):
         source = store.remove(conn, schema, name)
     note = (
         " (declared in code: the next `queue-scheduler --app` start adds it back; "
@@ -173,9 +158,9 @@ def remove(ctx: click.Context, name: str) -> None:
 
 @schedules.command(name="run-now")
 @click.argument("name")
-@click.pass_context
-def run_now(ctx: click.Context, name: str) -> None:
+@pass_cli
+def run_now(cli: CliContext, name: str) -> None:
     """Enqueue one job of NAME at once (reason "manual"; no slot, no dedupe) and print its id."""
-    with _open(ctx) as (conn, schema):
+    with _open(cli) as (conn, schema):
         job_id = store.run_now(conn, schema, name)
     click.echo(job_id)

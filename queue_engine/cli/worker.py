@@ -1,13 +1,14 @@
 """``queue-claim-worker``: run one claim worker process for one queue.
 
-Exit codes (systemd restarts on them; docs/reference/exit-codes.md): 0 clean
-stop (SIGTERM/SIGINT; the running job finished, or was given back after
-``QUEUE_ENGINE_SHUTDOWN_GRACE_S``), 2 usage or configuration error (bad option,
-app module that does not import), 69 the database was unreachable at start for
-``QUEUE_ENGINE_CONNECT_RETRY_S``, 75 a job exceeded its wall-clock budget, 76 a
-job stalled (stall watchdog), 77 a job was hard-stopped (it ignored a cancel,
-or its lease was lost and it did not stop), 130 a second SIGTERM/SIGINT ended
-the process at once.
+Exit codes (:class:`~queue_engine.exit_codes.ExitCode`; systemd restarts on
+them; docs/reference/exit-codes.md): ``OK`` clean stop (SIGTERM/SIGINT; the
+running job finished, or was given back after ``QUEUE_ENGINE_SHUTDOWN_GRACE_S``),
+``USAGE`` bad option or setting, app module that does not import,
+``UNAVAILABLE`` the database was unreachable at start for
+``QUEUE_ENGINE_CONNECT_RETRY_S``, ``WATCHDOG`` a job exceeded its wall-clock
+budget, ``STALL`` a job stalled (stall watchdog), ``HARD_STOP`` a job ignored a
+cancel, or its lease was lost and it did not stop, ``INTERRUPTED`` a second
+SIGTERM/SIGINT ended the process at once.
 """
 
 from __future__ import annotations
@@ -19,45 +20,39 @@ from types import FrameType
 
 import click
 
-from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option
+from queue_engine import settings as table
+from queue_engine.cli.common import (
+    dsn_option,
+    log_options,
+    run_cli,
+    schema_option,
+    setting_option,
+)
+from queue_engine.exit_codes import ExitCode
 from queue_engine.logs import setup_logging
 from queue_engine.tasks import load_app
 from queue_engine.worker.loop import Worker
-from queue_engine.worker.settings import MAX_PREFETCH, WorkerSettings
+from queue_engine.worker.settings import WorkerSettings
 
 PROG = "queue-claim-worker"
 #: Exit code of a second SIGTERM/SIGINT: at once, the job left to the lease / fast recovery.
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option(
-    "--queue",
-    envvar="QUEUE_ENGINE_QUEUE",
-    show_envvar=True,
-    help="The queue to work (required).",
-)
-@click.option(
-    "--app",
-    envvar="QUEUE_ENGINE_APP",
-    show_envvar=True,
+@setting_option(table.QUEUE, help="The queue to work (required).")
+@setting_option(
+    table.APP,
     help="Module to import that registers the tasks with @queue_engine.task (required).",
 )
 @dsn_option
 @schema_option
-@click.option(
-    "--prefetch",
-    type=click.IntRange(1, MAX_PREFETCH),
-    default=1,
-    show_default=True,
-    envvar="QUEUE_ENGINE_PREFETCH",
-    show_envvar=True,
+@setting_option(
+    table.PREFETCH,
     help="Claimed jobs held at once (run one after another; outcomes flushed in batches).",
 )
-@click.option(
-    "--warm-key",
-    envvar="QUEUE_ENGINE_WARM_KEY",
-    show_envvar=True,
+@setting_option(
+    table.WARM_KEY,
     help="Affinity key this worker starts warm for (e.g. a preloaded model): it prefers "
     "jobs naming it. After each job with an affinity key it is warm for that key.",
 )
@@ -80,7 +75,7 @@ def worker(
     QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT (off), QUEUE_ENGINE_CONNECT_RETRY_S (10),
     QUEUE_ENGINE_DEFAULT_TIMEOUT_S (3600), QUEUE_ENGINE_SHUTDOWN_GRACE_S (30),
     QUEUE_ENGINE_CANCEL_GRACE_S (30), QUEUE_ENGINE_ZOMBIE_GRACE_S (10),
-    QUEUE_ENGINE_AFFINITY_WAIT_S (10).
+    QUEUE_ENGINE_AFFINITY_WAIT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (10).
     """
     setup_logging(log_format, log_level)
     if not queue:

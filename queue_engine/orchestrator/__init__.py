@@ -2,13 +2,16 @@
 
 - :mod:`~queue_engine.orchestrator.leader` — the election protocol (read its
   docstring first);
+- :mod:`~queue_engine.orchestrator.sweep` — what every sweep below shares: its
+  connection and session, class defaults, the bounded batch loop;
 - :mod:`~queue_engine.orchestrator.reaper` — expired leases back to the queue;
 - :mod:`~queue_engine.orchestrator.dead_workers` — flag silent workers that own jobs;
 - :mod:`~queue_engine.orchestrator.fast_recovery` — jobs of workers whose session
   ended back to the queue without waiting for the lease;
-- :mod:`~queue_engine.orchestrator.heartbeat` — this process's workers row;
-- :mod:`~queue_engine.orchestrator.orchestrator` — the composition the
-  ``queue-orchestrator`` command runs.
+- :mod:`~queue_engine.orchestrator.pruner` — retention of finished jobs and old worker rows;
+- :mod:`~queue_engine.orchestrator.orchestrator` — the services the
+  ``queue-orchestrator`` command runs on the shared daemon runtime
+  (:mod:`queue_engine.daemon`, which also keeps this process's workers row).
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from queue_engine.orchestrator.dead_workers import (
     FlaggedWorker,
 )
 from queue_engine.orchestrator.fast_recovery import FastRecovery, GoneWorker, RecoveryResult
-from queue_engine.orchestrator.heartbeat import Heartbeat, HeartbeatResult
 from queue_engine.orchestrator.leader import ElectionResult, LeaderElector, leader_key
 from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorConfig
 from queue_engine.orchestrator.reaper import ReapedJob, Reaper, ReapResult
@@ -31,8 +33,6 @@ __all__ = [
     "FastRecovery",
     "FlaggedWorker",
     "GoneWorker",
-    "Heartbeat",
-    "HeartbeatResult",
     "LeaderElector",
     "Orchestrator",
     "OrchestratorConfig",

@@ -26,27 +26,14 @@ over" (the lease), while the operator learns about the hang within
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
-
-import psycopg
+from typing import Any, Unpack
 
 from queue_engine import sql as queries
 from queue_engine.orchestrator.reaper import SWEEP_DEFAULT_S
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    STAGGER_DEFAULT_S,
-    Clock,
-    LazyConnection,
-    Service,
-    Wait,
-    event_wait,
-    log_event,
-    logged_ids,
-)
+from queue_engine.orchestrator.sweep import SweepOptions, SweepService
+from queue_engine.service import log_event, logged_ids
 
 #: Heartbeats a worker may miss before it is flagged (``QUEUE_ENGINE_DEAD_AFTER_S``
 #: defaults to this many times ``QUEUE_ENGINE_HEARTBEAT_S``).
@@ -110,10 +97,12 @@ def flagged_hint(worker: FlaggedWorker) -> str:
     )
 
 
-class DeadWorkerSweep(Service[DeadWorkerResult]):
+class DeadWorkerSweep(SweepService[DeadWorkerResult]):
     """Leader-only service that flags silent workers owning running jobs, and unflags them."""
 
     name = "dead_workers"
+    interval_default_s = SWEEP_DEFAULT_S
+    batch_size_default = BATCH_SIZE_DEFAULT
 
     def __init__(
         self,
@@ -121,24 +110,12 @@ class DeadWorkerSweep(Service[DeadWorkerResult]):
         schema: str,
         *,
         dead_after_s: float = DEAD_AFTER_DEFAULT_S,
-        interval_s: float = SWEEP_DEFAULT_S,
-        batch_size: int = BATCH_SIZE_DEFAULT,
-        now: Callable[[], datetime | None] = lambda: None,
-        stagger_s: float = STAGGER_DEFAULT_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
+        **options: Unpack[SweepOptions],
     ) -> None:
-        super().__init__(
-            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
-        )
-        if dead_after_s <= 0 or batch_size < 1:
-            raise ValueError("DeadWorkerSweep: dead_after_s must be > 0 and batch_size >= 1")
-        self.schema = schema
+        super().__init__(dsn, schema, **options)
+        if dead_after_s <= 0:
+            raise ValueError("DeadWorkerSweep: dead_after_s must be > 0")
         self.dead_after_s = float(dead_after_s)
-        self.batch_size = batch_size
-        #: Returns the instant heartbeats are compared with; None means the database's now().
-        self.now = now
-        self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
 
     def run_once(self) -> DeadWorkerResult:
         """Flag silent workers and clear revived ones, in one statement; log each."""
@@ -147,15 +124,8 @@ class DeadWorkerSweep(Service[DeadWorkerResult]):
             "dead_after_s": self.dead_after_s,
             "limit": self.batch_size,
         }
-        try:
-            rows = (
-                self.db.get()
-                .execute(queries.query("sweep_dead_workers", self.schema), params)
-                .fetchall()
-            )
-        except psycopg.OperationalError:
-            self.db.reset()
-            raise
+        with self.session() as conn:
+            rows = conn.execute(queries.query("sweep_dead_workers", self.schema), params).fetchall()
         workers = [FlaggedWorker(*row) for row in rows]
         result = DeadWorkerResult(
             flagged=[w for w in workers if w.action == "flagged"],
@@ -191,7 +161,3 @@ class DeadWorkerSweep(Service[DeadWorkerResult]):
                 heartbeat_at=_iso(w.heartbeat_at),
                 hint="the worker heartbeats again: it was slow, not dead",
             )
-
-    def on_stop(self) -> None:
-        """Close the sweep's connection."""
-        self.db.reset()

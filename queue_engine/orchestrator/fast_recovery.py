@@ -38,25 +38,12 @@ worker's: set ``QUEUE_ENGINE_RECOVERY_S=0`` there and rely on the lease.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
-
-import psycopg
+from typing import Any, Unpack
 
 from queue_engine import sql as queries
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    Clock,
-    LazyConnection,
-    Service,
-    Wait,
-    event_wait,
-    log_event,
-    logged_ids,
-)
+from queue_engine.orchestrator.sweep import SweepOptions, SweepService
+from queue_engine.service import log_event, logged_ids
 
 #: How often the leader looks for ended sessions (seconds); ``QUEUE_ENGINE_RECOVERY_S``.
 RECOVERY_DEFAULT_S = 1.0
@@ -123,36 +110,27 @@ class RecoveryResult:
         }
 
 
-class FastRecovery(Service[RecoveryResult]):
+class FastRecovery(SweepService[RecoveryResult]):
     """Leader-only service that recovers the jobs of workers whose session ended."""
 
     name = "fast_recovery"
+    interval_default_s = RECOVERY_DEFAULT_S
+    batch_size_default = BATCH_SIZE_DEFAULT
+    # No stagger by default: this is the fast path, and one statement a second is cheap.
+    stagger_default_s = 0.0
 
     def __init__(
         self,
         dsn: str,
         schema: str,
         *,
-        interval_s: float = RECOVERY_DEFAULT_S,
         min_age_s: float = MIN_AGE_DEFAULT_S,
-        batch_size: int = BATCH_SIZE_DEFAULT,
-        now: Callable[[], datetime | None] = lambda: None,
-        stagger_s: float = 0.0,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
+        **options: Unpack[SweepOptions],
     ) -> None:
-        # No stagger by default: this is the fast path, and one statement a second is cheap.
-        super().__init__(
-            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
-        )
-        if min_age_s < 0 or batch_size < 1:
-            raise ValueError("FastRecovery: min_age_s must be >= 0 and batch_size >= 1")
-        self.schema = schema
+        super().__init__(dsn, schema, **options)
+        if min_age_s < 0:
+            raise ValueError("FastRecovery: min_age_s must be >= 0")
         self.min_age_s = float(min_age_s)
-        self.batch_size = batch_size
-        #: Returns the instant heartbeat ages are measured at; None means the database's now().
-        self.now = now
-        self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
 
     def run_once(self) -> RecoveryResult:
         """Find gone workers, mark them, give back their running jobs; log each worker."""
@@ -162,15 +140,8 @@ class FastRecovery(Service[RecoveryResult]):
             "limit": self.batch_size,
             "jobs_channel": queries.jobs_channel(self.schema),
         }
-        try:
-            rows = (
-                self.db.get()
-                .execute(queries.query("sweep_gone_workers", self.schema), params)
-                .fetchall()
-            )
-        except psycopg.OperationalError:
-            self.db.reset()
-            raise
+        with self.session() as conn:
+            rows = conn.execute(queries.query("sweep_gone_workers", self.schema), params).fetchall()
         result = RecoveryResult(workers=[GoneWorker(*row) for row in rows])
         for w in result.workers:
             self._log_worker(w)
@@ -210,7 +181,3 @@ class FastRecovery(Service[RecoveryResult]):
                 job_ids=logged_ids(w.lost),
                 hint="attempts spent; `queue-ctl retry ID` to run again",
             )
-
-    def on_stop(self) -> None:
-        """Close the service's connection."""
-        self.db.reset()

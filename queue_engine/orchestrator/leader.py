@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ import psycopg
 from queue_engine import sql as queries
 from queue_engine.db import first_line
 from queue_engine.errors import DatabaseUnavailable
+from queue_engine.retry import reconnect_backoff
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     Clock,
@@ -106,9 +108,12 @@ class LeaderElector(Service[ElectionResult]):
         backoff_max_s: float = RECONNECT_BACKOFF_MAX_S,
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         # No stagger: a fresh orchestrator should lead (or know it stands by) at once.
-        super().__init__(interval_s=interval_s, stagger_s=0.0, clock=clock, wait=wait, logger=log)
+        super().__init__(
+            interval_s=interval_s, stagger_s=0.0, clock=clock, wait=wait, rand=rand, logger=log
+        )
         self.schema = schema
         self.key = leader_key(schema)
         self.on_elected = on_elected
@@ -175,8 +180,8 @@ class LeaderElector(Service[ElectionResult]):
         if result is None:
             return super().next_interval(None)
         if self.connection_failures:
-            exponent = min(self.connection_failures - 1, 16)
-            return min(self.backoff_max_s, self.interval_s * 2.0**exponent)
+            backoff = reconnect_backoff(self.interval_s, self.backoff_max_s)
+            return backoff.delay(self.connection_failures, self.rand)
         return self.interval_s
 
     def resign(self) -> None:

@@ -1,49 +1,45 @@
-"""The orchestrator process's core: migrate, register, elect, and run leader-only sweeps.
+"""The orchestrator process's core: migrate, then elect and run the leader-only sweeps.
 
-One object composes the services, each with the shared lifecycle of
-:mod:`queue_engine.service`:
+The lifecycle (signals, waiting for the database, the heartbeat of this
+process's workers row, ordered start and reverse stop, systemd) is the
+shared :class:`~queue_engine.daemon.DaemonRuntime`; this module says what
+the orchestrator runs on it:
 
-- :class:`~queue_engine.orchestrator.heartbeat.Heartbeat` keeps this process's
-  row in the workers table fresh (every orchestrator, leader or not);
+- *prepare*: :meth:`Orchestrator.migrate` applies pending migrations,
+  retrying an unreachable database for ``connect_retry_s`` (then exit 69);
 - :class:`~queue_engine.orchestrator.leader.LeaderElector` competes for the
   leader lock and calls back when the role changes;
 - the leader-only services (the
   :class:`~queue_engine.orchestrator.reaper.Reaper`, the
-  :class:`~queue_engine.orchestrator.dead_workers.DeadWorkerSweep` and
-  :class:`~queue_engine.orchestrator.fast_recovery.FastRecovery`) are started
-  when this process is elected and stopped when it steps down, so exactly the
-  leader sweeps.
+  :class:`~queue_engine.orchestrator.dead_workers.DeadWorkerSweep`,
+  :class:`~queue_engine.orchestrator.fast_recovery.FastRecovery` and the
+  :class:`~queue_engine.orchestrator.pruner.Pruner`) are started when this
+  process is elected and stopped when it steps down, so exactly the leader
+  sweeps;
+- optionally the ``/metrics`` and ``/health`` server.
 
-Under systemd the heartbeat also pings the service manager's watchdog
-(``WATCHDOG=1``, see :mod:`queue_engine.systemd`): a process whose threads
-stopped running is killed and restarted, while a database outage (which the
-orchestrator survives by design) does not stop the pings.
-
-:meth:`Orchestrator.start` and :meth:`Orchestrator.stop` follow the same
-contract as a service (start returns at once, stop blocks, both idempotent).
-Migrations are a separate, explicit step (:meth:`Orchestrator.migrate`) so the
-command line can retry an unreachable database for a bounded time first.
+The workers row shows ``leader`` or ``standby`` while running. Under systemd
+the heartbeat pings the watchdog while the election loop is alive: a process
+whose threads stopped running is killed and restarted, while a database
+outage (which the orchestrator survives by design) does not stop the pings.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import secrets
-import socket
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import metrics
-from queue_engine.config import env_float, env_str, resolve_dsn, resolve_schema
-from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine import settings as table
+from queue_engine.config import resolve_dsn, resolve_schema
+from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
 from queue_engine.migrate import Migration, Migrator
+from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
 from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
-from queue_engine.orchestrator.heartbeat import HEARTBEAT_DEFAULT_S, Heartbeat
 from queue_engine.orchestrator.leader import (
     ELECT_INTERVAL_DEFAULT_S,
     RECONNECT_BACKOFF_MAX_S,
@@ -56,13 +52,11 @@ from queue_engine.orchestrator.reaper import (
     Reaper,
 )
 from queue_engine.service import Service, log_event
-from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
+from queue_engine.systemd import SystemdNotifier
 
 #: How long start-up keeps retrying an unreachable database before exiting 69
 #: (``QUEUE_ENGINE_CONNECT_RETRY_S``, the same setting as the worker's).
 CONNECT_RETRY_DEFAULT_S = 10.0
-#: How long a clean stop waits for each service's current run.
-STOP_TIMEOUT_S = 10.0
 
 log = logging.getLogger("queue_engine.orchestrator")
 
@@ -103,68 +97,120 @@ class OrchestratorConfig:
         http_port: int | None = None,
         http_host: str = "127.0.0.1",
     ) -> OrchestratorConfig:
-        """Explicit values first, then the environment, then the defaults."""
+        """Explicit values first, then the environment (:mod:`queue_engine.settings`)."""
         return cls(
             http_port=http_port,
             http_host=http_host,
             dsn=resolve_dsn(dsn),
             schema=resolve_schema(schema),
-            sweep_s=env_float("SWEEP_S", SWEEP_DEFAULT_S, minimum=0.05),
-            elect_s=env_float("ELECT_S", ELECT_INTERVAL_DEFAULT_S, minimum=0.05),
-            heartbeat_s=env_float("HEARTBEAT_S", HEARTBEAT_DEFAULT_S, minimum=0.05),
-            reconnect_max_s=env_float("RECONNECT_MAX_S", RECONNECT_BACKOFF_MAX_S, minimum=0.1),
-            connect_retry_s=env_float("CONNECT_RETRY_S", CONNECT_RETRY_DEFAULT_S),
-            dead_after_s=_optional_float("DEAD_AFTER_S", minimum=0.1),
-            recovery_s=_recovery_s(),
+            **table.read_fields(ENV_FIELDS),
         )
 
 
-def _optional_float(name: str, *, minimum: float) -> float | None:
-    """A numeric setting with no fixed default (unset: None)."""
-    if env_str(name) is None:
-        return None
-    return env_float(name, 0.0, minimum=minimum)
+#: The orchestrator's fields that come from the settings table, and their settings.
+ENV_FIELDS: dict[str, table.Setting[Any]] = {
+    "sweep_s": table.SWEEP_S,
+    "elect_s": table.ELECT_S,
+    "heartbeat_s": table.HEARTBEAT_S,
+    "reconnect_max_s": table.RECONNECT_MAX_S,
+    "connect_retry_s": table.CONNECT_RETRY_S,
+    "dead_after_s": table.DEAD_AFTER_S,
+    "recovery_s": table.RECOVERY_S,
+}
 
 
-def _recovery_s() -> float:
-    """``QUEUE_ENGINE_RECOVERY_S``: 0 (off) or at least 0.05 s."""
-    value = env_float("RECOVERY_S", RECOVERY_DEFAULT_S)
-    if 0 < value < 0.05:
-        raise ConfigError(f"QUEUE_ENGINE_RECOVERY_S={value:g} must be 0 (off) or at least 0.05")
-    return value
+class LeaderServices:
+    """The leader-only services as one runtime component.
+
+    The election starts them (``start`` does nothing); ``stop`` stops them
+    all, bounded, in case the elector's own stop gave up waiting before its
+    resign had stopped them.
+    """
+
+    def __init__(self, services: list[Service[Any]]) -> None:
+        self.services = services
+
+    def start(self) -> None:
+        """Nothing: the leader services start when this process is elected."""
+
+    def stop(self, timeout: float | None = STOP_TIMEOUT_S) -> None:
+        """Stop every leader-only service (a no-op for those not running)."""
+        for service in self.services:
+            service.stop(timeout=timeout)
 
 
-def orchestrator_id() -> str:
-    """A workers-table id unique per process start (pid reuse across restarts is common)."""
-    return f"orchestrator@{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+class MetricsEndpoint:
+    """The optional ``/metrics`` and ``/health`` server as a runtime component."""
+
+    def __init__(self, config: OrchestratorConfig, is_leader: Callable[[], bool]) -> None:
+        self.config = config
+        self.is_leader = is_leader
+        self.server: metrics.MetricsServer | None = None
+
+    def start(self) -> None:
+        """Bind and serve (raises ConfigError when the port cannot be bound)."""
+        if self.server is not None:
+            return
+        config = self.config
+        assert config.http_port is not None
+        self.server = metrics.start_metrics_server(
+            config.dsn,
+            config.schema,
+            config.http_port,
+            config.http_host,
+            is_leader=self.is_leader,
+            dead_after=config.dead_after,
+        )
+        log_event(
+            log,
+            logging.INFO,
+            "orchestrator.http_started",
+            host=config.http_host,
+            port=self.server.port,
+        )
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop serving; safe twice and before start."""
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
 
 
 class Orchestrator:
-    """Heartbeat + leader election + leader-only sweeps, with one start/stop."""
+    """Heartbeat + leader election + leader-only sweeps, run by the daemon runtime."""
 
     def __init__(
-        self, config: OrchestratorConfig, *, notifier: SystemdNotifier | None = None
+        self,
+        config: OrchestratorConfig,
+        *,
+        notifier: SystemdNotifier | None = None,
+        exit: Callable[[int], object] = os._exit,
     ) -> None:
+        """``exit`` ends the process on a second SIGTERM (tests may replace it)."""
         self.config = config
-        self.id = orchestrator_id()
-        self._lifecycle = threading.Lock()
-        self._started = False
-        self._stopping = False
-        self.notifier = notifier or SystemdNotifier()
-        # Under a systemd watchdog the heartbeat beats at least twice per WatchdogSec,
-        # also while its database writes fail (their backoff is capped to match).
-        watchdog_s = watchdog_interval_s() if self.notifier.enabled else None
-        beat_s = config.heartbeat_s if watchdog_s is None else min(config.heartbeat_s, watchdog_s)
-        self.heartbeat = Heartbeat(
-            config.dsn,
-            config.schema,
-            worker_id=self.id,
-            state=self.state,
+        self.runtime = DaemonRuntime(
+            "orchestrator",
+            dsn=config.dsn,
+            schema=config.schema,
+            state=self._role,
+            status=self.status_line,
+            heartbeat_s=config.heartbeat_s,
+            connect_retry_s=config.connect_retry_s,
             telemetry=self._telemetry,
-            interval_s=beat_s,
-            on_beat=self._watchdog_ping if watchdog_s is not None else None,
-            backoff_max_s=watchdog_s,
+            # Ping systemd's watchdog while the election loop is alive (a wedged process is restarted).
+            healthy=lambda: self.elector.running,
+            started_fields=lambda: {
+                "schema": config.schema,
+                "sweep_s": config.sweep_s,
+                "dead_after_s": config.dead_after,
+                "recovery_s": config.recovery_s,
+            },
+            stopping_status="stopping: resigning and stopping the sweeps",
+            notifier=notifier,
+            exit=exit,
         )
+        self.id = self.runtime.id
+        self.heartbeat = self.runtime.heartbeat
         self.reaper = Reaper(
             config.dsn, config.schema, interval_s=config.sweep_s, batch_size=config.reap_batch
         )
@@ -180,9 +226,11 @@ class Orchestrator:
             self.leader_services.append(self.fast_recovery)
         self.pruner = Pruner.from_env(config.dsn, config.schema)
         self.leader_services.append(self.pruner)
+        # Statistics: ANALYZE jobs after a burst (orchestrator/analyzer.py, issue 16).
+        self.analyzer = Analyzer(config.dsn, config.schema)
+        self.leader_services.append(self.analyzer)
         for service in self.leader_services:
             service.on_result = metrics.record_result
-        self.metrics_server: metrics.MetricsServer | None = None
         self.elector = LeaderElector(
             config.dsn,
             config.schema,
@@ -191,125 +239,82 @@ class Orchestrator:
             interval_s=config.elect_s,
             backoff_max_s=config.reconnect_max_s,
         )
+        # Started in this order after the heartbeat, stopped in reverse: the metrics
+        # server first, then the election (its loop resigns, which stops the leader
+        # services), then the leader services again (bounded), the heartbeat last.
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.runtime.services = [LeaderServices(self.leader_services), self.elector]
+        if config.http_port is not None:
+            self.metrics_endpoint = MetricsEndpoint(config, lambda: self.is_leader)
+            self.runtime.services.append(self.metrics_endpoint)
 
     @property
     def is_leader(self) -> bool:
         """True while this process leads."""
         return self.elector.is_leader
 
-    def state(self) -> str:
-        """The state written to the workers row."""
-        if self._stopping:
-            return "stopping"
-        if not self._started:
-            return "starting"
+    def _role(self) -> str:
         return "leader" if self.elector.is_leader else "standby"
 
-    def _watchdog_ping(self) -> None:
-        """Ping systemd's watchdog while the election loop is alive (a wedged process is restarted)."""
-        if self.elector.running:
-            self.notifier.watchdog()
+    def state(self) -> str:
+        """The state written to the workers row: starting, leader, standby or stopping."""
+        return self.runtime.row_state()
+
+    def status_line(self) -> str:
+        """The one-line ``systemctl status`` text for the current role."""
+        state = self.state()
+        config = self.config
+        if state == "leader":
+            recovery = (
+                f", fast recovery every {config.recovery_s:g}s"
+                if config.recovery_s > 0
+                else ", fast recovery off"
+            )
+            return (
+                f"leader: reaper and dead-worker sweep every {config.sweep_s:g}s{recovery} "
+                f"(schema {config.schema})"
+            )
+        if state == "standby":
+            if self.elector.connection_failures:
+                return "standby: database unavailable, reconnecting"
+            return "standby: another orchestrator leads; taking over if it goes"
+        return state
 
     def _telemetry(self) -> dict[str, Any]:
         from queue_engine import __version__
 
         return {"version": __version__, "sweep_s": self.config.sweep_s}
 
-    def migrate(
-        self,
-        *,
-        stopping: Callable[[], bool] = lambda: False,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> list[Migration]:
-        """Apply pending migrations, retrying an unreachable database for ``connect_retry_s``.
+    def migrate(self) -> list[Migration]:
+        """Apply pending migrations, waiting for an unreachable database up to ``connect_retry_s``.
 
         Two orchestrators starting at once are safe: the migrator holds an
         advisory lock, so the second waits and then finds nothing to do.
         """
-        deadline = clock() + self.config.connect_retry_s
-        announced = False
-        while True:
-            try:
-                applied = Migrator(self.config.dsn, schema=self.config.schema).up()
-            except DatabaseUnavailable as exc:
-                if clock() >= deadline or stopping():
-                    raise
-                if not announced:
-                    log_event(
-                        log,
-                        logging.WARNING,
-                        "orchestrator.waiting_for_database",
-                        error=str(exc),
-                        wait_s=self.config.connect_retry_s,
-                    )
-                    announced = True
-                sleep(0.5)
-                continue
-            for migration in applied:
-                log_event(
-                    log,
-                    logging.INFO,
-                    "orchestrator.migrated",
-                    version=migration.version,
-                    name=migration.name,
-                )
-            return applied
-
-    def start(self) -> None:
-        """Register (raising if the database is unreachable), then start heartbeat and election."""
-        with self._lifecycle:
-            if self._started:
-                return
-            self._stopping = False
-            self.heartbeat.run_once()  # register now; a broken database fails the start
-            self._started = True
-        log_event(
-            log,
-            logging.INFO,
-            "orchestrator.started",
-            id=self.id,
-            schema=self.config.schema,
-            sweep_s=self.config.sweep_s,
-            dead_after_s=self.config.dead_after,
-            recovery_s=self.config.recovery_s,
-        )
-        self.heartbeat.start()
-        self.elector.start()
-        if self.config.http_port is not None:
-            self.metrics_server = metrics.start_metrics_server(
-                self.config.dsn,
-                self.config.schema,
-                self.config.http_port,
-                self.config.http_host,
-                is_leader=lambda: self.is_leader,
-                dead_after=self.config.dead_after,
-            )
+        self.runtime.systemd.status("migrating (waiting for the database if needed)")
+        migrator = Migrator(self.config.dsn, schema=self.config.schema)
+        applied = self.runtime.wait_for_database(migrator.up)
+        for migration in applied:
             log_event(
                 log,
                 logging.INFO,
-                "orchestrator.http_started",
-                host=self.config.http_host,
-                port=self.metrics_server.port,
+                "orchestrator.migrated",
+                version=migration.version,
+                name=migration.name,
             )
+        return applied
+
+    def run(self) -> int:
+        """Migrate, then lead or stand by until SIGTERM/SIGINT; return the exit code (0)."""
+        return self.runtime.run(prepare=self.migrate)
+
+    def start(self) -> None:
+        """Register (raising if the database is unreachable), then start the services."""
+        self.runtime.start()
 
     def stop(self) -> None:
         """Resign leadership, stop every service, mark the row stopped; safe twice or before start."""
-        with self._lifecycle:
-            was_started, self._started = self._started, False
-            self._stopping = True
-        # The elector's loop resigns on exit, which stops the leader services. Every
-        # wait is bounded: the threads are daemons, so a hung one cannot keep the
-        # process from exiting once the main thread returns.
-        if self.metrics_server is not None:
-            self.metrics_server.stop()
-        self.elector.stop(timeout=STOP_TIMEOUT_S)
-        for service in self.leader_services:
-            service.stop(timeout=STOP_TIMEOUT_S)
-        self.heartbeat.stop(timeout=STOP_TIMEOUT_S)
-        if was_started:
-            self.heartbeat.mark_stopped()
-            log_event(log, logging.INFO, "orchestrator.stopped", id=self.id)
+        self.runtime.stop()
 
     def _elected(self) -> None:
         for service in self.leader_services:

@@ -31,41 +31,33 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 import psycopg
 
 from queue_engine import metrics
+from queue_engine import settings as table
 from queue_engine import sql as queries
-from queue_engine.config import env_float
 from queue_engine.errors import ConfigError
 from queue_engine.jobs import JobStatus
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    STAGGER_DEFAULT_S,
-    Clock,
-    LazyConnection,
-    Service,
-    Wait,
-    event_wait,
-)
+from queue_engine.orchestrator.sweep import SweepOptions, SweepService, run_batches
 
 DAY_S = 86400.0
-#: Default retention per final status (seconds).
+#: Default retention per final status (seconds), from the settings table.
 RETAIN_DEFAULTS_S: dict[JobStatus, float] = {
-    JobStatus.SUCCEEDED: 7 * DAY_S,
-    JobStatus.FAILED: 30 * DAY_S,
-    JobStatus.LOST: 30 * DAY_S,
-    JobStatus.CANCELED: 30 * DAY_S,
+    JobStatus.SUCCEEDED: table.RETAIN_SUCCEEDED_S.default,
+    JobStatus.FAILED: table.RETAIN_FAILED_S.default,
+    JobStatus.LOST: table.RETAIN_LOST_S.default,
+    JobStatus.CANCELED: table.RETAIN_CANCELED_S.default,
 }
 #: Worker rows whose last heartbeat is older than this are deleted.
-RETAIN_WORKERS_DEFAULT_S = DAY_S
+RETAIN_WORKERS_DEFAULT_S = table.RETAIN_WORKERS_S.default
 #: How often the leader prunes (seconds); ``QUEUE_ENGINE_PRUNE_S``.
-PRUNE_INTERVAL_DEFAULT_S = 60.0
+PRUNE_INTERVAL_DEFAULT_S = table.PRUNE_S.default
 #: Pause between runs while a backlog is being worked off (seconds).
 CATCH_UP_DEFAULT_S = 1.0
 #: Jobs deleted per statement.
@@ -102,13 +94,13 @@ class Retention:
 
     @classmethod
     def from_env(cls) -> Retention:
-        """Read ``QUEUE_ENGINE_RETAIN_<STATUS>_S`` and ``..._WORKERS_S`` (defaults above)."""
+        """Read ``QUEUE_ENGINE_RETAIN_<STATUS>_S`` and ``..._WORKERS_S`` (:mod:`queue_engine.settings`)."""
         return cls(
-            succeeded_s=env_float("RETAIN_SUCCEEDED_S", RETAIN_DEFAULTS_S[JobStatus.SUCCEEDED]),
-            failed_s=env_float("RETAIN_FAILED_S", RETAIN_DEFAULTS_S[JobStatus.FAILED]),
-            lost_s=env_float("RETAIN_LOST_S", RETAIN_DEFAULTS_S[JobStatus.LOST]),
-            canceled_s=env_float("RETAIN_CANCELED_S", RETAIN_DEFAULTS_S[JobStatus.CANCELED]),
-            workers_s=env_float("RETAIN_WORKERS_S", RETAIN_WORKERS_DEFAULT_S),
+            succeeded_s=table.RETAIN_SUCCEEDED_S.read(),
+            failed_s=table.RETAIN_FAILED_S.read(),
+            lost_s=table.RETAIN_LOST_S.read(),
+            canceled_s=table.RETAIN_CANCELED_S.read(),
+            workers_s=table.RETAIN_WORKERS_S.read(),
         )
 
     @classmethod
@@ -207,24 +199,28 @@ def prune_once(
         for seconds, statuses in retention.groups()
     ]
     jobs: dict[str, int] = {}
-    events = batches = 0
-    pending = list(range(len(groups)))
+    events = 0
+    #: Groups with rows left, in round-robin order: a batch takes the first and,
+    #: if it was full, puts it back at the end.
+    pending = deque(range(len(groups)))
     statement = queries.query("prune_jobs", schema)
-    while pending and batches < max_batches and not stopping():
-        for index in list(pending):
-            if batches >= max_batches:
-                break
-            group = groups[index]
-            row = conn.execute(statement, {**group, "limit": batch_size}).fetchone()
-            assert row is not None
-            by_status, deleted_events, scanned, last = row
-            batches += 1
-            events += deleted_events
-            for status, n in by_status.items():
-                jobs[status] = jobs.get(status, 0) + int(n)
-            group["after"] = last
-            if scanned < batch_size:
-                pending.remove(index)
+
+    def batch() -> bool:
+        nonlocal events
+        index = pending.popleft()
+        group = groups[index]
+        row = conn.execute(statement, {**group, "limit": batch_size}).fetchone()
+        assert row is not None
+        by_status, deleted_events, scanned, last = row
+        events += deleted_events
+        for status, n in by_status.items():
+            jobs[status] = jobs.get(status, 0) + int(n)
+        group["after"] = last
+        if scanned >= batch_size:
+            pending.append(index)
+        return bool(pending)
+
+    batches = run_batches(batch, max_batches=max_batches, stopping=stopping) if pending else 0
     workers_deleted = 0
     if retention.workers_s > 0 and not stopping():
         row = conn.execute(
@@ -271,10 +267,13 @@ def prune_dry_run(
     return PruneResult(jobs=jobs, events=events, workers=workers_matched, dry_run=True)
 
 
-class Pruner(Service[PruneResult]):
+class Pruner(SweepService[PruneResult]):
     """Leader-only service that enforces retention (start/stop like the reaper)."""
 
     name = "pruner"
+    interval_default_s = PRUNE_INTERVAL_DEFAULT_S
+    batch_size_default = BATCH_SIZE_DEFAULT
+    max_batches_default = MAX_BATCHES_DEFAULT
 
     def __init__(
         self,
@@ -282,43 +281,25 @@ class Pruner(Service[PruneResult]):
         schema: str,
         *,
         retention: Retention | None = None,
-        interval_s: float = PRUNE_INTERVAL_DEFAULT_S,
         catch_up_s: float = CATCH_UP_DEFAULT_S,
-        batch_size: int = BATCH_SIZE_DEFAULT,
-        max_batches: int = MAX_BATCHES_DEFAULT,
-        now: Callable[[], datetime | None] = lambda: None,
-        stagger_s: float = STAGGER_DEFAULT_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
+        **options: Unpack[SweepOptions],
     ) -> None:
-        super().__init__(
-            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
-        )
-        if batch_size < 1 or max_batches < 1:
-            raise ValueError("Pruner: batch_size and max_batches must be >= 1")
-        self.schema = schema
+        super().__init__(dsn, schema, **options)
         self.retention = retention if retention is not None else Retention.from_env()
         self.catch_up_s = min(catch_up_s, self.interval_s)
-        self.batch_size = batch_size
-        self.max_batches = max_batches
-        #: Returns the instant retention is measured from; None means the database's now().
-        self.now = now
-        self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
 
     @classmethod
     def from_env(cls, dsn: str, schema: str, **kwargs: Any) -> Pruner:
         """A pruner with ``QUEUE_ENGINE_PRUNE_S`` and the ``RETAIN_*`` settings."""
-        kwargs.setdefault(
-            "interval_s", env_float("PRUNE_S", PRUNE_INTERVAL_DEFAULT_S, minimum=0.05)
-        )
+        kwargs.setdefault("interval_s", table.PRUNE_S.read())
         kwargs.setdefault("retention", Retention.from_env())
         return cls(dsn, schema, **kwargs)
 
     def run_once(self) -> PruneResult:
         """Delete up to ``max_batches`` batches of expired jobs, then stale worker rows."""
-        try:
+        with self.session() as conn:
             result = prune_once(
-                self.db.get(),
+                conn,
                 self.schema,
                 self.retention,
                 batch_size=self.batch_size,
@@ -326,9 +307,6 @@ class Pruner(Service[PruneResult]):
                 now=self.now(),
                 stopping=lambda: self.stopping,
             )
-        except psycopg.OperationalError:
-            self.db.reset()
-            raise
         metrics.count("pruned_jobs", result.jobs_total)
         metrics.count("pruned_events", result.events)
         metrics.count("pruned_workers", result.workers)
@@ -339,7 +317,3 @@ class Pruner(Service[PruneResult]):
         if result is not None and result.more:
             return self.catch_up_s
         return super().next_interval(result)
-
-    def on_stop(self) -> None:
-        """Close the pruner's connection."""
-        self.db.reset()

@@ -20,8 +20,6 @@ after a mass failure; a run keeps taking batches until one comes back short or
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,17 +27,8 @@ from typing import Any
 import psycopg
 
 from queue_engine import sql as queries
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    STAGGER_DEFAULT_S,
-    Clock,
-    LazyConnection,
-    Service,
-    Wait,
-    event_wait,
-    log_event,
-    logged_ids,
-)
+from queue_engine.orchestrator.sweep import SweepService
+from queue_engine.service import log_event, logged_ids
 
 #: How often the leader sweeps (seconds); ``QUEUE_ENGINE_SWEEP_S``.
 SWEEP_DEFAULT_S = 5.0
@@ -94,35 +83,13 @@ class ReapResult:
         }
 
 
-class Reaper(Service[ReapResult]):
+class Reaper(SweepService[ReapResult]):
     """Leader-only service that recovers jobs whose lease expired."""
 
     name = "reaper"
-
-    def __init__(
-        self,
-        dsn: str,
-        schema: str,
-        *,
-        interval_s: float = SWEEP_DEFAULT_S,
-        batch_size: int = BATCH_SIZE_DEFAULT,
-        max_batches: int = MAX_BATCHES_DEFAULT,
-        now: Callable[[], datetime | None] = lambda: None,
-        stagger_s: float = STAGGER_DEFAULT_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
-    ) -> None:
-        super().__init__(
-            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
-        )
-        if batch_size < 1 or max_batches < 1:
-            raise ValueError("Reaper: batch_size and max_batches must be >= 1")
-        self.schema = schema
-        self.batch_size = batch_size
-        self.max_batches = max_batches
-        #: Returns the instant leases are compared with; None means the database's now().
-        self.now = now
-        self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
+    interval_default_s = SWEEP_DEFAULT_S
+    batch_size_default = BATCH_SIZE_DEFAULT
+    max_batches_default = MAX_BATCHES_DEFAULT
 
     def reap_batch(self, conn: psycopg.Connection[Any]) -> list[ReapedJob]:
         """Run one bounded batch (one statement, one transaction) and return the jobs moved."""
@@ -136,23 +103,24 @@ class Reaper(Service[ReapResult]):
 
     def run_once(self) -> ReapResult:
         """Take batches until one is short or ``max_batches`` ran; log what moved."""
-        result = ReapResult()
+        moved: list[ReapedJob] = []
+        batches = 0
         try:
-            conn = self.db.get()
-            for _ in range(self.max_batches):
-                jobs = self.reap_batch(conn)
-                result = ReapResult(
-                    requeued=result.requeued + [j for j in jobs if j.status == "queued"],
-                    lost=result.lost + [j for j in jobs if j.status == "lost"],
-                    canceled=result.canceled + [j for j in jobs if j.status == "canceled"],
-                    batches=result.batches + 1,
-                )
-                if len(jobs) < self.batch_size or self.stopping:
-                    break
-        except psycopg.OperationalError:
-            self.db.reset()
-            raise
+            with self.session() as conn:
+
+                def batch() -> bool:
+                    jobs = self.reap_batch(conn)
+                    moved.extend(jobs)
+                    return len(jobs) == self.batch_size
+
+                batches = self.batches(batch)
         finally:
+            result = ReapResult(
+                requeued=[j for j in moved if j.status == "queued"],
+                lost=[j for j in moved if j.status == "lost"],
+                canceled=[j for j in moved if j.status == "canceled"],
+                batches=batches,
+            )
             self._log_outcome(result)
         return result
 
@@ -184,7 +152,3 @@ class Reaper(Service[ReapResult]):
                 count=len(result.canceled),
                 job_ids=logged_ids(j.id for j in result.canceled),
             )
-
-    def on_stop(self) -> None:
-        """Close the reaper's connection."""
-        self.db.reset()

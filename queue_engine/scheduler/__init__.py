@@ -8,7 +8,13 @@
   ``queue-ctl schedules``);
 - :mod:`~queue_engine.scheduler.ticker` — due-slot decisions and the
   exactly-once protocol (read its docstring first);
-- :mod:`~queue_engine.scheduler.scheduler` — the ``queue-scheduler`` process.
+- :mod:`~queue_engine.scheduler.scheduler` — the services the ``queue-scheduler``
+  process runs on the shared daemon runtime (:mod:`queue_engine.daemon`).
+
+This package re-exports only the declarations (cron and schedules): ``import
+queue_engine`` runs this file (the public API re-exports ``@periodic``), and a
+producer that only enqueues must not load the ticker and its service machinery.
+Import the ticker and the process from their own modules.
 """
 
 from __future__ import annotations
@@ -20,27 +26,13 @@ from queue_engine.scheduler.schedules import (
     periodic,
     schedule_registry,
 )
-from queue_engine.scheduler.ticker import (
-    Fired,
-    SlotPlan,
-    Ticker,
-    TickResult,
-    due_slots,
-    plan_slots,
-)
 
 __all__ = [
     "SCHEDULE_ARG",
-    "Fired",
     "ScheduleSpec",
-    "SlotPlan",
-    "TickResult",
-    "Ticker",
     "Trigger",
     "check_timezone",
-    "due_slots",
     "parse",
     "periodic",
-    "plan_slots",
     "schedule_registry",
 ]

@@ -21,6 +21,7 @@ from queue_engine import operations as ops
 from queue_engine import sql as queries
 from queue_engine.config import validate_schema
 from queue_engine.errors import QueueEngineError, ValidationError
+from queue_engine.exit_codes import ExitCode
 from queue_engine.scheduler.schedules import SCHEDULE_ARG, ScheduleSpec, check_schedule_name
 
 Connection = psycopg.Connection[Any]
@@ -37,7 +38,7 @@ class ScheduleNotFound(QueueEngineError, LookupError):
 class ScheduleExists(QueueEngineError):
     """A schedule with that name exists already."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILURE
 
 
 def schedules_channel(schema: str) -> str:

@@ -33,6 +33,7 @@ drift), at most ``max_sleep_s`` (a safety re-read of the table); a NOTIFY on
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,8 +43,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from queue_engine import settings as table
 from queue_engine.db import first_line
 from queue_engine.errors import QueueEngineError
+from queue_engine.retry import reconnect_backoff
 from queue_engine.scheduler import store
 from queue_engine.scheduler.cron import Trigger
 from queue_engine.service import (
@@ -58,14 +61,16 @@ from queue_engine.service import (
 
 log = logging.getLogger("queue_engine.scheduler")
 
+# Defaults from the settings table (queue_engine.settings), the one source.
 #: A due slot older than this is missed rather than late (``QUEUE_ENGINE_SCHEDULER_GRACE_S``).
-GRACE_DEFAULT_S = 60.0
+GRACE_DEFAULT_S = table.SCHEDULER_GRACE_S.default
 #: Longest sleep between two reads of the schedules table (``QUEUE_ENGINE_SCHEDULER_POLL_S``).
-MAX_SLEEP_DEFAULT_S = 5.0
-#: Cap of the reconnect backoff (``QUEUE_ENGINE_RECONNECT_MAX_S``).
-RECONNECT_MAX_DEFAULT_S = 5.0
+MAX_SLEEP_DEFAULT_S = table.SCHEDULER_POLL_S.default
+#: First delay and cap of the reconnect backoff (``QUEUE_ENGINE_RECONNECT_MAX_S``; the same for every daemon).
+RECONNECT_BASE_S = 0.1
+RECONNECT_MAX_DEFAULT_S = table.RECONNECT_MAX_S.default
 #: How long slot records are kept (``QUEUE_ENGINE_SCHEDULER_RUNS_KEEP_S``).
-RUNS_KEEP_DEFAULT_S = 86400.0
+RUNS_KEEP_DEFAULT_S = table.SCHEDULER_RUNS_KEEP_S.default
 #: How often old slot records are pruned.
 PRUNE_EVERY_S = 60.0
 #: At most this many slots are acted on per schedule and run (the rest next run).
@@ -202,8 +207,17 @@ class Ticker(Service[TickResult]):
         now: Now = utc_now,
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
+        rand: Callable[[], float] = random.random,
     ) -> None:
-        super().__init__(interval_s=max_sleep_s, stagger_s=0.0, clock=clock, wait=wait, logger=log)
+        super().__init__(
+            interval_s=max_sleep_s,
+            stagger_s=0.0,
+            clock=clock,
+            wait=wait,
+            rand=rand,
+            logger=log,
+            error_backoff=reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s),
+        )
         self.schema = schema
         self.scheduler_id = scheduler_id
         self.grace = timedelta(seconds=grace_s)
@@ -341,8 +355,7 @@ class Ticker(Service[TickResult]):
     def next_interval(self, result: TickResult | None) -> float:
         """Sleep until the earliest next slot (capped); after an error, a capped backoff."""
         if result is None:
-            exponent = min(max(self.consecutive_errors - 1, 0), 16)
-            return min(self.reconnect_max_s, 0.1 * 2.0**exponent)
+            return super().next_interval(None)
         # The base loop subtracts the run's duration from what we return; the wake-up
         # below is already measured from the wall clock now, so add it back.
         elapsed = self.clock() - self._run_started
@@ -399,8 +412,17 @@ class ScheduleListener(Service[ListenResult]):
         reconnect_max_s: float = RECONNECT_MAX_DEFAULT_S,
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
+        rand: Callable[[], float] = random.random,
     ) -> None:
-        super().__init__(interval_s=wait_s, stagger_s=0.0, clock=clock, wait=wait, logger=log)
+        super().__init__(
+            interval_s=wait_s,
+            stagger_s=0.0,
+            clock=clock,
+            wait=wait,
+            rand=rand,
+            logger=log,
+            error_backoff=reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s),
+        )
         self.channel = store.schedules_channel(schema)
         self.on_change = on_change
         self.wait_s = wait_s
@@ -428,8 +450,7 @@ class ScheduleListener(Service[ListenResult]):
     def next_interval(self, result: ListenResult | None) -> float:
         """Listen again at once; after an error, a capped backoff."""
         if result is None:
-            exponent = min(max(self.consecutive_errors - 1, 0), 16)
-            return min(self.reconnect_max_s, 0.1 * 2.0**exponent)
+            return super().next_interval(None)
         return 0.0
 
     def on_stop(self) -> None:

@@ -57,6 +57,17 @@ def telemetry_channel(schema: str) -> str:
     return f"{validate_schema(schema)}.telemetry"
 
 
+def lock_key_namespace(schema: str) -> str:
+    """Return the prefix of a lock key's advisory-lock text: one key space per engine schema.
+
+    Advisory locks are database-wide, so without the schema two engines in one
+    database would block each other's jobs of the same ``lock_key``. For the
+    default schema the text is the one earlier versions used, so workers of
+    both versions still exclude each other during a rolling upgrade.
+    """
+    return f"{validate_schema(schema)}.lock_key:"
+
+
 def controls_channel(schema: str) -> str:
     """Return the NOTIFY channel on which a changed control announces what it touches.
 

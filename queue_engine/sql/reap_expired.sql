@@ -4,9 +4,11 @@
 --   * attempts spent        -> lost     (finished, error says why)
 --   * otherwise             -> queued   (available now, one NOTIFY per queue)
 -- Each row gets a job_events row saying which lease expired and whose it was.
+-- The transition itself is give_back_jobs() (migration 0005), shared with fast
+-- recovery (sweep_gone_workers.sql); this statement chooses and locks the jobs.
 -- FOR UPDATE SKIP LOCKED: a job whose worker is finishing it right now is left
 -- for the next sweep instead of waiting on (or clobbering) that finish; the
--- status guard in the UPDATE makes a concurrent finish win either way.
+-- status guard in the function's UPDATE makes a concurrent finish win either way.
 -- %(now)s pins the clock for tests; NULL means the database's now().
 WITH expired AS MATERIALIZED (
     SELECT j.id, j.claimed_by, j.lease_expires_at
@@ -17,65 +19,18 @@ WITH expired AS MATERIALIZED (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
-upd AS (
-    UPDATE __SCHEMA__.jobs j SET
-        status = CASE
-            WHEN j.cancel_requested THEN 'canceled'
-            WHEN j.attempt >= j.max_attempts THEN 'lost'
-            ELSE 'queued'
-        END,
-        available_at = CASE
-            WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN j.available_at
-            ELSE now()
-        END,
-        finished_at = CASE
-            WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now()
-            ELSE NULL
-        END,
-        duration_ms = CASE
-            WHEN j.cancel_requested OR j.attempt >= j.max_attempts
-            THEN (extract(epoch FROM now() - j.started_at) * 1000)::bigint
-            ELSE NULL
-        END,
-        error = CASE
-            WHEN j.attempt >= j.max_attempts AND NOT j.cancel_requested
-            THEN format('lease expired at %%s (worker %%s); attempts spent (%%s of %%s)',
-                        to_char(e.lease_expires_at AT TIME ZONE 'UTC',
-                                'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                        coalesce(e.claimed_by, 'unknown'), j.attempt, j.max_attempts)
-            ELSE j.error
-        END,
-        claimed_by = NULL,
-        lease_expires_at = NULL
+batch AS (
+    -- One call for the whole batch; both arrays are built in one pass, so in one order.
+    SELECT array_agg(e.id) AS ids,
+           array_agg(format('lease expired at %%s (worker %%s)',
+                            to_char(e.lease_expires_at AT TIME ZONE 'UTC',
+                                    'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                            coalesce(e.claimed_by, 'unknown'))) AS reasons
     FROM expired e
-    WHERE j.id = e.id AND j.status = 'running'
-    RETURNING j.id, j.queue, j.task, j.status, j.attempt, j.max_attempts,
-              e.claimed_by AS worker_id, e.lease_expires_at AS expired_at
-),
-ev AS (
-    INSERT INTO __SCHEMA__.job_events (job_id, kind, from_status, to_status, attempt, worker_id, message)
-    SELECT upd.id,
-           CASE upd.status WHEN 'queued' THEN 'reaped' ELSE upd.status END,
-           'running', upd.status, upd.attempt, upd.worker_id,
-           format('lease expired at %%s (worker %%s); %%s',
-                  to_char(upd.expired_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                  coalesce(upd.worker_id, 'unknown'),
-                  CASE upd.status
-                      WHEN 'queued' THEN format('queued again (attempt %%s of %%s spent)',
-                                                upd.attempt, upd.max_attempts)
-                      WHEN 'lost' THEN format('lost: attempts spent (%%s of %%s)',
-                                              upd.attempt, upd.max_attempts)
-                      ELSE 'canceled: cancel was requested'
-                  END)
-    FROM upd
-),
-wake AS (
-    SELECT pg_notify(%(jobs_channel)s, q.queue)
-    FROM (SELECT DISTINCT upd.queue FROM upd WHERE upd.status = 'queued') q
 )
-SELECT upd.id, upd.queue, upd.task, upd.status, upd.attempt, upd.max_attempts,
-       upd.worker_id, upd.expired_at
--- An inner join, not LEFT JOIN ... ON true: the planner removes an unused left
--- join to a one-row subquery, and then the NOTIFYs would never be sent.
-FROM upd CROSS JOIN (SELECT count(*) AS notified FROM wake) w
-ORDER BY upd.id
+SELECT g.id, g.queue, g.task, g.status, g.attempt, g.max_attempts,
+       g.worker_id, g.lease_expires_at AS expired_at
+FROM batch b
+CROSS JOIN LATERAL __SCHEMA__.give_back_jobs(
+    b.ids, b.reasons, 'reaped', '', %(jobs_channel)s) g
+ORDER BY g.id

@@ -50,6 +50,8 @@ GRANT SELECT ON __SCHEMA__.queues, __SCHEMA__.worker_parks TO __WORKER_ROLE__;
 -- it through take_rate_tokens, a SECURITY DEFINER function: the worker can take
 -- tokens but not write the bucket itself (EXECUTE is revoked from PUBLIC).
 GRANT EXECUTE ON FUNCTION __SCHEMA__.take_rate_tokens(text, integer) TO __WORKER_ROLE__;
+-- Not granted to any group: give_back_jobs (the lease reaper's and fast
+-- recovery's transition) is the orchestrator's, which runs as the owner.
 
 -- Producer: insert jobs (Client.enqueue, enqueue_many, the SQL function) and read
 -- them back. enqueue_many draws ids with nextval() on the id sequence first.

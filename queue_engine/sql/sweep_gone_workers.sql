@@ -1,7 +1,7 @@
 -- Fast recovery (leader only): workers whose database session has ended are
 -- gone (SIGKILL, crash, a host that died and whose TCP keepalive fired). Mark
 -- them 'gone' and give back their running jobs now instead of when the lease
--- lapses, with the reaper's rules:
+-- lapses, with the reaper's rules (give_back_jobs(), migration 0005):
 --   * cancel requested      -> canceled (nobody wants it run again)
 --   * attempts spent        -> lost     (finished, error says why)
 --   * otherwise             -> queued   (available now, one NOTIFY per queue)
@@ -53,64 +53,21 @@ orphaned AS MATERIALIZED (
     ORDER BY j.id
     FOR UPDATE OF j SKIP LOCKED
 ),
-upd AS (
-    UPDATE __SCHEMA__.jobs j SET
-        status = CASE
-            WHEN j.cancel_requested THEN 'canceled'
-            WHEN j.attempt >= j.max_attempts THEN 'lost'
-            ELSE 'queued'
-        END,
-        available_at = CASE
-            WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN j.available_at
-            ELSE now()
-        END,
-        finished_at = CASE
-            WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now()
-            ELSE NULL
-        END,
-        duration_ms = CASE
-            WHEN j.cancel_requested OR j.attempt >= j.max_attempts
-            THEN (extract(epoch FROM now() - j.started_at) * 1000)::bigint
-            ELSE NULL
-        END,
-        error = CASE
-            WHEN j.attempt >= j.max_attempts AND NOT j.cancel_requested
-            THEN format('worker %%s''s database session ended (backend pid %%s); '
-                        'attempts spent (%%s of %%s)',
-                        o.claimed_by, o.backend_pid, j.attempt, j.max_attempts)
-            ELSE j.error
-        END,
-        claimed_by = NULL,
-        lease_expires_at = NULL
-    FROM orphaned o
-    WHERE j.id = o.id AND j.status = 'running'
-    RETURNING j.id, j.queue, j.task, j.status, j.attempt, j.max_attempts,
-              o.claimed_by AS worker_id, o.backend_pid
-),
-ev AS (
-    INSERT INTO __SCHEMA__.job_events (job_id, kind, from_status, to_status, attempt, worker_id, message)
-    SELECT upd.id,
-           CASE upd.status WHEN 'queued' THEN 'recovered' ELSE upd.status END,
-           'running', upd.status, upd.attempt, upd.worker_id,
-           format('worker %%s''s database session ended (backend pid %%s): job recovered '
-                  'without waiting for its lease; %%s',
-                  upd.worker_id, upd.backend_pid,
-                  CASE upd.status
-                      WHEN 'queued' THEN format('queued again (attempt %%s of %%s spent)',
-                                                upd.attempt, upd.max_attempts)
-                      WHEN 'lost' THEN format('lost: attempts spent (%%s of %%s)',
-                                              upd.attempt, upd.max_attempts)
-                      ELSE 'canceled: cancel was requested'
-                  END)
-    FROM upd
-),
-wake AS (
-    SELECT pg_notify(%(jobs_channel)s, q.queue)
-    FROM (SELECT DISTINCT upd.queue FROM upd WHERE upd.status = 'queued') q
+moved AS MATERIALIZED (
+    -- The reaper's transition, give_back_jobs() (migration 0005), for the whole
+    -- batch; both arrays are built in one pass, so in one order.
+    SELECT m.*
+    FROM (SELECT array_agg(o.id) AS ids,
+                 array_agg(format('worker %%s''s database session ended (backend pid %%s)',
+                                  o.claimed_by, o.backend_pid)) AS reasons
+          FROM orphaned o) b
+    CROSS JOIN LATERAL __SCHEMA__.give_back_jobs(
+        b.ids, b.reasons, 'recovered', ': job recovered without waiting for its lease',
+        %(jobs_channel)s) m
 )
 -- One row per gone worker, with the jobs moved (empty arrays: it held none).
--- CROSS JOIN, not an unused LEFT JOIN: the planner would drop it, and with it
--- the NOTIFYs. (Data-modifying CTEs such as marked and ev always run.)
+-- count(*) reads moved whole whatever plan the join gets, so the jobs of every
+-- gone worker are given back. (Data-modifying CTEs such as marked always run.)
 SELECT g.id AS worker_id, g.host, g.pid, g.backend_pid,
        coalesce(array_agg(u.id ORDER BY u.id) FILTER (WHERE u.status = 'queued'),
                 '{}'::bigint[]) AS requeued,
@@ -120,7 +77,7 @@ SELECT g.id AS worker_id, g.host, g.pid, g.backend_pid,
                 '{}'::bigint[]) AS canceled,
        coalesce(string_agg(DISTINCT u.queue, ',' ORDER BY u.queue), '') AS queues
 FROM gone g
-LEFT JOIN upd u ON u.worker_id = g.id
-CROSS JOIN (SELECT count(*) AS notified FROM wake) w
+LEFT JOIN moved u ON u.worker_id = g.id
+CROSS JOIN (SELECT count(*) AS given_back FROM moved) w
 GROUP BY g.id, g.host, g.pid, g.backend_pid
 ORDER BY g.id

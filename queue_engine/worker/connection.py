@@ -197,14 +197,7 @@ class WorkerConnection:
     def _open(self) -> Connection:
         conn = connect(self.dsn, application_name="queue-claim-worker")
         try:
-            conn.execute(
-                sql.SQL("SET synchronous_commit = {}").format(sql.Literal(self.synchronous_commit))
-            )
-            # The worker runs the same few statements thousands of times with
-            # parameters that do not change their best plan (one queue, a handful
-            # of ids): a generic plan saves planning the big finish-and-claim
-            # statement on every job, which Postgres' "auto" mode kept doing.
-            conn.execute("SET plan_cache_mode = force_generic_plan")
+            store.configure_session(conn, synchronous_commit=self.synchronous_commit)
             for channel in self.channels:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             self.register(conn, "idle")
@@ -254,7 +247,7 @@ class WorkerConnection:
             key = h.job.lock_key
             if not h.advisory_locked or key is None or h.lost:
                 continue
-            if store.try_lock_key(conn, key):
+            if store.try_lock_key(conn, self.schema, key):
                 continue
             h.advisory_locked = False
             self.jobs.mark_lost(

@@ -113,7 +113,7 @@ class Flusher:
             held.advisory_locked = False
             # A lost session has released it already.
             with contextlib.suppress(DatabaseUnavailable):
-                self.connection.run(lambda conn: unlock_key(conn, key), attempts=1)
+                self.connection.run(lambda conn: unlock_key(conn, self.schema, key), attempts=1)
         log_event(
             log,
             logging.WARNING,
@@ -170,7 +170,7 @@ class Flusher:
         by_id = {h.job.id: h for h in self.jobs.settle(outcomes, claimed)}
         for held in by_id.values():
             if held.advisory_locked and held.job.lock_key is not None:
-                unlock_key(conn, held.job.lock_key)
+                unlock_key(conn, self.schema, held.job.lock_key)
         for outcome in outcomes:
             self._log_outcome(outcome, by_id.get(outcome.job_id), finished.get(outcome.job_id))
         return len(claimed)
@@ -236,13 +236,13 @@ class Flusher:
         log_event(log, level, event, **fields)
 
 
-def unlock_key(conn: Connection, key: str) -> None:
+def unlock_key(conn: Connection, schema: str, key: str) -> None:
     """Release a lock key's advisory lock; a failure is only logged.
 
     After the finish has committed: a failure here must not re-run the finish
     and claim (the caller's retry would). A lost session released the lock anyway.
     """
     try:
-        store.unlock_key(conn, key)
+        store.unlock_key(conn, schema, key)
     except psycopg.Error as exc:
         log.debug("releasing the advisory lock of %r failed: %s", key, exc)

@@ -1,6 +1,6 @@
 """How the worker shows it is alive, and what it writes when the job watchdog trips.
 
-:class:`Liveness` is the systemd side (DESIGN.md, "Liveness model"): ``READY=1``
+:class:`Liveness` is the systemd side (docs/guides/worker.md, "Liveness"): ``READY=1``
 once working, a ``STATUS=`` line when it changes, ``WATCHDOG=1`` only while the
 process is healthy, ``STOPPING=1`` on the way out. Its interface is four calls
 (``ready``, ``tick``, ``mark_alive``, ``stopping``) so that a shared daemon

@@ -1,8 +1,9 @@
 """From what a handler did to how its job finishes: pure decisions, no I/O.
 
 An :class:`Outcome` is one element of the arrays that the finish statement
-takes, so many outcomes can be flushed in one statement. The mapping follows
-DESIGN.md: a return value succeeds; :class:`~queue_engine.retry.Permanent`
+takes, so many outcomes can be flushed in one statement. The mapping is the
+one docs/guides/worker.md ("Outcomes, retries, `Permanent`, `Snooze`") and
+docs/internals/state-machine.md describe: a return value succeeds; :class:`~queue_engine.retry.Permanent`
 fails at once; :class:`~queue_engine.retry.Snooze` re-queues without spending
 an attempt; a cancel ends ``canceled``; any other exception re-queues after the
 task's backoff until the attempts are spent, then fails. The random source of

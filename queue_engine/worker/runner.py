@@ -156,7 +156,7 @@ class JobRunner:
         key = held.job.lock_key
         assert key is not None
         warned = False
-        while not self.connection.run(lambda conn: store.try_lock_key(conn, key)):
+        while not self.connection.run(lambda conn: store.try_lock_key(conn, self.schema, key)):
             if not warned:
                 log_event(
                     log,

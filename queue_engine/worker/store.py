@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from queue_engine import sql as queries
 from queue_engine.context import ClaimedJob
@@ -120,6 +121,28 @@ def raw_statement(name: str, schema: str, variant: str | None = None) -> RawStat
     if "%" in text:  # a literal % would need the %% escape of the psycopg form
         raise ValueError(f"query {name} has a % that is not a placeholder")
     return RawStatement(text, tuple(names))
+
+
+def configure_session(conn: Connection, *, synchronous_commit: str) -> None:
+    """Set the worker session's settings: commit durability and how its statements are planned.
+
+    ``plan_cache_mode = force_generic_plan``: the worker runs the same few
+    statements thousands of times with parameters that do not change their
+    best plan (one queue, a handful of ids), so each is planned once per
+    connection instead of on every job, which Postgres' "auto" mode kept doing.
+
+    ``enable_seqscan = off``: every statement the worker runs reaches ``jobs``
+    by the primary key or the partial claimable index, and a plan made once
+    must stay right while the table grows. A worker that starts on an empty
+    (or never analyzed) table would otherwise keep, until the next ANALYZE or
+    VACUUM invalidates it, a plan that scans the whole table for each job:
+    the planner believes the new table holds ten pages. Disabled, a sequential
+    scan is used only where no index can serve (the tiny control tables), so
+    the plans no longer depend on statistics (bench/plans/cold_start.md).
+    """
+    conn.execute(sql.SQL("SET synchronous_commit = {}").format(sql.Literal(synchronous_commit)))
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute("SET enable_seqscan = off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,15 +316,17 @@ def mark_stopped(conn: Connection, schema: str, *, worker_id: str) -> None:
     conn.execute(queries.query("worker_stop", schema), {"worker_id": worker_id})
 
 
-def try_lock_key(conn: Connection, lock_key: str) -> bool:
+def try_lock_key(conn: Connection, schema: str, lock_key: str) -> bool:
     """Take the session advisory lock of a lock key; False if another session holds it."""
-    row = conn.execute(queries.plain("claim_lock_key"), {"lock_key": lock_key}).fetchone()
+    params = {"namespace": queries.lock_key_namespace(schema), "lock_key": lock_key}
+    row = conn.execute(queries.plain("claim_lock_key"), params).fetchone()
     return bool(row and row[0])
 
 
-def unlock_key(conn: Connection, lock_key: str) -> None:
+def unlock_key(conn: Connection, schema: str, lock_key: str) -> None:
     """Release the advisory lock of a lock key taken by :func:`try_lock_key`."""
-    conn.execute(queries.plain("finish_lock_key"), {"lock_key": lock_key})
+    params = {"namespace": queries.lock_key_namespace(schema), "lock_key": lock_key}
+    conn.execute(queries.plain("finish_lock_key"), params)
 
 
 def release_orphans(

@@ -8,7 +8,7 @@ SIGTERM whose grace ran out. Python cannot interrupt a thread stuck in
 only reliable stop is the process's end: the watchdog records why on the job
 (a short-lived connection of its own with a ``statement_timeout``, so a stuck
 worker connection cannot block it) and calls ``os._exit`` with a documented
-code; systemd (``Restart=always``) starts a fresh process.
+code; systemd (the worker unit's ``Restart=on-failure``) starts a fresh process.
 
 ============  =====  ==============================================================
 trip          exit   what is written
@@ -43,18 +43,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from queue_engine.exit_codes import ExitCode
 from queue_engine.service import log_event
 
 log = logging.getLogger("queue_engine.worker.watchdog")
 
 #: Exit code after the wall-clock budget of a job ran out.
-EXIT_WATCHDOG = 75
+EXIT_WATCHDOG = ExitCode.WATCHDOG
 #: Exit code after a job that reports progress stopped reporting it.
-EXIT_STALL = 76
+EXIT_STALL = ExitCode.STALL
 #: Exit code after a hard stop: a cancel ignored for the grace period, or a zombie.
-EXIT_HARD_STOP = 77
+EXIT_HARD_STOP = ExitCode.HARD_STOP
 #: Exit code after the SIGTERM grace ran out and the job was given back.
-EXIT_GIVEN_BACK = 0
+EXIT_GIVEN_BACK = ExitCode.OK
 
 #: Budget of a job when neither the job nor its task sets ``timeout_s``.
 DEFAULT_TIMEOUT_S = 3600.0

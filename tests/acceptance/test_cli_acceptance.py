@@ -11,40 +11,18 @@ the DSN comes from ``--dsn``, ``QUEUE_ENGINE_DSN`` or the libpq ``PG*`` variable
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+from qe_ctl import ok, queue_ctl
 
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION
 
-QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
 UNREACHABLE = "postgresql://u:s3cretpw@127.0.0.1:1/x"
-
-
-def ctl(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """Run queue-ctl with a clean environment (plus ``env``)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    return subprocess.run(
-        [str(QUEUE_CTL), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**base, **(env or {})},
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
-    return result.stdout
 
 
 def assert_one_line_error(
@@ -63,7 +41,7 @@ def assert_one_line_error(
 
 
 def enqueue_id(dsn: str, *args: str) -> int:
-    out = ok(ctl("--dsn", dsn, "enqueue", *args)).strip()
+    out = ok(queue_ctl("--dsn", dsn, "enqueue", *args)).strip()
     assert re.fullmatch(r"\d+", out), out
     return int(out)
 
@@ -77,14 +55,14 @@ def db_row(dsn: str, sql: str, params: Any = None) -> tuple[Any, ...] | None:
 
 
 def test_version_and_help() -> None:
-    assert "0.1.0" in ok(ctl("--version"))
-    helptext = ok(ctl("--help"))
+    assert "0.1.0" in ok(queue_ctl("--version"))
+    helptext = ok(queue_ctl("--help"))
     for command in ("migrate", "enqueue", "status", "cancel", "retry", "list", "demo"):
         assert command in helptext
 
 
 def test_migrate_prints_the_version(empty_dsn: str) -> None:
-    out = ok(ctl("--dsn", empty_dsn, "migrate"))
+    out = ok(queue_ctl("--dsn", empty_dsn, "migrate"))
     assert f"database is at version {ENGINE_SCHEMA_VERSION}" in out
     assert db_row(empty_dsn, "SELECT max(version) FROM queue_engine.schema_migrations") == (
         ENGINE_SCHEMA_VERSION,
@@ -102,7 +80,7 @@ def test_enqueue_prints_an_integer_id(dsn: str) -> None:
 
 def test_enqueue_json_prints_the_whole_job(dsn: str) -> None:
     out = ok(
-        ctl(
+        queue_ctl(
             "--dsn",
             dsn,
             "enqueue",
@@ -130,7 +108,11 @@ def test_enqueue_json_prints_the_whole_job(dsn: str) -> None:
     assert {"available_at", "created_at", "attempt", "max_attempts"} <= set(job)
     # The same idempotency key returns the same job, not a new one.
     again = json.loads(
-        ok(ctl("--dsn", dsn, "enqueue", "reports.build", "--idempotency-key", "abc", "--json"))
+        ok(
+            queue_ctl(
+                "--dsn", dsn, "enqueue", "reports.build", "--idempotency-key", "abc", "--json"
+            )
+        )
     )
     assert again["id"] == job["id"]
     assert again["created"] is False
@@ -138,7 +120,7 @@ def test_enqueue_json_prints_the_whole_job(dsn: str) -> None:
 
 def test_status_shows_fields(dsn: str) -> None:
     job_id = enqueue_id(dsn, "mail.send", "--queue", "mail", "--args", '{"to": "x@y.z"}')
-    out = ok(ctl("--dsn", dsn, "status", str(job_id)))
+    out = ok(queue_ctl("--dsn", dsn, "status", str(job_id)))
     fields = dict(
         (part.strip() for part in line.split(":", 1)) for line in out.splitlines() if ":" in line
     )
@@ -152,7 +134,7 @@ def test_status_shows_fields(dsn: str) -> None:
 
 def test_status_json(dsn: str) -> None:
     job_id = enqueue_id(dsn, "mail.send", "--queue", "mail")
-    job = json.loads(ok(ctl("--dsn", dsn, "status", str(job_id), "--json")))
+    job = json.loads(ok(queue_ctl("--dsn", dsn, "status", str(job_id), "--json")))
     assert (job["id"], job["task"], job["queue"], job["status"]) == (
         job_id,
         "mail.send",
@@ -163,11 +145,11 @@ def test_status_json(dsn: str) -> None:
 
 def test_cancel_then_retry(dsn: str) -> None:
     job_id = enqueue_id(dsn, "t.cancel_me")
-    assert f"job {job_id} canceled" in ok(ctl("--dsn", dsn, "cancel", str(job_id)))
+    assert f"job {job_id} canceled" in ok(queue_ctl("--dsn", dsn, "cancel", str(job_id)))
     assert db_row(dsn, "SELECT status FROM queue_engine.jobs WHERE id = %s", (job_id,)) == (
         "canceled",
     )
-    assert f"job {job_id} queued again" in ok(ctl("--dsn", dsn, "retry", str(job_id)))
+    assert f"job {job_id} queued again" in ok(queue_ctl("--dsn", dsn, "retry", str(job_id)))
     assert db_row(
         dsn, "SELECT status, cancel_requested FROM queue_engine.jobs WHERE id = %s", (job_id,)
     ) == ("queued", False)
@@ -181,7 +163,7 @@ def test_cancel_of_a_running_job_requests_it(dsn: str) -> None:
             "started_at = now() WHERE id = %s",
             (job_id,),
         )
-    out = ok(ctl("--dsn", dsn, "cancel", str(job_id)))
+    out = ok(queue_ctl("--dsn", dsn, "cancel", str(job_id)))
     assert "cancel requested" in out
     assert db_row(
         dsn, "SELECT status, cancel_requested FROM queue_engine.jobs WHERE id = %s", (job_id,)
@@ -203,23 +185,23 @@ def test_list_with_filters_and_json(dsn: str) -> None:
             (second,),
         )
 
-    table = ok(ctl("--dsn", dsn, "list"))
+    table = ok(queue_ctl("--dsn", dsn, "list"))
     lines = table.splitlines()
     assert lines[0].split()[:4] == ["ID", "STATUS", "QUEUE", "TASK"]
     assert [int(line.split()[0]) for line in lines[1:]] == [third, second, first]
 
-    canceled = ok(ctl("--dsn", dsn, "list", "--status", "canceled"))
+    canceled = ok(queue_ctl("--dsn", dsn, "list", "--status", "canceled"))
     assert [int(line.split()[0]) for line in canceled.splitlines()[1:]] == [second]
 
-    as_json = json.loads(ok(ctl("--dsn", dsn, "list", "--json")))
+    as_json = json.loads(ok(queue_ctl("--dsn", dsn, "list", "--json")))
     assert [j["id"] for j in as_json] == [third, second, first]
     assert [j["status"] for j in as_json] == ["queued", "canceled", "queued"]
 
-    alpha = json.loads(ok(ctl("--dsn", dsn, "list", "--queue", "alpha", "--json")))
+    alpha = json.loads(ok(queue_ctl("--dsn", dsn, "list", "--queue", "alpha", "--json")))
     assert [j["id"] for j in alpha] == [third, first]
-    queued = json.loads(ok(ctl("--dsn", dsn, "list", "--status", "queued", "--json")))
+    queued = json.loads(ok(queue_ctl("--dsn", dsn, "list", "--status", "queued", "--json")))
     assert {j["id"] for j in queued} == {first, third}
-    limited = json.loads(ok(ctl("--dsn", dsn, "list", "--limit", "1", "--json")))
+    limited = json.loads(ok(queue_ctl("--dsn", dsn, "list", "--limit", "1", "--json")))
     assert [j["id"] for j in limited] == [third]
 
 
@@ -235,7 +217,7 @@ def test_list_older_than(dsn: str) -> None:
         )
 
     def listed(*args: str) -> list[int]:
-        return [j["id"] for j in json.loads(ok(ctl("--dsn", dsn, "list", "--json", *args)))]
+        return [j["id"] for j in json.loads(ok(queue_ctl("--dsn", dsn, "list", "--json", *args)))]
 
     assert listed("--older-than", "5m") == [mid, old]
     assert listed("--older-than", "1d") == [old]
@@ -244,15 +226,15 @@ def test_list_older_than(dsn: str) -> None:
     assert listed("--older-than", "3600") == [old]
     assert listed("--older-than", "3w") == []
     assert new in listed()
-    table = ok(ctl("--dsn", dsn, "list", "--older-than", "1d")).splitlines()
+    table = ok(queue_ctl("--dsn", dsn, "list", "--older-than", "1d")).splitlines()
     assert [int(line.split()[0]) for line in table[1:]] == [old]
-    bad = ctl("--dsn", dsn, "list", "--older-than", "soon")
+    bad = queue_ctl("--dsn", dsn, "list", "--older-than", "soon")
     assert bad.returncode == 2 and bad.stdout == ""
     assert len(bad.stderr.strip().splitlines()) == 1 and "--older-than" in bad.stderr
 
 
 def test_list_of_an_empty_queue(dsn: str) -> None:
-    assert json.loads(ok(ctl("--dsn", dsn, "list", "--json"))) == []
+    assert json.loads(ok(queue_ctl("--dsn", dsn, "list", "--json"))) == []
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -260,22 +242,24 @@ def test_list_of_an_empty_queue(dsn: str) -> None:
 
 def test_bad_job_input_is_a_usage_error(dsn: str) -> None:
     for raw in ("{not json", "[1, 2]"):
-        result = ctl("--dsn", dsn, "enqueue", "t.x", "--args", raw)
+        result = queue_ctl("--dsn", dsn, "enqueue", "t.x", "--args", raw)
         assert_one_line_error(result, 2, "--args")
-    assert_one_line_error(ctl("--dsn", dsn, "enqueue", "bad task name"), 2)
+    assert_one_line_error(queue_ctl("--dsn", dsn, "enqueue", "bad task name"), 2)
     assert db_row(dsn, "SELECT count(*) FROM queue_engine.jobs") == (0,)
 
 
 def test_unknown_job_id_fails_with_1(dsn: str) -> None:
     for command in ("status", "cancel", "retry"):
-        assert_one_line_error(ctl("--dsn", dsn, command, "987654"), 1, "987654", "not found")
+        assert_one_line_error(queue_ctl("--dsn", dsn, command, "987654"), 1, "987654", "not found")
 
 
 def test_invalid_transitions_fail_with_1(dsn: str) -> None:
     job_id = enqueue_id(dsn, "t.x")
-    assert_one_line_error(ctl("--dsn", dsn, "retry", str(job_id)), 1, "cannot retry", "queued")
-    ok(ctl("--dsn", dsn, "cancel", str(job_id)))
-    assert_one_line_error(ctl("--dsn", dsn, "cancel", str(job_id)), 1, "cannot cancel")
+    assert_one_line_error(
+        queue_ctl("--dsn", dsn, "retry", str(job_id)), 1, "cannot retry", "queued"
+    )
+    ok(queue_ctl("--dsn", dsn, "cancel", str(job_id)))
+    assert_one_line_error(queue_ctl("--dsn", dsn, "cancel", str(job_id)), 1, "cannot cancel")
     assert db_row(dsn, "SELECT status FROM queue_engine.jobs WHERE id = %s", (job_id,)) == (
         "canceled",
     )
@@ -283,27 +267,27 @@ def test_invalid_transitions_fail_with_1(dsn: str) -> None:
 
 @pytest.mark.parametrize("args", [("list",), ("migrate",)])
 def test_unreachable_database_exits_69_without_the_password(args: tuple[str, ...]) -> None:
-    result = ctl("--dsn", UNREACHABLE, *args)
+    result = queue_ctl("--dsn", UNREACHABLE, *args)
     line = assert_one_line_error(result, 69, "127.0.0.1")
     assert "s3cretpw" not in result.stdout + result.stderr
     assert "s3cretpw" not in line
 
 
 def test_unreachable_database_from_env_hides_the_password() -> None:
-    result = ctl("list", env={"QUEUE_ENGINE_DSN": UNREACHABLE})
+    result = queue_ctl("list", env={"QUEUE_ENGINE_DSN": UNREACHABLE})
     assert_one_line_error(result, 69)
     assert "s3cretpw" not in result.stdout + result.stderr
 
 
 def test_unparsable_dsn_is_a_configuration_error_not_unreachable() -> None:
-    result = ctl("--dsn", "host=x port=5432 password=s3cretpw =broken", "list")
+    result = queue_ctl("--dsn", "host=x port=5432 password=s3cretpw =broken", "list")
     assert_one_line_error(result, 2, "invalid DSN")
     assert "s3cretpw" not in result.stdout + result.stderr
 
 
 def test_missing_engine_schema_exits_3(empty_dsn: str) -> None:
     for args in (("list",), ("enqueue", "t.x"), ("retry", "1")):
-        assert_one_line_error(ctl("--dsn", empty_dsn, *args), 3, "queue-ctl migrate")
+        assert_one_line_error(queue_ctl("--dsn", empty_dsn, *args), 3, "queue-ctl migrate")
     # Reporting the missing schema created nothing.
     assert db_row(empty_dsn, "SELECT to_regnamespace('queue_engine')") == (None,)
 
@@ -311,17 +295,17 @@ def test_missing_engine_schema_exits_3(empty_dsn: str) -> None:
 @pytest.mark.parametrize("schema", ["Bad-Schema", "x" * 41])
 def test_bad_schema_is_a_usage_error(pg_server: Any, schema: str) -> None:
     dsn = pg_server.admin_dsn
-    assert_one_line_error(ctl("--dsn", dsn, "--schema", schema, "list"), 2, "schema")
-    result = ctl("--dsn", dsn, "list", env={"QUEUE_ENGINE_SCHEMA": schema})
+    assert_one_line_error(queue_ctl("--dsn", dsn, "--schema", schema, "list"), 2, "schema")
+    result = queue_ctl("--dsn", dsn, "list", env={"QUEUE_ENGINE_SCHEMA": schema})
     assert_one_line_error(result, 2, "schema")
 
 
 def test_unknown_command_and_option_are_usage_errors(pg_server: Any) -> None:
     dsn = pg_server.admin_dsn
-    assert_one_line_error(ctl("--dsn", dsn, "frobnicate"), 2)
-    assert_one_line_error(ctl("--dsn", dsn, "list", "--no-such-option"), 2)
-    assert_one_line_error(ctl("--dsn", dsn, "list", "--status", "bogus"), 2)
-    assert_one_line_error(ctl("--dsn", dsn, "status", "not-a-number"), 2)
+    assert_one_line_error(queue_ctl("--dsn", dsn, "frobnicate"), 2)
+    assert_one_line_error(queue_ctl("--dsn", dsn, "list", "--no-such-option"), 2)
+    assert_one_line_error(queue_ctl("--dsn", dsn, "list", "--status", "bogus"), 2)
+    assert_one_line_error(queue_ctl("--dsn", dsn, "status", "not-a-number"), 2)
 
 
 # --- where the DSN comes from ----------------------------------------------------------------
@@ -329,13 +313,13 @@ def test_unknown_command_and_option_are_usage_errors(pg_server: Any) -> None:
 
 def test_dsn_from_queue_engine_dsn(dsn: str) -> None:
     job_id = enqueue_id(dsn, "t.env")
-    jobs = json.loads(ok(ctl("list", "--json", env={"QUEUE_ENGINE_DSN": dsn})))
+    jobs = json.loads(ok(queue_ctl("list", "--json", env={"QUEUE_ENGINE_DSN": dsn})))
     assert [j["id"] for j in jobs] == [job_id]
 
 
 def test_dsn_option_overrides_the_environment(dsn: str) -> None:
     job_id = enqueue_id(dsn, "t.env")
-    out = ok(ctl("--dsn", dsn, "list", "--json", env={"QUEUE_ENGINE_DSN": UNREACHABLE}))
+    out = ok(queue_ctl("--dsn", dsn, "list", "--json", env={"QUEUE_ENGINE_DSN": UNREACHABLE}))
     assert [j["id"] for j in json.loads(out)] == [job_id]
 
 
@@ -348,7 +332,7 @@ def test_dsn_from_libpq_variables(dsn: str) -> None:
         "PGDATABASE": str(params["dbname"]),
     }
     job_id = enqueue_id_env(env, "t.pg", "--queue", "pgvars")
-    jobs = json.loads(ok(ctl("list", "--json", env=env)))
+    jobs = json.loads(ok(queue_ctl("list", "--json", env=env)))
     assert [(j["id"], j["queue"]) for j in jobs] == [(job_id, "pgvars")]
     assert db_row(dsn, "SELECT queue FROM queue_engine.jobs WHERE id = %s", (job_id,)) == (
         "pgvars",
@@ -356,27 +340,27 @@ def test_dsn_from_libpq_variables(dsn: str) -> None:
 
 
 def enqueue_id_env(env: dict[str, str], *args: str) -> int:
-    out = ok(ctl("enqueue", *args, env=env)).strip()
+    out = ok(queue_ctl("enqueue", *args, env=env)).strip()
     assert re.fullmatch(r"\d+", out), out
     return int(out)
 
 
 def test_custom_schema_through_the_cli(dsn: str) -> None:
-    out = ok(ctl("--dsn", dsn, "--schema", "cli_other", "migrate"))
+    out = ok(queue_ctl("--dsn", dsn, "--schema", "cli_other", "migrate"))
     assert f"database is at version {ENGINE_SCHEMA_VERSION}" in out
     job_id = enqueue_id(dsn, "t.other")  # default schema
     other = json.loads(
-        ok(ctl("--dsn", dsn, "list", "--json", env={"QUEUE_ENGINE_SCHEMA": "cli_other"}))
+        ok(queue_ctl("--dsn", dsn, "list", "--json", env={"QUEUE_ENGINE_SCHEMA": "cli_other"}))
     )
     assert other == []
-    assert [j["id"] for j in json.loads(ok(ctl("--dsn", dsn, "list", "--json")))] == [job_id]
+    assert [j["id"] for j in json.loads(ok(queue_ctl("--dsn", dsn, "list", "--json")))] == [job_id]
 
 
 # --- demo ------------------------------------------------------------------------------------
 
 
 def test_demo_on_a_given_database(dsn: str) -> None:
-    result = ctl("--dsn", dsn, "demo", timeout=120)
+    result = queue_ctl("--dsn", dsn, "demo", timeout=120)
     out = ok(result)
     assert "Traceback" not in out + result.stderr
     lines = [line for line in out.splitlines() if line.strip()]

@@ -10,30 +10,9 @@ and the usual one-line errors.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
-
-
-def ctl(dsn: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    return subprocess.run(
-        [str(QUEUE_CTL), "--dsn", dsn, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
-    return result.stdout
+from qe_ctl import ok, queue_ctl
 
 
 def seed(conn: Any) -> int:
@@ -61,52 +40,52 @@ def seed(conn: Any) -> int:
 
 def test_stats_table_and_json(dsn: str, conn: Any) -> None:
     seed(conn)
-    out = ok(ctl(dsn, "stats"))
+    out = ok(queue_ctl("--dsn", dsn, "stats"))
     header, line = out.splitlines()[:2]
     assert header.split()[:4] == ["QUEUE", "QUEUED", "DELAYED", "RUNNING"]
     assert line.split()[:5] == ["cli.q", "3", "0", "0", "1"]
-    doc = json.loads(ok(ctl(dsn, "stats", "--json", "--queue", "cli.q")))
+    doc = json.loads(ok(queue_ctl("--dsn", dsn, "stats", "--json", "--queue", "cli.q")))
     (q,) = doc["queues"]
     assert (q["queue"], q["queued"], q["succeeded_1h"], q["workers_live"]) == ("cli.q", 3, 1, 1)
     assert q["replicas"]["suggested"] == 1
     assert "target_utilisation" in q["replicas"] and "formula" in q["replicas"]
     assert "replicas" in doc["definitions"]
-    empty = json.loads(ok(ctl(dsn, "stats", "--json", "--queue", "nothing.here")))
+    empty = json.loads(ok(queue_ctl("--dsn", dsn, "stats", "--json", "--queue", "nothing.here")))
     assert empty["queues"] == []
 
 
 def test_workers_and_show(dsn: str, conn: Any) -> None:
     job_id = seed(conn)
-    out = ok(ctl(dsn, "workers"))
+    out = ok(queue_ctl("--dsn", dsn, "workers"))
     assert "w-cli-1" in out and "host-a" in out and "50.0M" in out and "live" in out
-    (w,) = json.loads(ok(ctl(dsn, "workers", "--json")))
+    (w,) = json.loads(ok(queue_ctl("--dsn", dsn, "workers", "--json")))
     assert (w["id"], w["pid"], w["rss_bytes"], w["liveness"]) == ("w-cli-1", 777, 52428800, "live")
 
-    out = ok(ctl(dsn, "show", str(job_id)))
+    out = ok(queue_ctl("--dsn", dsn, "show", str(job_id)))
     assert "cli.done" in out and "all good" in out
     assert out.index("claimed") < out.index("all good")
-    doc = json.loads(ok(ctl(dsn, "show", str(job_id), "--json")))
+    doc = json.loads(ok(queue_ctl("--dsn", dsn, "show", str(job_id), "--json")))
     assert [e["kind"] for e in doc["events"]] == ["claimed", "succeeded"]
-    missing = ctl(dsn, "show", "999999")
+    missing = queue_ctl("--dsn", dsn, "show", "999999")
     assert missing.returncode == 1
     assert missing.stderr.strip() == "queue-ctl: error: job 999999 not found"
 
 
 def test_top_prints_one_snapshot_when_not_a_terminal(dsn: str, conn: Any) -> None:
     seed(conn)
-    out = ok(ctl(dsn, "top"))
+    out = ok(queue_ctl("--dsn", dsn, "top"))
     assert "\x1b" not in out
     assert out.startswith("queue-engine top")
     assert out.count("queue-engine top") == 1
     assert "cli.q" in out and "w-cli-1" in out
-    out = ok(ctl(dsn, "top", "--iterations", "2", "--interval", "0.1"))
+    out = ok(queue_ctl("--dsn", dsn, "top", "--iterations", "2", "--interval", "0.1"))
     assert out.count("queue-engine top") == 2
 
 
 def test_roles_prints_the_template_for_the_schema(dsn: str) -> None:
-    out = ok(ctl(dsn, "--schema", "jobs_x", "roles", "--worker-role", "etl_worker"))
+    out = ok(queue_ctl("--dsn", dsn, "--schema", "jobs_x", "roles", "--worker-role", "etl_worker"))
     assert "CREATE ROLE etl_worker NOLOGIN" in out
     assert 'GRANT SELECT, UPDATE ON "jobs_x".jobs TO etl_worker;' in out
     assert "__" not in out
-    bad = ctl(dsn, "roles", "--worker-role", "Bad Name")
+    bad = queue_ctl("--dsn", dsn, "roles", "--worker-role", "Bad Name")
     assert bad.returncode == 2 and "invalid role name" in bad.stderr

@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from qe_ctl import ok, queue_ctl
 
 from queue_engine import AsyncClient, Client
 from queue_engine import operations as ops
 from queue_engine.errors import ValidationError
 
 Conn = psycopg.Connection[Any]
-QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
 TOO_LONG = "m" * 256
 BAD_KEYS: list[Any] = ["", TOO_LONG, 5, b"model", ["m"]]
 KEY_MESSAGE = "affinity_key must be a non-empty string of at most 255 characters"
@@ -197,19 +193,6 @@ def test_async_client_refuses_a_bad_key(dsn: str, conn: Conn, bad: Any) -> None:
 # --- queue-ctl ---------------------------------------------------------------------------
 
 
-def ctl(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run queue-ctl with a clean environment, as an operator would."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    return subprocess.run(
-        [str(QUEUE_CTL), *args], capture_output=True, text=True, timeout=60, env=env
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
-    return result.stdout
-
-
 def field_lines(out: str) -> dict[str, str]:
     return dict(
         (part.strip() for part in line.split(":", 1)) for line in out.splitlines() if ":" in line
@@ -217,27 +200,31 @@ def field_lines(out: str) -> dict[str, str]:
 
 
 def test_ctl_enqueue_with_affinity_key(dsn: str, conn: Conn) -> None:
-    job_id = int(ok(ctl("--dsn", dsn, "enqueue", "llm.generate", "--affinity-key", "model:a")))
+    job_id = int(
+        ok(queue_ctl("--dsn", dsn, "enqueue", "llm.generate", "--affinity-key", "model:a"))
+    )
     assert stored_keys(conn, [job_id]) == ["model:a"]
-    assert field_lines(ok(ctl("--dsn", dsn, "status", str(job_id))))["affinity_key"] == "model:a"
-    shown = ok(ctl("--dsn", dsn, "show", str(job_id)))
+    assert (
+        field_lines(ok(queue_ctl("--dsn", dsn, "status", str(job_id))))["affinity_key"] == "model:a"
+    )
+    shown = ok(queue_ctl("--dsn", dsn, "show", str(job_id)))
     assert field_lines(shown.split("\n\n")[0])["affinity_key"] == "model:a"
-    as_json = json.loads(ok(ctl("--dsn", dsn, "show", str(job_id), "--json")))
+    as_json = json.loads(ok(queue_ctl("--dsn", dsn, "show", str(job_id), "--json")))
     assert as_json["affinity_key"] == "model:a"
     created = json.loads(
-        ok(ctl("--dsn", dsn, "enqueue", "t", "--affinity-key", "model:b", "--json"))
+        ok(queue_ctl("--dsn", dsn, "enqueue", "t", "--affinity-key", "model:b", "--json"))
     )
     assert created["affinity_key"] == "model:b"
 
 
 def test_ctl_status_omits_an_unset_affinity_key(dsn: str) -> None:
-    job_id = int(ok(ctl("--dsn", dsn, "enqueue", "llm.generate")))
-    assert "affinity_key" not in ok(ctl("--dsn", dsn, "status", str(job_id)))
+    job_id = int(ok(queue_ctl("--dsn", dsn, "enqueue", "llm.generate")))
+    assert "affinity_key" not in ok(queue_ctl("--dsn", dsn, "status", str(job_id)))
 
 
 @pytest.mark.parametrize("bad", ["", TOO_LONG])
 def test_ctl_enqueue_refuses_a_bad_affinity_key(dsn: str, conn: Conn, bad: str) -> None:
-    result = ctl("--dsn", dsn, "enqueue", "llm.generate", "--affinity-key", bad)
+    result = queue_ctl("--dsn", dsn, "enqueue", "llm.generate", "--affinity-key", bad)
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr

@@ -1,6 +1,6 @@
 """Host telemetry in orchestrator and scheduler heartbeats, on a real database.
 
-The shared daemon heartbeat (``orchestrator/heartbeat.py``) merges the host's
+The shared daemon heartbeat (``daemon/heartbeat.py``, its ``WorkersRow`` target) merges the host's
 load average and GPUs into the role's own telemetry document, stores it in
 ``workers.telemetry`` and publishes it on ``queue_engine.telemetry`` with the
 worker payload's keys plus ``role``, in the one heartbeat statement. Beats are
@@ -19,8 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_engine.orchestrator.heartbeat import Heartbeat
-from queue_engine.scheduler.scheduler import SchedulerHeartbeat
+from queue_engine.daemon.heartbeat import Heartbeat, WorkersRow
 from queue_engine.telemetry import GpuProbe
 
 SCHEMA = "queue_engine"
@@ -67,7 +66,13 @@ def beats() -> Iterator[Callable[[Heartbeat], Heartbeat]]:
 
     yield keep
     for hb in made:
-        hb.db.reset()
+        assert isinstance(hb.target, WorkersRow)
+        hb.target.db.reset()
+
+
+def row_beat(dsn: str, role: str = "orchestrator", **kwargs: Any) -> Heartbeat:
+    """The daemons' heartbeat writing a workers row of ``role``."""
+    return Heartbeat(WorkersRow(dsn, SCHEMA, role=role, **kwargs))
 
 
 def payloads(listener: psycopg.Connection[Any], n: int) -> list[dict[str, Any]]:
@@ -93,9 +98,8 @@ def test_orchestrator_beat_stores_and_publishes_host_telemetry(
     dsn: str, conn: Any, listener: psycopg.Connection[Any], beats: Any
 ) -> None:
     hb = beats(
-        Heartbeat(
+        row_beat(
             dsn,
-            SCHEMA,
             worker_id="orch-1",
             state=lambda: "standby",
             telemetry=lambda: {"version": "9.9", "sweep_s": 5.0},
@@ -128,9 +132,9 @@ def test_scheduler_beat_publishes_its_role_and_host_keys_win(
     dsn: str, conn: Any, listener: psycopg.Connection[Any], beats: Any
 ) -> None:
     hb = beats(
-        SchedulerHeartbeat(
+        row_beat(
             dsn,
-            SCHEMA,
+            "scheduler",
             worker_id="sched-1",
             state=lambda: "running",
             # A role key named like a host key must not shadow the host's figures.
@@ -154,9 +158,8 @@ def test_a_failing_gpu_probe_does_not_stop_the_beat(
     dsn: str, conn: Any, listener: psycopg.Connection[Any], beats: Any
 ) -> None:
     hb = beats(
-        Heartbeat(
+        row_beat(
             dsn,
-            SCHEMA,
             worker_id="orch-2",
             state=lambda: "leader",
             gpu=fake_gpu(subprocess.TimeoutExpired(["nvidia-smi"], 2.0), ONE_GPU),

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
-from qe_worker_helpers import run_ctl
+from qe_ctl import queue_ctl
 
 from queue_engine import Client, stats
 from queue_engine.controls import (
@@ -122,9 +122,6 @@ def listener(dsn: str) -> Any:
     lst = Listener(dsn)
     yield lst
     lst.close()
-
-
-ctl = run_ctl
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], code: int) -> str:
@@ -507,37 +504,37 @@ def test_stats_and_workers_show_the_new_fields(conn, client: Client) -> None:
 
 
 def test_cli_scale_and_rate(dsn: str, conn) -> None:
-    out = ctl(dsn, "scale", "infer", "4")
+    out = queue_ctl("--dsn", dsn, "scale", "infer", "4")
     assert (out.returncode, out.stderr) == (0, "")
     assert out.stdout.strip() == "queue infer scaled to 4 workers (was: no limit)"
-    same = ctl(dsn, "scale", "infer", "4")
+    same = queue_ctl("--dsn", dsn, "scale", "infer", "4")
     assert same.returncode == 0 and "already had scale limit 4 workers" in same.stdout
-    zero = ctl(dsn, "scale", "infer", "0")
+    zero = queue_ctl("--dsn", dsn, "scale", "infer", "0")
     assert zero.returncode == 0 and "scaled to 0 workers (was: 4 workers)" in zero.stdout
-    off = ctl(dsn, "scale", "infer", "off")
+    off = queue_ctl("--dsn", dsn, "scale", "infer", "off")
     assert off.returncode == 0 and "scale limit removed (was: 0 workers)" in off.stdout
-    off_again = ctl(dsn, "scale", "infer", "off")
+    off_again = queue_ctl("--dsn", dsn, "scale", "infer", "off")
     assert off_again.returncode == 0 and "already had no scale limit" in off_again.stdout
     assert queue_row(conn, "infer") == (None, None, 1, None, False)
 
-    rate = ctl(dsn, "rate", "api", "2.5", "--burst", "5")
+    rate = queue_ctl("--dsn", dsn, "rate", "api", "2.5", "--burst", "5")
     assert (rate.returncode, rate.stderr) == (0, "")
     assert "rate limited to 2.5 jobs/s, burst 5 (was: no limit)" in rate.stdout
-    same_rate = ctl(dsn, "rate", "api", "2.5", "--burst", "5")
+    same_rate = queue_ctl("--dsn", dsn, "rate", "api", "2.5", "--burst", "5")
     assert "already had rate limit 2.5 jobs/s, burst 5" in same_rate.stdout
     assert queue_row(conn, "api") == (None, 2.5, 5, None, True)
-    rate_off = ctl(dsn, "rate", "api", "off")
+    rate_off = queue_ctl("--dsn", dsn, "rate", "api", "off")
     assert rate_off.returncode == 0
     assert "rate limit removed (was: 2.5 jobs/s, burst 5)" in rate_off.stdout
 
     scale_queue(conn, SCHEMA, "infer", 2)
     rate_queue(conn, SCHEMA, "api", 7, burst=3)
-    doc = json.loads(ctl(dsn, "stats", "--json").stdout)
+    doc = json.loads(queue_ctl("--dsn", dsn, "stats", "--json").stdout)
     by_queue = {q["queue"]: q for q in doc["queues"]}
     assert by_queue["infer"]["scale_limit"] == 2 and by_queue["infer"]["rate_limit"] is None
     assert (by_queue["api"]["rate_limit"], by_queue["api"]["rate_burst"]) == (7.0, 3)
     assert "scale_limit" in doc["definitions"]
-    table = ctl(dsn, "stats").stdout.splitlines()
+    table = queue_ctl("--dsn", dsn, "stats").stdout.splitlines()
     header = table[0]
     assert "SCALE" in header and "RATE" in header and header.split()[-1] == "PAUSED"
     api_line = next(line for line in table if line.startswith("api"))
@@ -546,53 +543,53 @@ def test_cli_scale_and_rate(dsn: str, conn) -> None:
 
 def test_cli_park_unpark_stop_and_controls(dsn: str, conn) -> None:
     fleet(conn)
-    parked = ctl(dsn, "park", "--host", "gpu-1", "--queue", "infer")
+    parked = queue_ctl("--dsn", dsn, "park", "--host", "gpu-1", "--queue", "infer")
     assert (parked.returncode, parked.stderr) == (0, "")
     assert "parked host gpu-1, queue infer: matches 2 live workers (w-a, w-b) now" in parked.stdout
     assert "also holds for workers started on gpu-1 later" in parked.stdout
-    again = ctl(dsn, "park", "--host", "gpu-1", "--queue", "infer")
+    again = queue_ctl("--dsn", dsn, "park", "--host", "gpu-1", "--queue", "infer")
     assert again.returncode == 0 and "was already parked (since " in again.stdout
-    all_queues = ctl(dsn, "park", "--host", "gpu-1")
+    all_queues = queue_ctl("--dsn", dsn, "park", "--host", "gpu-1")
     assert all_queues.returncode == 0 and "host gpu-1 (all queues)" in all_queues.stdout
-    by_id = ctl(dsn, "park", "--worker", "w-other")
+    by_id = queue_ctl("--dsn", dsn, "park", "--worker", "w-other")
     assert by_id.returncode == 0
     assert by_id.stdout.startswith("parked worker w-other (host gpu-2, queue infer)")
     assert parks(conn) == [("w-other", None, None), (None, "gpu-1", None), (None, "gpu-1", "infer")]
 
-    text = ctl(dsn, "controls")
+    text = queue_ctl("--dsn", dsn, "controls")
     assert text.returncode == 0 and "PARKS" in text.stdout and "host gpu-1" in text.stdout
-    doc = json.loads(ctl(dsn, "controls", "--json").stdout)
+    doc = json.loads(queue_ctl("--dsn", dsn, "controls", "--json").stdout)
     assert len(doc["parks"]) == 3 and doc["stops"] == [] and doc["queues"] == []
 
-    one = ctl(dsn, "unpark", "--host", "gpu-1", "--queue", "infer")
+    one = queue_ctl("--dsn", dsn, "unpark", "--host", "gpu-1", "--queue", "infer")
     assert one.returncode == 0
     assert "unparked host gpu-1: removed 1 park(s) (queue infer)" in one.stdout
     assert "still parked for all queues" in one.stdout and "the workers of infer" in one.stdout
-    rest = ctl(dsn, "unpark", "--host", "gpu-1")
+    rest = queue_ctl("--dsn", dsn, "unpark", "--host", "gpu-1")
     assert rest.returncode == 0 and "removed 1 park(s) (all queues)" in rest.stdout
-    nothing = ctl(dsn, "unpark", "--host", "gpu-1")
+    nothing = queue_ctl("--dsn", dsn, "unpark", "--host", "gpu-1")
     assert nothing.returncode == 0 and "was not parked" in nothing.stdout
-    worker = ctl(dsn, "unpark", "--worker", "w-other")
+    worker = queue_ctl("--dsn", dsn, "unpark", "--worker", "w-other")
     assert (worker.returncode, worker.stdout.strip()) == (0, "unparked worker w-other")
     assert parks(conn) == []
 
-    stop = ctl(dsn, "stop", "--host", "gpu-1", "--queue", "infer")
+    stop = queue_ctl("--dsn", dsn, "stop", "--host", "gpu-1", "--queue", "infer")
     assert (stop.returncode, stop.stderr) == (0, "")
     assert stop.stdout.startswith("stop requested for 2 workers: w-a, w-b")
-    stop_again = ctl(dsn, "stop", "--worker", "w-a")
+    stop_again = queue_ctl("--dsn", dsn, "stop", "--worker", "w-a")
     assert stop_again.returncode == 0 and "w-a was already asked to stop" in stop_again.stdout
     assert {w for w, asked in stop_flags(conn).items() if asked} == {"w-a", "w-b"}
-    doc = json.loads(ctl(dsn, "controls", "--json").stdout)
+    doc = json.loads(queue_ctl("--dsn", dsn, "controls", "--json").stdout)
     assert [s["worker_id"] for s in doc["stops"]] == ["w-a", "w-b"]
 
-    workers = {w["id"]: w for w in json.loads(ctl(dsn, "workers", "--json").stdout)}
+    workers = {w["id"]: w for w in json.loads(queue_ctl("--dsn", dsn, "workers", "--json").stdout)}
     assert workers["w-a"]["stop_requested"] and workers["w-a"]["warm_key"] == "model-a"
     assert not workers["w-etl"]["stop_requested"]
-    lines = ctl(dsn, "workers").stdout.splitlines()
+    lines = queue_ctl("--dsn", dsn, "workers").stdout.splitlines()
     assert "WARM" in lines[0]
     w_a = next(line for line in lines if line.startswith("w-a "))
     assert "model-a" in w_a and "(stop requested)" in w_a
-    top = ctl(dsn, "top", "--iterations", "1")
+    top = queue_ctl("--dsn", dsn, "top", "--iterations", "1")
     assert top.returncode == 0 and "(stop requested)" in top.stdout
 
 
@@ -605,7 +602,7 @@ def test_cli_unknown_or_gone_workers_exit_1(dsn: str, conn) -> None:
         ("stop", "--host", "nowhere"),
         ("unpark", "--worker", "ghost"),
     ):
-        line = one_line_error(ctl(dsn, *args), 1)
+        line = one_line_error(queue_ctl("--dsn", dsn, *args), 1)
         assert "no live worker" in line or "no worker with id" in line
     assert parks(conn) == []
     assert not any(stop_flags(conn).values())
@@ -636,7 +633,7 @@ def test_cli_unknown_or_gone_workers_exit_1(dsn: str, conn) -> None:
 )
 def test_cli_bad_input_exits_2_with_one_line(dsn: str, args: tuple[str, ...], needle: str) -> None:
     # An unreachable DSN: validation happens before connecting, so it never matters.
-    line = one_line_error(ctl("postgresql://nobody@127.0.0.1:1/none", *args), 2)
+    line = one_line_error(queue_ctl("--dsn", "postgresql://nobody@127.0.0.1:1/none", *args), 2)
     assert needle in line, line
 
 
@@ -649,5 +646,5 @@ def test_cli_needs_schema_version_4(dsn: str) -> None:
         ("stop", "--host", "h"),
         ("controls",),
     ):
-        line = one_line_error(ctl(dsn, *args), 3)
+        line = one_line_error(queue_ctl("--dsn", dsn, *args), 3)
         assert "queue-ctl migrate" in line

@@ -24,6 +24,7 @@ class Recorder:
             schema,
             on_elected=lambda: self.calls.append(f"{name}+"),
             on_demoted=lambda: self.calls.append(f"{name}-"),
+            rand=lambda: 0.5,  # the backoff's jitter at its middle: no jitter
         )
 
 
@@ -82,7 +83,9 @@ def test_leader_whose_session_is_cut_steps_down_and_leads_again(dsn: str, conn) 
 
 
 def test_reconnect_backoff_is_capped(dsn: str) -> None:
-    a = LeaderElector("postgresql://postgres@/postgres?host=/nonexistent&port=1", "queue_engine")
+    a = LeaderElector(
+        "postgresql://postgres@/postgres?host=/nonexistent&port=1", "queue_engine", rand=lambda: 0.5
+    )
     a.backoff_max_s = 4.0
     waits = []
     for _ in range(5):
@@ -90,6 +93,11 @@ def test_reconnect_backoff_is_capped(dsn: str) -> None:
         assert not result.leader and result.error
         waits.append(a.next_interval(result))
     assert waits == [1.0, 2.0, 4.0, 4.0, 4.0]
+    # Jittered ±30 %, but never beyond the cap.
+    a.rand = lambda: 0.0
+    assert a.next_interval(result) == 0.7 * 4.0
+    a.rand = lambda: 1.0
+    assert a.next_interval(result) == 4.0
 
 
 def test_schemas_have_separate_leaders(dsn: str, conn) -> None:

@@ -242,20 +242,21 @@ def test_metrics_report_live_telemetry(server, fleet) -> None:
 def test_metrics_report_a_daemon_heartbeat_with_its_gpu(server, dsn, conn) -> None:
     import socket
 
-    from queue_engine.orchestrator.heartbeat import Heartbeat
+    from queue_engine.daemon.heartbeat import Heartbeat, WorkersRow
     from queue_engine.telemetry import GpuProbe
 
-    hb = Heartbeat(
+    row = WorkersRow(
         dsn,
         SCHEMA,
         worker_id="orch-m",
+        role="orchestrator",
         state=lambda: "leader",
         gpu=GpuProbe(runner=lambda argv, t: "55, 2048, 16384\n", which=lambda n: "/bin/" + n),
     )
     try:
-        hb.run_once()
+        Heartbeat(row).run_once()
     finally:
-        hb.db.reset()
+        row.db.reset()
     host = socket.gethostname()
     (telemetry,) = conn.execute(
         "SELECT telemetry FROM queue_engine.workers WHERE id = 'orch-m'"

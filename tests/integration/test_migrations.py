@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
+from qe_ctl import QUEUE_CTL, clean_env, queue_ctl
 
 from queue_engine.errors import MigrationError, SchemaMissing
 from queue_engine.migrate import (
@@ -32,24 +32,8 @@ from queue_engine.migrate import (
     wait_for_schema,
 )
 
-QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
 ENGINE_SCHEMA = "queue_engine"
 ENGINE_TABLES = {"jobs", "job_events", "workers", "job_transitions"}
-
-
-def clean_env() -> dict[str, str]:
-    """The environment for a CLI subprocess, without settings that could leak in."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-
-
-def run_ctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(QUEUE_CTL), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=clean_env(),
-    )
 
 
 def query(dsn: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -253,7 +237,7 @@ def test_up_to_date_chain_needs_no_create_privilege(dsn: str, pg_server: Any) ->
             owner.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA {ENGINE_SCHEMA} TO "{role}"')
         reader_dsn = make_conninfo(dsn, user=role)
         assert Migrator(reader_dsn).up() == []
-        result = run_ctl("--dsn", reader_dsn, "migrate")
+        result = queue_ctl("--dsn", reader_dsn, "migrate")
         assert result.returncode == 0, result.stderr
         assert "nothing to do" in result.stdout
     finally:
@@ -281,23 +265,23 @@ def test_status_shows_pending_then_applied(empty_dsn: str) -> None:
 
 
 def test_cli_migrate_status_shows_pending_and_applied(empty_dsn: str) -> None:
-    pending = run_ctl("--dsn", empty_dsn, "migrate", "--status")
+    pending = queue_ctl("--dsn", empty_dsn, "migrate", "--status")
     assert pending.returncode == 0, pending.stderr
     assert "0001  initial" in pending.stdout
     assert "pending" in pending.stdout
     assert not relation_exists(empty_dsn, f"{ENGINE_SCHEMA}.{ENGINE_LEDGER_TABLE}")
 
-    done = run_ctl("--dsn", empty_dsn, "migrate")
+    done = queue_ctl("--dsn", empty_dsn, "migrate")
     assert done.returncode == 0, done.stderr
     assert "applied 0001_initial" in done.stdout
     assert f"database is at version {ENGINE_SCHEMA_VERSION}" in done.stdout
 
-    applied = run_ctl("--dsn", empty_dsn, "migrate", "--status")
+    applied = queue_ctl("--dsn", empty_dsn, "migrate", "--status")
     assert applied.returncode == 0, applied.stderr
     assert "0001  initial" in applied.stdout
     assert "pending" not in applied.stdout
 
-    again = run_ctl("--dsn", empty_dsn, "migrate")
+    again = queue_ctl("--dsn", empty_dsn, "migrate")
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
 
@@ -312,7 +296,7 @@ def test_status_flags_an_edited_migration(empty_dsn: str, tmp_path: Path) -> Non
     states = {s.version: s for s in migrator.status()}
     assert states[1].checksum_matches
     assert not states[2].checksum_matches
-    out = run_ctl(
+    out = queue_ctl(
         "--dsn",
         empty_dsn,
         "migrate",
@@ -385,10 +369,10 @@ def test_up_refuses_a_hole_in_the_ledger(empty_dsn: str, tmp_path: Path) -> None
 def test_cli_upgrade_and_downgrade_to_a_target(empty_dsn: str, tmp_path: Path) -> None:
     folder = str(app_chain(tmp_path / "chain"))
     host = ("--dir", folder, "--ledger", "app.app_m")
-    up = run_ctl("--dsn", empty_dsn, "migrate", "--to", "2", *host)
+    up = queue_ctl("--dsn", empty_dsn, "migrate", "--to", "2", *host)
     assert up.returncode == 0, up.stderr
     assert "database is at version 2" in up.stdout
-    down = run_ctl("--dsn", empty_dsn, "downgrade", "--to", "1", *host)
+    down = queue_ctl("--dsn", empty_dsn, "downgrade", "--to", "1", *host)
     assert down.returncode == 0, down.stderr
     assert "reverted 0002_gadgets" in down.stdout
     assert "database is at version 1" in down.stdout
@@ -397,7 +381,7 @@ def test_cli_upgrade_and_downgrade_to_a_target(empty_dsn: str, tmp_path: Path) -
 
 def test_cli_dir_and_ledger_go_together(empty_dsn: str, tmp_path: Path) -> None:
     folder = str(app_chain(tmp_path / "chain"))
-    result = run_ctl("--dsn", empty_dsn, "migrate", "--dir", folder)
+    result = queue_ctl("--dsn", empty_dsn, "migrate", "--dir", folder)
     assert result.returncode == 2
     assert result.stderr.startswith("queue-ctl: error:")
     assert "--ledger" in result.stderr
@@ -460,7 +444,7 @@ def test_host_chain_and_engine_chain_keep_separate_ledgers(dsn: str, tmp_path: P
     engine_before = query(dsn, f"SELECT * FROM {engine_ledger} ORDER BY version")
     folder = str(app_chain(tmp_path / "chain"))
 
-    host = run_ctl("--dsn", dsn, "migrate", "--dir", folder, "--ledger", "app.app_migrations")
+    host = queue_ctl("--dsn", dsn, "migrate", "--dir", folder, "--ledger", "app.app_migrations")
     assert host.returncode == 0, host.stderr
     assert "database is at version 3" in host.stdout
     assert ledger_rows(dsn, "app.app_migrations") == [(1, "widgets"), (2, "gadgets"), (3, "gizmos")]
@@ -468,7 +452,7 @@ def test_host_chain_and_engine_chain_keep_separate_ledgers(dsn: str, tmp_path: P
 
     # The engine's migrate sees its own ledger only (nothing to do) and leaves the app's alone.
     host_before = query(dsn, "SELECT * FROM app.app_migrations ORDER BY version")
-    engine = run_ctl("--dsn", dsn, "migrate")
+    engine = queue_ctl("--dsn", dsn, "migrate")
     assert engine.returncode == 0, engine.stderr
     assert "nothing to do" in engine.stdout
     assert f"database is at version {ENGINE_SCHEMA_VERSION}" in engine.stdout
@@ -481,7 +465,7 @@ def test_host_chain_and_engine_chain_keep_separate_ledgers(dsn: str, tmp_path: P
     # And downgrading the host chain does not touch the engine's ledger.
     Migrator(dsn).up()
     engine_after = query(dsn, f"SELECT version, name FROM {engine_ledger} ORDER BY version")
-    host_down = run_ctl(
+    host_down = queue_ctl(
         "--dsn", dsn, "downgrade", "--to", "0", "--dir", folder, "--ledger", "app.app_migrations"
     )
     assert host_down.returncode == 0, host_down.stderr
@@ -532,7 +516,7 @@ def test_cli_refuses_a_malformed_chain(
     folder = write_chain(tmp_path / "chain", steps)
     if extra:
         (folder / extra).write_text("CREATE TABLE public.b (x int);", encoding="utf-8")
-    result = run_ctl("--dsn", empty_dsn, "migrate", "--dir", str(folder), "--ledger", "app.led")
+    result = queue_ctl("--dsn", empty_dsn, "migrate", "--dir", str(folder), "--ledger", "app.led")
     assert result.returncode != 0
     assert result.stdout == ""
     lines = result.stderr.splitlines()
@@ -571,7 +555,7 @@ def test_failing_step_is_rolled_back_with_its_ledger_row(empty_dsn: str, tmp_pat
     assert migrator.current_version() == 1
 
     # The CLI reports it as one line with a non-zero exit.
-    result = run_ctl("--dsn", empty_dsn, "migrate", "--dir", str(folder), "--ledger", "app.led")
+    result = queue_ctl("--dsn", empty_dsn, "migrate", "--dir", str(folder), "--ledger", "app.led")
     assert result.returncode != 0
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert "0002_broken" in result.stderr

@@ -19,7 +19,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
-from qe_worker_helpers import run_ctl, running_worker, statuses, wait_until
+from qe_ctl import queue_ctl
+from qe_worker_helpers import running_worker, statuses, wait_until
 
 from queue_engine import Client, stats
 from queue_engine.controls import pause_queue, resume_queue
@@ -180,38 +181,37 @@ def test_resume_wakes_idle_workers_well_before_their_poll(dsn: str, client: Clie
 # -- the CLI -----------------------------------------------------------------------
 
 
-ctl = run_ctl
-
-
 def test_cli_pause_and_resume(dsn: str, conn) -> None:
-    paused = ctl(dsn, "pause", "load.cbr")
+    paused = queue_ctl("--dsn", dsn, "pause", "load.cbr")
     assert (paused.returncode, paused.stderr) == (0, "")
     assert paused.stdout.startswith("queue load.cbr paused")
-    again = ctl(dsn, "pause", "load.cbr")
+    again = queue_ctl("--dsn", dsn, "pause", "load.cbr")
     assert again.returncode == 0 and "already paused" in again.stdout
     assert _paused(conn, "load.cbr") == (True, True)
-    out = ctl(dsn, "stats", "--json", "--queue", "load.cbr")
+    out = queue_ctl("--dsn", dsn, "stats", "--json", "--queue", "load.cbr")
     assert out.returncode == 0 and '"paused": true' in out.stdout
-    table = ctl(dsn, "stats").stdout.splitlines()
+    table = queue_ctl("--dsn", dsn, "stats").stdout.splitlines()
     assert table[0].split()[-1] == "PAUSED" and table[1].split()[-1] == "yes"
-    resumed = ctl(dsn, "resume", "load.cbr")
+    resumed = queue_ctl("--dsn", dsn, "resume", "load.cbr")
     assert (resumed.returncode, resumed.stdout.strip()) == (0, "queue load.cbr resumed")
-    not_paused = ctl(dsn, "resume", "load.cbr")
+    not_paused = queue_ctl("--dsn", dsn, "resume", "load.cbr")
     assert not_paused.returncode == 0 and "was not paused" in not_paused.stdout
     assert _paused(conn, "load.cbr") == (False, False)
 
 
 def test_cli_errors_are_one_line(dsn: str, empty_dsn: str) -> None:
-    bad = ctl(dsn, "pause", "bad queue")
+    bad = queue_ctl("--dsn", dsn, "pause", "bad queue")
     assert bad.returncode == 2 and bad.stdout == ""
     assert len(bad.stderr.strip().splitlines()) == 1 and "queue-ctl: error:" in bad.stderr
-    missing = ctl(dsn, "resume")
+    missing = queue_ctl("--dsn", dsn, "resume")
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
-    no_schema = ctl(empty_dsn, "pause", "q")
+    no_schema = queue_ctl("--dsn", empty_dsn, "pause", "q")
     assert no_schema.returncode == 3, no_schema.stderr
     assert (
         len(no_schema.stderr.strip().splitlines()) == 1 and "queue-ctl migrate" in no_schema.stderr
     )
-    unreachable = ctl("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2", "pause", "q")
+    unreachable = queue_ctl(
+        "--dsn", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2", "pause", "q"
+    )
     assert unreachable.returncode == 69
     assert len(unreachable.stderr.strip().splitlines()) == 1

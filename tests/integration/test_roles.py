@@ -213,3 +213,24 @@ def test_monitor_reads_parks_and_controls(role_dsns, conn: psycopg.Connection[An
         assert (rm.queue, rm.scale_limit) == ("rm", 2)
         refused(mconn, "INSERT INTO queue_engine.worker_parks (host) VALUES ('x')")
         refused(mconn, "SELECT queue_engine.take_rate_tokens('rm', 1)")
+
+
+def test_only_the_owner_gives_jobs_back(role_dsns, conn: psycopg.Connection[Any]) -> None:
+    """Schema version 5: give_back_jobs (the reaper's and fast recovery's) is the orchestrator's."""
+    row = conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task) VALUES ('rg', 'roles.back') RETURNING id"
+    ).fetchone()
+    assert row is not None
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1, claimed_by = 'w-g', "
+        "started_at = now(), lease_expires_at = now() WHERE id = %s",
+        (row[0],),
+    )
+    give_back = (
+        "SELECT id, status FROM queue_engine.give_back_jobs("
+        "ARRAY[%s]::bigint[], ARRAY['test']::text[], 'reaped', '', 'queue_engine.jobs')"
+    )
+    for kind in ("worker", "producer", "monitor"):
+        with psycopg.connect(role_dsns[kind], autocommit=True) as rconn:
+            refused(rconn, give_back, row[0])
+    assert conn.execute(give_back.encode(), (row[0],)).fetchall() == [(row[0], "queued")]

@@ -8,58 +8,49 @@ an unknown schedule is one line and exit code 1.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from qe_ctl import ok, queue_ctl
 
 BIN = Path(sys.executable).parent
 Conn = psycopg.Connection[Any]
 
 
-def ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "queue-ctl"), "--dsn", dsn, "schedules", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def ok(dsn: str, *args: str) -> str:
-    done = ctl(dsn, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def test_add_list_enable_disable_run_now_remove(dsn: str, conn: Conn) -> None:
     out = ok(
-        dsn,
-        "add",
-        "cbr",
-        "*/5 * * * *",
-        "--task",
-        "load_cbr",
-        "--queue",
-        "load.cbr",
-        "--args",
-        '{"source": "cbr"}',
-        "--tz",
-        "Europe/Moscow",
-        "--catchup",
-        "2",
-        "--overlap",
-        "skip",
+        queue_ctl(
+            "--dsn",
+            dsn,
+            "schedules",
+            "add",
+            "cbr",
+            "*/5 * * * *",
+            "--task",
+            "load_cbr",
+            "--queue",
+            "load.cbr",
+            "--args",
+            '{"source": "cbr"}',
+            "--tz",
+            "Europe/Moscow",
+            "--catchup",
+            "2",
+            "--overlap",
+            "skip",
+        )
     )
     assert out.startswith("schedule cbr added: next slot ") and "+03:00" in out
-    ok(dsn, "add", "ping", "every 30s", "--task", "ping")
-    table = ok(dsn, "list").splitlines()
+    ok(queue_ctl("--dsn", dsn, "schedules", "add", "ping", "every 30s", "--task", "ping"))
+    table = ok(queue_ctl("--dsn", dsn, "schedules", "list")).splitlines()
     assert table[0].split()[:3] == ["NAME", "EXPRESSION", "TZ"]
     assert [line.split()[0] for line in table[1:]] == ["cbr", "ping"]
-    listed = {s["name"]: s for s in json.loads(ok(dsn, "list", "--json"))}
+    listed = {
+        s["name"]: s for s in json.loads(ok(queue_ctl("--dsn", dsn, "schedules", "list", "--json")))
+    }
     cbr = listed["cbr"]
     assert (cbr["expression"], cbr["tz"], cbr["task"], cbr["queue"]) == (
         "*/5 * * * *",
@@ -76,11 +67,19 @@ def test_add_list_enable_disable_run_now_remove(dsn: str, conn: Conn) -> None:
     assert cbr["args"] == {"source": "cbr"} and cbr["last_slot"] is None
     assert cbr["next_fire"].endswith("+03:00")
 
-    assert ok(dsn, "disable", "cbr").strip() == "schedule cbr disabled"
-    assert json.loads(ok(dsn, "list", "--json"))[0]["next_fire"] is None
-    assert ok(dsn, "enable", "cbr").strip() == "schedule cbr enabled"
+    assert (
+        ok(queue_ctl("--dsn", dsn, "schedules", "disable", "cbr")).strip()
+        == "schedule cbr disabled"
+    )
+    assert (
+        json.loads(ok(queue_ctl("--dsn", dsn, "schedules", "list", "--json")))[0]["next_fire"]
+        is None
+    )
+    assert (
+        ok(queue_ctl("--dsn", dsn, "schedules", "enable", "cbr")).strip() == "schedule cbr enabled"
+    )
 
-    job_id = int(ok(dsn, "run-now", "cbr").strip())
+    job_id = int(ok(queue_ctl("--dsn", dsn, "schedules", "run-now", "cbr")).strip())
     row = conn.execute(
         "SELECT task, queue, args, producer FROM queue_engine.jobs WHERE id = %s", (job_id,)
     ).fetchone()
@@ -88,21 +87,33 @@ def test_add_list_enable_disable_run_now_remove(dsn: str, conn: Conn) -> None:
     assert row[0:2] == ("load_cbr", "load.cbr")
     assert row[2]["_schedule"] == {"schedule": "cbr", "slot": None, "reason": "manual"}
     assert row[3] == "queue-ctl"
-    assert int(ok(dsn, "run-now", "cbr").strip()) != job_id  # not deduplicated
+    assert (
+        int(ok(queue_ctl("--dsn", dsn, "schedules", "run-now", "cbr")).strip()) != job_id
+    )  # not deduplicated
 
-    assert ok(dsn, "remove", "ping").strip() == "schedule ping removed"
-    assert [s["name"] for s in json.loads(ok(dsn, "list", "--json"))] == ["cbr"]
+    assert (
+        ok(queue_ctl("--dsn", dsn, "schedules", "remove", "ping")).strip()
+        == "schedule ping removed"
+    )
+    assert [
+        s["name"] for s in json.loads(ok(queue_ctl("--dsn", dsn, "schedules", "list", "--json")))
+    ] == ["cbr"]
 
 
 def test_add_replace(dsn: str) -> None:
-    ok(dsn, "add", "x", "every 1m", "--task", "t")
-    dup = ctl(dsn, "add", "x", "every 2m", "--task", "t")
+    ok(queue_ctl("--dsn", dsn, "schedules", "add", "x", "every 1m", "--task", "t"))
+    dup = queue_ctl("--dsn", dsn, "schedules", "add", "x", "every 2m", "--task", "t")
     assert dup.returncode == 1
     assert dup.stderr.strip() == (
         "queue-ctl: error: schedule 'x' already exists: pass --replace to change it, or remove it first"
     )
-    assert "replaced" in ok(dsn, "add", "x", "every 2m", "--task", "t", "--replace")
-    assert json.loads(ok(dsn, "list", "--json"))[0]["expression"] == "every 2m"
+    assert "replaced" in ok(
+        queue_ctl("--dsn", dsn, "schedules", "add", "x", "every 2m", "--task", "t", "--replace")
+    )
+    assert (
+        json.loads(ok(queue_ctl("--dsn", dsn, "schedules", "list", "--json")))[0]["expression"]
+        == "every 2m"
+    )
 
 
 @pytest.mark.parametrize(
@@ -135,7 +146,7 @@ def test_add_replace(dsn: str) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(dsn: str, args: list[str], message: str) -> None:
-    done = ctl(dsn, *args)
+    done = queue_ctl("--dsn", dsn, "schedules", *args)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
@@ -145,7 +156,7 @@ def test_bad_input_is_one_line_and_exit_2(dsn: str, args: list[str], message: st
 
 @pytest.mark.parametrize("command", ["enable", "disable", "remove", "run-now"])
 def test_unknown_schedule_is_one_line_and_exit_1(dsn: str, command: str) -> None:
-    done = ctl(dsn, command, "nope")
+    done = queue_ctl("--dsn", dsn, "schedules", command, "nope")
     assert done.returncode == 1
     assert done.stderr.strip() == (
         "queue-ctl: error: schedule 'nope' not found (see `queue-ctl schedules list`)"
@@ -153,7 +164,7 @@ def test_unknown_schedule_is_one_line_and_exit_1(dsn: str, command: str) -> None
 
 
 def test_missing_schema_says_run_migrate(empty_dsn: str) -> None:
-    done = ctl(empty_dsn, "list")
+    done = queue_ctl("--dsn", empty_dsn, "schedules", "list")
     assert done.returncode == 3
     assert "run `queue-ctl migrate`" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

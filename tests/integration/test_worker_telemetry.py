@@ -9,9 +9,7 @@ no GPU (or no nvidia-smi), so ``gpu`` is null, as it is on any host without one.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,11 +18,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
+from qe_ctl import ok, queue_ctl
 from qe_worker_helpers import running_worker, wait_until
 
 from queue_engine import stats
-
-QUEUE_CTL = Path(sys.executable).parent / "queue-ctl"
 
 
 def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> None:
@@ -66,18 +63,10 @@ def test_workers_view_shows_the_load(dsn: str, conn: Any) -> None:
         "('w-load', 'q', 'h1', 1, 'idle', '{\"load\": [1.25, 0.5, 0.25], \"gpu\": null}'), "
         "('w-none', 'q', 'h2', 2, 'idle', NULL)"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    out = subprocess.run(
-        [str(QUEUE_CTL), "--dsn", dsn, "workers"], capture_output=True, text=True, env=env
-    )
-    assert out.returncode == 0, out.stderr
-    header, *lines = out.stdout.splitlines()
+    header, *lines = ok(queue_ctl("--dsn", dsn, "workers")).splitlines()
     assert header.split()[-2:] == ["LOAD", "LIVENESS"]
     loads = {line.split()[0]: line.split()[-2] for line in lines}
     assert loads == {"w-load": "1.25", "w-none": "-"}
-    as_json = subprocess.run(
-        [str(QUEUE_CTL), "--dsn", dsn, "workers", "--json"], capture_output=True, text=True, env=env
-    )
-    docs = {w["id"]: w for w in json.loads(as_json.stdout)}
+    docs = {w["id"]: w for w in json.loads(ok(queue_ctl("--dsn", dsn, "workers", "--json")))}
     assert docs["w-load"]["telemetry"] == {"load": [1.25, 0.5, 0.25], "gpu": None}
     assert docs["w-none"]["telemetry"] is None

@@ -9,30 +9,23 @@ every job it enqueued succeeded.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from qe_ctl import queue_ctl
+
 NUMBER = r"[\d,]+(?:\.\d+)?"
 
 
 def test_bench_prints_enqueue_drain_and_latency_figures(dsn: str, conn) -> None:
-    done = subprocess.run(
-        [
-            str(BIN / "queue-ctl"),
-            "bench",
-            "--dsn",
-            dsn,
-            "--jobs",
-            "300",
-            "--workers",
-            "2",
-            "--latency-jobs",
-            "50",
-        ],
-        capture_output=True,
-        text=True,
+    done = queue_ctl(
+        "bench",
+        "--dsn",
+        dsn,
+        "--jobs",
+        "300",
+        "--workers",
+        "2",
+        "--latency-jobs",
+        "50",
         timeout=120,
     )
     out = done.stdout

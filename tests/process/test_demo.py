@@ -8,20 +8,11 @@ job), it prints the summary, stops every daemon with exit 0, and exits 0.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-BIN = Path(sys.executable).parent
+from qe_ctl import queue_ctl
 
 
 def test_demo_runs_end_to_end_and_prints_the_summary(dsn: str, conn) -> None:
-    done = subprocess.run(
-        [str(BIN / "queue-ctl"), "--dsn", dsn, "demo", "--timeout", "60"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = queue_ctl("--dsn", dsn, "demo", "--timeout", "60", timeout=120)
     out = done.stdout
     assert done.returncode == 0, f"stdout:\n{out}\nstderr:\n{done.stderr}"
     rows = [line.split() for line in out.splitlines() if line[:6].strip().isdigit()]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,12 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
-from qe_worker_helpers import create_log_table, kill_all, run_ctl, spawn_worker, wait_until
+from qe_ctl import ok, queue_ctl
+from qe_worker_helpers import create_log_table, kill_all, spawn_worker, wait_until
 
 from queue_engine import Client
 
 S = "queue_engine"
-
-
-def ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    done = run_ctl(dsn, *args)
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def worker_states(conn: psycopg.Connection[Any]) -> list[str]:
@@ -46,7 +40,7 @@ def test_scale_then_stop_steer_worker_processes(
     procs = [spawn_worker(dsn) for _ in range(3)]
     try:
         wait_until(lambda: worker_states(conn) == ["idle"] * 3, timeout=60, what="3 idle workers")
-        assert "wt" in ctl(dsn, "scale", "wt", "1").stdout
+        assert "wt" in ok(queue_ctl("--dsn", dsn, "scale", "wt", "1"))
         wait_until(
             lambda: worker_states(conn) == ["idle", "parked", "parked"],
             what="one claiming worker, two parked",
@@ -56,7 +50,7 @@ def test_scale_then_stop_steer_worker_processes(
             lambda: conn.execute("SELECT count(*) FROM worker_test_log").fetchone()[0] >= 3,
             what="three jobs done",
         )
-        ctl(dsn, "stop", "--host", socket.gethostname(), "--queue", "wt")
+        ok(queue_ctl("--dsn", dsn, "stop", "--host", socket.gethostname(), "--queue", "wt"))
         codes = [proc.wait(30) for proc in procs]
         assert codes == [0, 0, 0]
     finally:

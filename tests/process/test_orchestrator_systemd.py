@@ -13,12 +13,11 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from orchestrator_procs import WAIT_S, procs, role_of, spawn, stop, wait_for
+from orchestrator_procs import WAIT_S, count_in, procs, role_of, spawn, stop, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 
@@ -91,14 +90,15 @@ def test_ready_status_watchdog_and_stopping(
 def test_no_watchdog_pings_without_watchdog_usec(
     dsn: str, conn, tmp_path: Path, notify_socket: NotifySocket, procs
 ) -> None:
-    orch = spawn(dsn, tmp_path / "o.log", NOTIFY_SOCKET=str(notify_socket.path), WATCHDOG_USEC="")
+    log = tmp_path / "o.log"
+    orch = spawn(dsn, log, NOTIFY_SOCKET=str(notify_socket.path), WATCHDOG_USEC="")
     procs.append(orch)
     wait_for("READY=1", lambda: "READY=1" in notify_socket.drain(), procs)
     wait_for("the leader role", lambda: role_of(conn, orch.pid) == "leader", procs)
-    # A few heartbeats (0.5 s each under orchestrator_procs.spawn) pass without a ping.
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:
-        notify_socket.drain()
+    # Three heartbeats (each logged, debug) pass without a ping: the beats are the events
+    # that would send one, so a slow machine waits longer instead of checking too early.
+    beats = count_in(log, "heartbeat.run")
+    wait_for("three heartbeats", lambda: count_in(log, "heartbeat.run") >= beats + 3, procs)
     assert "WATCHDOG=1" not in notify_socket.drain()
     assert stop(orch) == 0
     assert "STOPPING=1" in notify_socket.drain()
@@ -129,14 +129,18 @@ def test_a_standby_reports_its_role(
 
 def test_the_heartbeat_pings_before_its_database_write_and_caps_its_backoff() -> None:
     """A database outage must not starve the watchdog: ping first, retry within the interval."""
-    from queue_engine.orchestrator.heartbeat import Heartbeat
+    from queue_engine.daemon.heartbeat import Heartbeat, WorkersRow
 
     pings: list[int] = []
-    beat = Heartbeat(
+    row = WorkersRow(
         "host=/nonexistent-qe-socket-dir connect_timeout=1",
         "queue_engine",
         worker_id="o-1",
+        role="orchestrator",
         state=lambda: "standby",
+    )
+    beat = Heartbeat(
+        row,
         interval_s=5.0,
         on_beat=lambda: pings.append(1),
         backoff_max_s=5.0,
@@ -146,6 +150,9 @@ def test_the_heartbeat_pings_before_its_database_write_and_caps_its_backoff() ->
     assert pings == [1]
     beat.consecutive_errors = 10
     assert beat.next_interval(None) == 5.0
-    uncapped = Heartbeat("", "queue_engine", worker_id="o-2", state=str, interval_s=5.0)
+    uncapped = Heartbeat(
+        WorkersRow("", "queue_engine", worker_id="o-2", role="orchestrator", state=str),
+        interval_s=5.0,
+    )
     uncapped.consecutive_errors = 10
     assert uncapped.next_interval(None) == 30.0

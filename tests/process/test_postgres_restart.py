@@ -61,15 +61,27 @@ def test_postgres_restart_while_draining_loses_and_doubles_nothing(
         restart_s = time.monotonic() - restart_at
         wait_until(lambda: count(dsn) >= JOBS // 2, timeout=60, what="half drained")
         middle = count(dsn)
+        errors = [log.read_text().count("worker.db_error") for log in logs]
         pg_server.embedded.stop(mode="immediate")  # a crash: no shutdown checkpoint
-        time.sleep(2)  # down for a while: finishes pile up and are retried with backoff
+        down_at = time.monotonic()
+        # Down until every worker has run into the outage and retried three times:
+        # their finishes pile up and are retried with a growing backoff.
+        wait_until(
+            lambda: all(
+                log.read_text().count("worker.db_error") >= n + 4
+                for log, n in zip(logs, errors, strict=True)
+            ),
+            timeout=60,
+            what="every worker to retry through the outage",
+        )
+        down_s = time.monotonic() - down_at
         pg_server.embedded.start()
         wait_until(lambda: count(dsn) == JOBS, timeout=90, interval=0.2, what="all succeeded")
         drained_s = time.monotonic() - started
         alive = [p.poll() is None for p in procs]
         print(
             f"\npostgres restart: {before}/{JOBS} done when restarted, pg_ctl restart took "
-            f"{restart_s:.2f} s; {middle}/{JOBS} done when crashed and kept down 2 s; "
+            f"{restart_s:.2f} s; {middle}/{JOBS} done when crashed and kept down {down_s:.1f} s; "
             f"all {JOBS} succeeded {drained_s:.1f} s after start; "
             f"workers alive: {alive}"
         )

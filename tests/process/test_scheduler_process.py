@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from qe_ctl import queue_ctl
 
 BIN = Path(sys.executable).parent
 WAIT_S = 30.0
@@ -77,15 +78,6 @@ def wait_for(what: str, predicate: Callable[[], Any], procs: list[subprocess.Pop
     pytest.fail(f"timed out after {WAIT_S:g}s waiting for {what}")
 
 
-def ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "queue-ctl"), "--dsn", dsn, "schedules", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def running_schedulers(conn: Conn) -> int:
     row = conn.execute(
         "SELECT count(*) FROM queue_engine.workers WHERE role = 'scheduler' AND state = 'running'"
@@ -116,7 +108,9 @@ def stop(proc: subprocess.Popen[bytes]) -> int:
 def test_two_schedulers_enqueue_every_second_once_and_survive_a_kill(
     dsn: str, conn: Conn, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
-    added = ctl(dsn, "add", "tick", "every 1s", "--task", "tick", "--queue", "sched")
+    added = queue_ctl(
+        "--dsn", dsn, "schedules", "add", "tick", "every 1s", "--task", "tick", "--queue", "sched"
+    )
     assert added.returncode == 0, added.stderr
     a = spawn(procs, dsn, tmp_path / "a.log")
     b = spawn(procs, dsn, tmp_path / "b.log")
@@ -146,7 +140,10 @@ def test_two_schedulers_enqueue_every_second_once_and_survive_a_kill(
 def test_two_schedulers_for_six_seconds_leave_no_gap(
     dsn: str, conn: Conn, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
-    assert ctl(dsn, "add", "tick", "every 1s", "--task", "tick").returncode == 0
+    assert (
+        queue_ctl("--dsn", dsn, "schedules", "add", "tick", "every 1s", "--task", "tick").returncode
+        == 0
+    )
     a = spawn(procs, dsn, tmp_path / "a.log")
     b = spawn(procs, dsn, tmp_path / "b.log")
     wait_for("6 slots", lambda: len(slots_of(conn, "tick")) >= 6, procs)
@@ -159,14 +156,30 @@ def test_queue_ctl_change_wakes_a_running_scheduler_through_notify(
     dsn: str, conn: Conn, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     # Without NOTIFY the scheduler would not re-read the table for 600 s.
-    proc = spawn(procs, dsn, tmp_path / "s.log", QUEUE_ENGINE_SCHEDULER_POLL_S="600")
+    log = tmp_path / "s.log"
+    proc = spawn(procs, dsn, log, QUEUE_ENGINE_SCHEDULER_POLL_S="600")
     wait_for("scheduler running", lambda: running_schedulers(conn) == 1, procs)
-    time.sleep(0.3)  # let it reach its long sleep (not an assertion)
-    assert ctl(dsn, "add", "fast", "every 1s", "--task", "t").returncode == 0
+    # The schedule must be added while the ticker sleeps (its run logged) and the
+    # listener listens (its first wait, begun after LISTEN, logged): else the ticker
+    # would find the schedule without the NOTIFY this test is about.
+    wait_for(
+        "the ticker asleep and the listener listening",
+        lambda: all(
+            event in log.read_text() for event in ("scheduler.run", "scheduler_listener.run")
+        ),
+        procs,
+    )
+    assert (
+        queue_ctl("--dsn", dsn, "schedules", "add", "fast", "every 1s", "--task", "t").returncode
+        == 0
+    )
     wait_for("a slot of the new schedule", lambda: slots_of(conn, "fast"), procs)
-    assert ctl(dsn, "disable", "fast").returncode == 0
+    assert queue_ctl("--dsn", dsn, "schedules", "disable", "fast").returncode == 0
     count = len(slots_of(conn, "fast"))
-    assert ctl(dsn, "add", "other", "every 1s", "--task", "t").returncode == 0
+    assert (
+        queue_ctl("--dsn", dsn, "schedules", "add", "other", "every 1s", "--task", "t").returncode
+        == 0
+    )
     wait_for("a slot of the second schedule", lambda: slots_of(conn, "other"), procs)
     # Disabled before "other" was added: at most the slot in flight when disabling.
     assert len(slots_of(conn, "fast")) <= count + 1
@@ -189,7 +202,7 @@ def test_app_schedules_are_synced_and_listed(
     )
     proc = spawn(procs, dsn, tmp_path / "s.log", "--app", "sched_app", PYTHONPATH=str(tmp_path))
     wait_for("a synced slot", lambda: slots_of(conn, "load_cbr"), procs)
-    listed = ctl(dsn, "list")
+    listed = queue_ctl("--dsn", dsn, "schedules", "list")
     assert listed.returncode == 0, listed.stderr
     lines = {line.split()[0]: line for line in listed.stdout.splitlines()[1:]}
     assert set(lines) == {"load_cbr", "nightly-report"}
@@ -208,7 +221,10 @@ def test_scheduler_survives_a_postgres_restart(
 ) -> None:
     if pg_server.embedded is None:
         pytest.skip("needs the embedded server to restart it")
-    assert ctl(dsn, "add", "tick", "every 1s", "--task", "t").returncode == 0
+    assert (
+        queue_ctl("--dsn", dsn, "schedules", "add", "tick", "every 1s", "--task", "t").returncode
+        == 0
+    )
     proc = spawn(procs, dsn, tmp_path / "s.log")
     wait_for("first slot", lambda: slots_of(conn, "tick"), procs)
     conn.close()

@@ -12,6 +12,10 @@
 - The settings the deployment depends on are present: ``Type=notify``, a
   watchdog, ``Restart=always`` (workers: ``on-failure``), no restart loop on exit 2, a stop timeout longer
   than the worker's shutdown grace.
+- The GPU drop-in (``queue-claim-worker@.service.d/gpu.conf.example``) undoes
+  ``PrivateDevices=yes`` and lets the NVIDIA devices through, checked on the
+  merged unit by parsing (always) and by ``systemd-analyze verify`` of the
+  template with the drop-in installed (when it is available).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ UNITS = Path(__file__).resolve().parent.parent.parent / "systemd"
 INSTALLED_BIN = "/opt/queue-engine/venv/bin/"
 VENV_BIN = str(Path(sys.executable).parent) + "/"
 SERVICES = ["queue-orchestrator.service", "queue-scheduler.service", "queue-claim-worker@.service"]
+GPU_DROPIN = UNITS / "queue-claim-worker@.service.d" / "gpu.conf.example"
 
 
 def unit_text(name: str) -> str:
@@ -45,6 +50,27 @@ def directives(name: str) -> dict[str, list[str]]:
             continue
         key, _, value = line.partition("=")
         found.setdefault(key.strip(), []).append(value.strip())
+    return found
+
+
+def sectioned(*texts: str) -> dict[tuple[str, str], list[str]]:
+    """``(section, key) -> [values]`` of a unit followed by its drop-ins, in reading order.
+
+    systemd reads the unit, then each drop-in: for a single-valued setting the
+    last assignment wins, so ``merged[...][-1]`` is the effective value.
+    """
+    found: dict[tuple[str, str], list[str]] = {}
+    for text in texts:
+        section = ""
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line.startswith(("#", ";")):
+                continue
+            if line.startswith("["):
+                section = line.strip("[]")
+                continue
+            key, _, value = line.partition("=")
+            found.setdefault((section, key.strip()), []).append(value.strip())
     return found
 
 
@@ -153,3 +179,49 @@ def test_worker_stop_timeout_exceeds_the_shutdown_grace() -> None:
     grace = getattr(settings, "SHUTDOWN_GRACE_DEFAULT_S", 30.0)
     [timeout] = directives("queue-claim-worker@.service")["TimeoutStopSec"]
     assert timeout.endswith("s") and float(timeout[:-1]) > float(grace) + 10
+
+
+def test_gpu_dropin_gives_the_worker_the_nvidia_devices() -> None:
+    base = sectioned(unit_text("queue-claim-worker@.service"))
+    assert base[("Service", "PrivateDevices")] == ["yes"]  # why the drop-in exists
+    dropin = sectioned(GPU_DROPIN.read_text())
+    assert "yes" not in dropin[("Service", "PrivateDevices")]
+    merged = sectioned(unit_text("queue-claim-worker@.service"), GPU_DROPIN.read_text())
+    assert merged[("Service", "PrivateDevices")][-1] == "no"
+    # Only the listed devices (plus the standard pseudo devices) get through.
+    assert merged[("Service", "DevicePolicy")][-1] == "closed"
+    allowed = {v.split()[0]: v.split()[1] for v in merged[("Service", "DeviceAllow")]}
+    assert allowed["char-nvidia-frontend"] == "rw"  # /dev/nvidia0..N, nvidiactl
+    assert allowed["char-nvidia-uvm"] == "rw"  # CUDA unified memory
+    # The rest of the hardening stays.
+    for key in ("NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp"):
+        assert len(merged[("Service", key)]) == 1, key
+    assert dropin[("Unit", "After")] == ["nvidia-persistenced.service"]
+    # systemd reads *.conf only: the shipped file must be copied to apply.
+    assert not GPU_DROPIN.name.endswith(".conf")
+
+
+def _verify_with_dropin(tmp_path: Path, dropin_text: str) -> subprocess.CompletedProcess[str]:
+    unit = "queue-claim-worker@.service"
+    (tmp_path / unit).write_text(unit_text(unit).replace(INSTALLED_BIN, VENV_BIN))
+    folder = tmp_path / f"{unit}.d"
+    folder.mkdir(exist_ok=True)
+    (folder / "gpu.conf").write_text(dropin_text)
+    return subprocess.run(
+        ["systemd-analyze", "verify", f"{tmp_path / unit}:queue-claim-worker@train:1.service"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        # Drop-ins are looked up on the unit path: put the copy's folder first.
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0", "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
+    )
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_accepts_the_gpu_dropin(tmp_path: Path) -> None:
+    # The check must see the drop-in: a broken copy of it is reported.
+    broken = _verify_with_dropin(tmp_path, GPU_DROPIN.read_text() + "PrivateDevices=maybe\n")
+    assert "gpu.conf" in broken.stderr, broken.stderr
+    proc = _verify_with_dropin(tmp_path, GPU_DROPIN.read_text())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "" and proc.stdout.strip() == "", proc.stderr + proc.stdout

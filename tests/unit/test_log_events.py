@@ -13,7 +13,8 @@ trips, database outages):
   generator, and every name the generator can produce must be catalogued:
   ``job.<Outcome kind>`` (kinds read from every ``Outcome(...)`` call),
   ``watchdog.<Trip kind>`` (every ``Trip(...)`` call) and
-  ``<Service.name>.<suffix>`` (every concrete Service subclass);
+  ``<Service.name>.<suffix>`` (every concrete Service subclass) and
+  ``<role>.<suffix>`` (the daemon runtime's roles, ``DAEMON_ROLES``);
 - plain logger calls whose message starts with an event-shaped word
   (``log.info("metrics.serving host=%s", ...)``) count as well;
 - every catalogued name matches the naming rule, is emitted somewhere (no stale
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import queue_engine
+from queue_engine.daemon import DAEMON_ROLES
 from queue_engine.events import EVENT_GROUPS, EVENT_NAME_RE, EVENTS, daemon_of
 from queue_engine.service import Service
 from queue_engine.worker.outcomes import Outcome
@@ -278,6 +280,10 @@ def _expand(template: str) -> frozenset[str] | None:
     if template.startswith("{name}.") and template.count("{") == 1:
         suffix = template.removeprefix("{name}")
         return frozenset(name + suffix for name in service_names())
+    if template.startswith("{role}.") and template.count("{") == 1:
+        # The daemon runtime's lifecycle events, one per role that runs on it.
+        suffix = template.removeprefix("{role}")
+        return frozenset(role + suffix for role in DAEMON_ROLES)
     return None
 
 

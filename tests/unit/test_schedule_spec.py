@@ -178,6 +178,7 @@ def test_ticker_sleeps_until_the_next_slot_capped_and_backs_off_on_errors() -> N
         now=lambda: now,
         clock=lambda: next(ticks),
         reconnect_max_s=2.0,
+        rand=lambda: 0.5,  # the backoff's jitter at its middle
     )
     ticker._run_started = next(ticks)
     wake = TickResult(next_wake=T0 + timedelta(seconds=1.5))

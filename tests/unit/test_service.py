@@ -149,18 +149,35 @@ def test_stagger_is_capped_at_the_interval() -> None:
 def test_failing_runs_back_off_exponentially_capped_and_the_loop_survives(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    service, fake = make_counter(stop_after_waits=9, interval_s=4, stagger_s=0, fail_times=7)
+    service, fake = make_counter(
+        stop_after_waits=9, interval_s=4, stagger_s=0, fail_times=7, rand=lambda: 0.5
+    )
     with caplog.at_level(logging.WARNING, logger="queue_engine.counter"):
         service.start()
         assert service._thread is not None
         service._thread.join(30)
     # waits: stagger 0, then after failures 1..7: 4, 8, 16, 30 (cap), 30, 30, 30, then success: 4
+    # (rand 0.5 puts the backoff's jitter at its middle)
     assert fake.waits == [0.0, 4.0, 8.0, 16.0, ERROR_BACKOFF_MAX_S, 30.0, 30.0, 30.0, 4.0]
     assert service.count == 1
     assert service.consecutive_errors == 0
     errors = [r for r in caplog.records if r.getMessage().startswith("counter.error")]
     assert len(errors) == 7
     assert "RuntimeError: boom" in errors[0].getMessage()
+
+
+def test_error_backoff_is_jittered_below_the_cap() -> None:
+    low = Counter(interval_s=4, rand=lambda: 0.0)
+    high = Counter(interval_s=4, rand=lambda: 1.0)
+    low.consecutive_errors = high.consecutive_errors = 2
+    assert low.next_interval(None) == pytest.approx(8.0 * 0.7)
+    assert high.next_interval(None) == pytest.approx(8.0 * 1.3)
+    low.consecutive_errors = high.consecutive_errors = 9
+    assert low.next_interval(None) == pytest.approx(ERROR_BACKOFF_MAX_S * 0.7)
+    assert high.next_interval(None) == ERROR_BACKOFF_MAX_S  # the cap holds, jitter included
+    slow = Counter(interval_s=60, rand=lambda: 0.5)  # an interval above the cap starts at it
+    slow.consecutive_errors = 1
+    assert slow.next_interval(None) == ERROR_BACKOFF_MAX_S
 
 
 def test_info_only_when_the_run_did_work(caplog: pytest.LogCaptureFixture) -> None:

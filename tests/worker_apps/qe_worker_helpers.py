@@ -24,7 +24,6 @@ from queue_engine.worker import Worker, WorkerSettings
 APPS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = APPS_DIR.parent.parent
 WORKER_BIN = Path(sys.executable).parent / "queue-claim-worker"
-CTL_BIN = Path(sys.executable).parent / "queue-ctl"
 LOG_TABLE_DDL = (
     "CREATE TABLE IF NOT EXISTS worker_test_log (job_id bigint, lock_key text, what text,"
     " started timestamptz, ended timestamptz, pid int)"
@@ -153,16 +152,3 @@ def kill_all(procs: list[subprocess.Popen[bytes]]) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-
-
-def run_ctl(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``queue-ctl --dsn DSN *args`` without PG*/QUEUE_ENGINE_* settings leaking in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    return subprocess.run(
-        [str(CTL_BIN), "--dsn", dsn, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )

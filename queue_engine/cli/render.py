@@ -1,0 +1,357 @@
+"""How ``queue-ctl`` shows things: tables, job listings and JSON, as lines of text.
+
+Every function here is pure (values in, strings out; no database, no
+printing except :func:`print_json`), so one rendering serves every command
+that shows the same thing (``status`` and ``show`` print a job the same way;
+``stats`` and ``top`` share the queue table) and the command modules only
+fetch and echo. The figures come from :mod:`queue_engine.stats`, so the
+tables, ``--json`` and the metrics endpoint always agree.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+
+import click
+
+from queue_engine import stats
+from queue_engine.controls import Controls
+from queue_engine.jobs import Job
+from queue_engine.orchestrator.pruner import PruneResult
+from queue_engine.scheduler.store import ScheduleRow
+
+Row = list[str]
+
+
+def print_json(value: Any) -> None:
+    """Print a JSON document (datetimes and other objects as strings)."""
+    click.echo(json.dumps(value, indent=2, default=str, sort_keys=False))
+
+
+def table(header: Row, rows: list[Row], right: set[int] | None = None) -> list[str]:
+    """Align columns (numbers right-aligned by index); empty tables keep their header."""
+    right = right or set()
+    widths = [len(h) for h in header]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+
+    def line(cells: Row) -> str:
+        parts = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+# -- jobs ------------------------------------------------------------------------------
+
+
+def job_lines(job: Job) -> list[str]:
+    """One job, one ``name: value`` line per field that has a value."""
+    fields = [
+        ("id", job.id),
+        ("task", job.task),
+        ("queue", job.queue),
+        ("status", job.status),
+        ("attempt", f"{job.attempt}/{job.max_attempts}"),
+        ("priority", job.priority),
+        ("args", json.dumps(job.args)),
+        ("available_at", job.available_at),
+        ("created_at", job.created_at),
+        ("started_at", job.started_at),
+        ("finished_at", job.finished_at),
+        ("duration_ms", job.duration_ms),
+        ("claimed_by", job.claimed_by),
+        ("lock_key", job.lock_key),
+        ("affinity_key", job.affinity_key),
+        ("idempotency_key", job.idempotency_key),
+        ("dedupe_key", job.dedupe_key),
+        ("cancel_requested", job.cancel_requested if job.cancel_requested else None),
+        ("progress", None if job.progress is None else json.dumps(job.progress)),
+        ("result", None if job.result is None else json.dumps(job.result)),
+        ("error", job.error),
+    ]
+    return [f"{name:>16}: {value}" for name, value in fields if value is not None]
+
+
+def job_list_lines(jobs: list[Job]) -> list[str]:
+    """The ``queue-ctl list`` table (fixed widths, so long names push columns right)."""
+    lines = [f"{'ID':>8}  {'STATUS':<10} {'QUEUE':<16} {'TASK':<24} {'ATTEMPT':>7}  CREATED"]
+    lines += [
+        f"{j.id:>8}  {j.status:<10} {j.queue:<16} {j.task:<24} {j.attempt:>3}/{j.max_attempts:<3}  "
+        f"{j.created_at.isoformat(timespec='seconds')}"
+        for j in jobs
+    ]
+    return lines
+
+
+def events_lines(events: list[stats.JobEvent]) -> list[str]:
+    """A job's event timeline (``queue-ctl show``), oldest first."""
+    header = ["AT", "EVENT", "FROM", "TO", "ATTEMPT", "WORKER", "MESSAGE"]
+    body = [
+        [
+            e.at.isoformat(timespec="milliseconds"),
+            e.kind,
+            e.from_status or "-",
+            e.to_status or "-",
+            str(e.attempt) if e.attempt is not None else "-",
+            e.worker_id or "-",
+            e.message or "",
+        ]
+        for e in events
+    ]
+    return table(header, body, right={4})
+
+
+# -- queues and workers ----------------------------------------------------------------
+
+
+def _pair(a: float | None, b: float | None) -> str:
+    return f"{stats.format_duration(a)}/{stats.format_duration(b)}"
+
+
+def _per_min(n: int, window_s: float) -> str:
+    value = stats.rate_per_s(n, window_s) * 60
+    return f"{value:.0f}" if value >= 10 or value == 0 else f"{value:.1f}"
+
+
+def scale_cell(limit: int | None) -> str:
+    """``-`` for no scale limit, else the limit."""
+    return "-" if limit is None else str(limit)
+
+
+def rate_cell(rate: float | None, burst: int | None) -> str:
+    """``-`` for no rate limit, else ``R/s`` with ``xB`` when the burst is above 1."""
+    if rate is None:
+        return "-"
+    return f"{rate:g}/s" + (f" x{burst}" if burst is not None and burst > 1 else "")
+
+
+def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
+    """The ``queue-ctl stats`` table."""
+    header = [
+        "QUEUE",
+        "QUEUED",
+        "DELAYED",
+        "RUNNING",
+        "OK/1h",
+        "FAILED/1h",
+        "LOST/1h",
+        "IN/min 1m|15m",
+        "OUT/min 1m|15m",
+        "WAIT p50/p95",
+        "RUN p50/p95",
+        "OLDEST",
+        "WORKERS live/parked/dead",
+        "REPLICAS",
+        "SCALE",
+        "RATE",
+        "PAUSED",
+    ]
+    body = [
+        [
+            q.queue,
+            str(q.queued),
+            str(q.delayed),
+            str(q.running),
+            str(q.succeeded_1h),
+            str(q.failed_1h),
+            str(q.lost_1h),
+            f"{_per_min(q.in_1m, 60)}|{_per_min(q.in_15m, 900)}",
+            f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
+            _pair(q.wait_p50_s, q.wait_p95_s),
+            _pair(q.run_p50_s, q.run_p95_s),
+            stats.format_duration(q.oldest_queued_s),
+            f"{q.workers_live}/{q.workers_parked}/{q.workers_dead}",
+            str(q.replicas_suggested),
+            scale_cell(q.scale_limit),
+            rate_cell(q.rate_limit, q.rate_burst),
+            "yes" if q.paused else "no",
+        ]
+        for q in rows
+    ]
+    return table(header, body, right=set(range(1, 16)))
+
+
+def stats_document(rows: list[stats.QueueStats]) -> dict[str, Any]:
+    """``queue-ctl stats --json``: the figures with the definition of each."""
+    return {
+        "generated_at": datetime.now(UTC).isoformat(),
+        "definitions": {
+            "queued": "status queued and available now",
+            "delayed": "status queued, available later",
+            "wait": "started_at - available_at of jobs started in the last 15 min",
+            "run": "duration of jobs succeeded or failed in the last 15 min",
+            "in/out": "jobs created / finished (any final status) in the window",
+            "replicas": stats.REPLICAS_FORMULA,
+            "paused": "queue-ctl pause: its workers claim nothing until queue-ctl resume",
+            "scale_limit": "queue-ctl scale: at most this many workers claim (null: no limit)",
+            "rate_limit": "queue-ctl rate: at most this many jobs start per second, "
+            "in bursts of rate_burst (null: no limit)",
+            "workers_parked": "live workers in state parked (a park, or no scale slot), "
+            "also counted in workers_live",
+        },
+        "queues": [q.to_dict() for q in rows],
+    }
+
+
+def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
+    """The ``queue-ctl workers`` table."""
+    header = [
+        "ID",
+        "ROLE",
+        "HOST",
+        "PID",
+        "QUEUE",
+        "STATE",
+        "WARM",
+        "JOB",
+        "BEAT AGO",
+        "RSS",
+        "CPU%",
+        "LOAD",
+        "LIVENESS",
+    ]
+    body = [
+        [
+            w.id,
+            w.role,
+            w.host,
+            str(w.pid),
+            w.queue or "-",
+            w.state,
+            w.warm_key or "-",
+            str(w.current_job_id) if w.current_job_id is not None else "-",
+            stats.format_duration(w.heartbeat_age_s),
+            stats.format_bytes(w.rss_bytes),
+            f"{w.cpu_percent:.1f}" if w.cpu_percent is not None else "-",
+            f"{w.load_1m:.2f}" if w.load_1m is not None else "-",
+            w.liveness
+            + (" (flagged)" if w.flagged_dead_at is not None else "")
+            + (" (stop requested)" if w.stop_requested else ""),
+        ]
+        for w in rows
+    ]
+    return table(header, body, right={3, 7, 8, 9, 10, 11})
+
+
+def top_frame(
+    queues: list[stats.QueueStats],
+    workers: list[stats.WorkerRow],
+    schema: str,
+    now: datetime,
+    *,
+    width: int = 200,
+) -> str:
+    """One frame of ``queue-ctl top``: a title line, the stats table and the workers table."""
+    lines = [
+        f"queue-engine top  {now.strftime('%Y-%m-%d %H:%M:%S UTC')}  schema={schema}  "
+        "(q or Ctrl-C to quit)",
+        "",
+        *stats_lines(queues),
+        "",
+        *workers_lines(workers),
+    ]
+    return "\n".join(line[:width] for line in lines)
+
+
+def controls_lines(view: Controls) -> list[str]:
+    """The ``queue-ctl controls`` tables: queue controls, parks, pending stop requests."""
+    lines = ["QUEUE CONTROLS"]
+    if view.queues:
+        lines += table(
+            ["QUEUE", "PAUSED", "SINCE", "SCALE", "RATE", "UPDATED"],
+            [
+                [
+                    q.queue,
+                    "yes" if q.paused else "no",
+                    q.paused_at.isoformat(timespec="seconds") if q.paused_at else "-",
+                    scale_cell(q.scale_limit),
+                    rate_cell(q.rate_limit, q.rate_burst),
+                    q.updated_at.isoformat(timespec="seconds"),
+                ]
+                for q in view.queues
+            ],
+            right={3},
+        )
+    else:
+        lines.append("(no queue is paused, scaled or rate limited)")
+    lines += ["", "PARKS"]
+    if view.parks:
+        lines += table(
+            ["TARGET", "QUEUE", "SINCE", "LIVE WORKERS"],
+            [
+                [
+                    f"worker {p.worker_id}" if p.kind == "worker" else f"host {p.host}",
+                    p.queue or ("(all)" if p.kind == "host" else "-"),
+                    p.parked_at.isoformat(timespec="seconds"),
+                    str(p.live_workers),
+                ]
+                for p in view.parks
+            ],
+            right={3},
+        )
+    else:
+        lines.append("(no parks)")
+    lines += ["", "STOP REQUESTS"]
+    if view.stops:
+        lines += table(
+            ["WORKER", "HOST", "QUEUE", "STATE", "SINCE"],
+            [
+                [
+                    s.worker_id,
+                    s.host,
+                    s.queue or "-",
+                    s.state,
+                    s.stop_requested_at.isoformat(timespec="seconds"),
+                ]
+                for s in view.stops
+            ],
+        )
+    else:
+        lines.append("(no pending stop requests)")
+    return lines
+
+
+# -- schedules and retention ----------------------------------------------------------
+
+
+def when(value: datetime | None, zone: tzinfo) -> str:
+    """A time in the schedule's zone, to the second; ``-`` for none."""
+    return "-" if value is None else value.astimezone(zone).isoformat(timespec="seconds")
+
+
+def schedule_lines(rows: list[ScheduleRow], now: datetime) -> list[str]:
+    """The ``queue-ctl schedules list`` table, times in each schedule's own zone."""
+    lines = [
+        f"{'NAME':<24} {'EXPRESSION':<18} {'TZ':<16} {'TASK':<20} {'QUEUE':<12} "
+        f"{'ENABLED':<7} {'SOURCE':<6} {'LAST SLOT':<25} NEXT FIRE"
+    ]
+    for row in rows:
+        spec = row.spec
+        zone = spec.trigger.zone
+        lines.append(
+            f"{spec.name:<24} {spec.expression:<18} {spec.tz:<16} {spec.task:<20} "
+            f"{spec.queue:<12} {'yes' if spec.enabled else 'no':<7} {spec.source:<6} "
+            f"{when(row.last_slot, zone):<25} {when(row.next_fire(now), zone)}"
+        )
+    return lines
+
+
+def prune_summary(result: PruneResult) -> str:
+    """``queue-ctl prune``: what was (or would be) deleted, in one line."""
+    verb = "would delete" if result.dry_run else "deleted"
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(result.jobs.items())) or "none"
+    text = (
+        f"{verb} {result.jobs_total} jobs ({by_status}), {result.events} events, "
+        f"{result.workers} worker rows"
+    )
+    if not result.dry_run:
+        text += f" in {result.batches} batches"
+        if result.more:
+            text += "; more left (--max-batches reached): run again"
+    return text

@@ -1,0 +1,55 @@
+"""What every daemon shares: identity, start-up, heartbeat, signals, systemd, lifecycle.
+
+- :mod:`~queue_engine.daemon.identity` — :func:`process_id`, the workers-table id;
+- :mod:`~queue_engine.daemon.startup` — waiting for the database at start (one
+  backoff, one deadline, exit 69);
+- :mod:`~queue_engine.daemon.heartbeat` — the workers row, kept fresh;
+- :mod:`~queue_engine.daemon.signals` — first SIGTERM graceful, second exits 130;
+- :mod:`~queue_engine.daemon.notify` — READY/STATUS/WATCHDOG/STOPPING;
+- :mod:`~queue_engine.daemon.runtime` — :class:`DaemonRuntime`, which runs the
+  above around a daemon's services (read its docstring first).
+
+This package sits between the daemons (orchestrator, scheduler, worker) and
+the core (service, db, systemd): it imports none of the daemons.
+"""
+
+from __future__ import annotations
+
+from queue_engine.daemon.heartbeat import (
+    HEARTBEAT_DEFAULT_S,
+    BeatTarget,
+    Heartbeat,
+    HeartbeatResult,
+    WorkersRow,
+)
+from queue_engine.daemon.identity import process_id
+from queue_engine.daemon.notify import SystemdLink
+from queue_engine.daemon.runtime import (
+    CONNECT_RETRY_DEFAULT_S,
+    DAEMON_ROLES,
+    STOP_TIMEOUT_S,
+    Component,
+    DaemonRuntime,
+)
+from queue_engine.daemon.signals import EXIT_INTERRUPTED, StopSignals
+from queue_engine.daemon.startup import STARTUP_BACKOFF, StopRequested, wait_for_database
+
+__all__ = [
+    "CONNECT_RETRY_DEFAULT_S",
+    "DAEMON_ROLES",
+    "EXIT_INTERRUPTED",
+    "HEARTBEAT_DEFAULT_S",
+    "STARTUP_BACKOFF",
+    "STOP_TIMEOUT_S",
+    "BeatTarget",
+    "Component",
+    "DaemonRuntime",
+    "Heartbeat",
+    "HeartbeatResult",
+    "StopRequested",
+    "StopSignals",
+    "SystemdLink",
+    "WorkersRow",
+    "process_id",
+    "wait_for_database",
+]

@@ -1,0 +1,148 @@
+"""The shape every leader-only sweep shares: one connection, bounded batches, a pinnable clock.
+
+The lease reaper, the dead-worker sweep, fast recovery and the pruner each run
+named statements against the engine schema every interval. What they have in
+common is written here once:
+
+- construction: the DSN and schema, the cadence and first-run stagger, the
+  batch bounds (``batch_size`` rows per statement, ``max_batches`` statements
+  per run), and ``now``, which returns the instant the sweep compares with
+  (None: the database's ``now()``, so production uses database time and tests
+  pin it). A sweep states its defaults as class attributes and adds only its
+  own options to the constructor;
+- the connection: one autocommit connection of the service's own with TCP
+  keepalives, opened on first use; :meth:`SweepService.session` hands it to a
+  run, drops it when the run hits a connection error (the next run
+  reconnects, spaced by the service's error backoff) and closes it on stop;
+- the batch loop: :func:`run_batches` takes batches until one says nothing is
+  left, ``max_batches`` ran, or the service is stopping, so one run (and each
+  of its transactions) stays bounded even after a mass failure.
+
+A sweep subclass says only what one run does and how to log it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, ClassVar, TypedDict
+
+import psycopg
+
+from queue_engine.config import validate_schema
+from queue_engine.service import (
+    KEEPALIVE_KWARGS,
+    STAGGER_DEFAULT_S,
+    Clock,
+    LazyConnection,
+    R,
+    Service,
+    Wait,
+    event_wait,
+)
+
+#: ``now()``: the instant a sweep compares with, or None for the database's clock.
+Now = Callable[[], datetime | None]
+
+
+def database_now() -> datetime | None:
+    """The production clock of a sweep: None, so statements use the database's ``now()``."""
+    return None
+
+
+def run_batches(
+    batch: Callable[[], bool], *, max_batches: int, stopping: Callable[[], bool]
+) -> int:
+    """Call ``batch`` (one statement, one transaction) while it says work is left; return how many ran.
+
+    Stops after ``max_batches`` batches, or before the next one once ``stopping()``
+    is true (a run in progress finishes its statement, then the service stops).
+    """
+    if max_batches < 1:
+        raise ValueError(f"max_batches must be >= 1, got {max_batches!r}")
+    ran = 0
+    while ran < max_batches and not stopping():
+        ran += 1
+        if not batch():
+            break
+    return ran
+
+
+class SweepOptions(TypedDict, total=False):
+    """The constructor options every sweep takes (its own come first)."""
+
+    interval_s: float
+    batch_size: int
+    max_batches: int
+    now: Now
+    stagger_s: float
+    clock: Clock
+    wait: Wait
+    rand: Callable[[], float]
+
+
+class SweepService(Service[R]):
+    """A leader-only service working through batches on a connection of its own."""
+
+    #: Seconds between runs unless ``interval_s`` is given (each sweep sets it).
+    interval_default_s: ClassVar[float]
+    #: Rows per statement unless ``batch_size`` is given (each sweep sets it).
+    batch_size_default: ClassVar[int]
+    #: Statements per run unless ``max_batches`` is given.
+    max_batches_default: ClassVar[int] = 1
+    #: Upper bound of the random first-run delay unless ``stagger_s`` is given.
+    stagger_default_s: ClassVar[float] = STAGGER_DEFAULT_S
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        interval_s: float | None = None,
+        batch_size: int | None = None,
+        max_batches: int | None = None,
+        now: Now = database_now,
+        stagger_s: float | None = None,
+        clock: Clock = time.monotonic,
+        wait: Wait = event_wait,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        super().__init__(
+            interval_s=self.interval_default_s if interval_s is None else interval_s,
+            stagger_s=self.stagger_default_s if stagger_s is None else stagger_s,
+            clock=clock,
+            wait=wait,
+            rand=rand,
+        )
+        self.batch_size = self.batch_size_default if batch_size is None else batch_size
+        self.max_batches = self.max_batches_default if max_batches is None else max_batches
+        if self.batch_size < 1 or self.max_batches < 1:
+            raise ValueError(f"{type(self).__name__}: batch_size and max_batches must be >= 1")
+        self.schema = validate_schema(schema)
+        #: Returns the instant the sweep compares with; None means the database's now().
+        self.now = now
+        self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
+
+    @contextmanager
+    def session(self) -> Iterator[psycopg.Connection[Any]]:
+        """The service's connection for one run; a connection error drops it, then propagates.
+
+        Dropping it is the whole reconnect policy: the next run opens a new one,
+        after the service's error backoff.
+        """
+        try:
+            yield self.db.get()
+        except psycopg.OperationalError:
+            self.db.reset()
+            raise
+
+    def batches(self, batch: Callable[[], bool]) -> int:
+        """:func:`run_batches` with this service's ``max_batches`` and stop flag."""
+        return run_batches(batch, max_batches=self.max_batches, stopping=lambda: self.stopping)
+
+    def on_stop(self) -> None:
+        """Close the service's connection."""
+        self.db.reset()

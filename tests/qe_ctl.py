@@ -1,0 +1,46 @@
+"""The one way tests run ``queue-ctl``: as a subprocess, the way an operator does.
+
+Every test that drives the command line goes through :func:`queue_ctl`, so
+they all see the same thing: the console script of this virtualenv, an
+environment without the ``PG*`` and ``QUEUE_ENGINE_*`` variables of whoever
+runs the suite (a test that wants one passes it in ``env``), stdin closed (so
+``top`` never waits for a key) and text output captured.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+#: The virtualenv's scripts folder: the console scripts of the package under test.
+BIN = Path(sys.executable).parent
+QUEUE_CTL = BIN / "queue-ctl"
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without libpq or engine settings, plus ``extra``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
+    return {**base, **(extra or {})}
+
+
+def queue_ctl(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``queue-ctl *args`` (write ``"--dsn", dsn`` as on the command line); never raises."""
+    return subprocess.run(
+        [str(QUEUE_CTL), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(env),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    """The stdout of a run that must succeed; the exit code and stderr otherwise."""
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
+    return result.stdout

@@ -1,0 +1,96 @@
+"""``queue_engine.cli.render``: the text of ``queue-ctl``, from values alone.
+
+The renderers are pure, so their rules are checked here without a database:
+column alignment, what a job listing leaves out, the ``-`` of an absent limit,
+the prune summary. The acceptance tests check the same text end to end.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from queue_engine.cli import render
+from queue_engine.jobs import Job, JobStatus
+from queue_engine.orchestrator.pruner import PruneResult
+
+AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def job(**overrides: object) -> Job:
+    values: dict[str, object] = {
+        "id": 7,
+        "queue": "mail",
+        "task": "mail.send",
+        "args": {"to": "x"},
+        "status": JobStatus.QUEUED,
+        "priority": 100,
+        "available_at": AT,
+        "attempt": 0,
+        "max_attempts": 5,
+        "lease_ttl_s": None,
+        "lease_expires_at": None,
+        "heartbeat_at": None,
+        "claimed_by": None,
+        "timeout_s": None,
+        "idempotency_key": None,
+        "dedupe_key": None,
+        "lock_key": None,
+        "partition_key": None,
+        "producer": None,
+        "cancel_requested": False,
+        "progress": None,
+        "result": None,
+        "error": None,
+        "created_at": AT,
+        "started_at": None,
+        "finished_at": None,
+        "duration_ms": None,
+    }
+    values.update(overrides)
+    return Job(**values)
+
+
+def test_table_aligns_columns_and_keeps_the_header_of_an_empty_table() -> None:
+    lines = render.table(["NAME", "N"], [["a", "1"], ["long-name", "123"]], right={1})
+    assert lines == ["NAME         N", "a            1", "long-name  123"]
+    assert render.table(["NAME", "N"], []) == ["NAME  N"]
+
+
+def test_job_lines_leave_out_empty_fields() -> None:
+    lines = render.job_lines(job())
+    names = [line.split(":", 1)[0].strip() for line in lines]
+    assert names == [
+        *("id", "task", "queue", "status", "attempt", "priority", "args"),
+        *("available_at", "created_at"),
+    ]
+    assert "cancel_requested" not in names  # False is not shown
+    shown = render.job_lines(job(cancel_requested=True, result={"ok": 1}))
+    assert "cancel_requested: True" in "\n".join(shown)
+    assert 'result: {"ok": 1}' in "\n".join(shown)
+    assert all(line.index(":") == 16 for line in lines)  # names right-aligned in 16
+
+
+def test_job_list_has_a_header_even_when_empty() -> None:
+    (header,) = render.job_list_lines([])
+    assert header.split() == ["ID", "STATUS", "QUEUE", "TASK", "ATTEMPT", "CREATED"]
+    (_, row) = render.job_list_lines([job()])
+    assert row.split() == ["7", "queued", "mail", "mail.send", "0/5", AT.isoformat()]
+
+
+def test_limit_cells() -> None:
+    assert render.scale_cell(None) == "-" and render.scale_cell(3) == "3"
+    assert render.rate_cell(None, None) == "-"
+    assert render.rate_cell(2.5, 1) == "2.5/s"
+    assert render.rate_cell(2.5, 5) == "2.5/s x5"
+
+
+def test_prune_summary() -> None:
+    dry = PruneResult(jobs={"succeeded": 3, "failed": 1}, events=9, workers=2, dry_run=True)
+    assert render.prune_summary(dry) == (
+        "would delete 4 jobs (failed 1, succeeded 3), 9 events, 2 worker rows"
+    )
+    done = PruneResult(batches=2, more=True)
+    assert render.prune_summary(done) == (
+        "deleted 0 jobs (none), 0 events, 0 worker rows in 2 batches; "
+        "more left (--max-batches reached): run again"
+    )

@@ -1,0 +1,327 @@
+"""The package reads top-down: cli -> daemons -> core, with no import cycles.
+
+``docs/internals/architecture.md`` describes the layers; this module holds the
+code to them. Every module under ``queue_engine/`` is parsed with :mod:`ast`
+(nothing is imported, so a module with import-time side effects cannot hide an
+edge) and every ``import``/``from ... import`` becomes an edge of the graph:
+
+- **all** of them count, at module level, inside functions and under
+  ``if TYPE_CHECKING:``. A function-level import still runs (later), so a
+  cycle through one is still a circle a reader has to untangle, and it is how
+  circles hide ("import it inside the function and the error goes away");
+  a ``TYPE_CHECKING`` import never runs, but it is still a dependency of the
+  module's meaning, and none is needed across layers today;
+- ``from pkg import name`` is an edge to ``pkg.name`` when that is a module,
+  else to ``pkg`` (the package's ``__init__``);
+- the implicit import of a parent package (``import a.b`` runs ``a/__init__``)
+  is not an edge: every module would otherwise depend on ``queue_engine``
+  itself. What a bare ``import queue_engine`` loads at run time is tested
+  separately, in a subprocess, below.
+
+The layers (a module's layer comes from its path):
+
+- ``cli``: ``queue_engine.cli.*``, the console scripts; may import anything;
+- ``daemon``: ``worker``, ``orchestrator``, ``scheduler`` and the shared
+  ``daemon`` runtime; may import core, the public API and the shared ``daemon``
+  package, never ``cli`` nor another daemon's package;
+- ``api``: ``queue_engine/__init__``, the public facade; may import core and
+  the schedule declarations (``@periodic``);
+- ``core``: every other module; may import only core.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import queue_engine
+
+PACKAGE_DIR = Path(queue_engine.__file__).resolve().parent
+ROOT = "queue_engine"
+
+#: Daemon packages: ``queue_engine.<name>`` and everything under it.
+DAEMON_PACKAGES = ("worker", "orchestrator", "scheduler", "daemon")
+#: The package every daemon may share (the common runtime).
+SHARED_DAEMON_PACKAGE = "daemon"
+#: Scheduler modules a producer needs to declare schedules (``@periodic``):
+#: the public API re-exports them, so they must stay free of the ticker machinery.
+SCHEDULE_DECLARATIONS = frozenset(
+    {"queue_engine.scheduler.cron", "queue_engine.scheduler.schedules"}
+)
+
+#: Edges that break a layer rule today, each in code another change owns.
+#: A listed edge that no longer exists fails the test: delete its line.
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+#: Modules ``import queue_engine`` must not load: a producer that only enqueues
+#: pays for none of the daemons' machinery.
+NOT_LOADED_BY_PUBLIC_API = (
+    "queue_engine.scheduler.ticker",
+    "queue_engine.scheduler.scheduler",
+    "queue_engine.worker",
+    "queue_engine.orchestrator",
+    "queue_engine.cli",
+    "queue_engine.service",
+    "queue_engine.daemon",
+)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One import statement: ``source`` imports ``target`` at ``line``."""
+
+    source: str
+    target: str
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def _is_package(module: str) -> bool:
+    return _modules()[module].name == "__init__.py"
+
+
+def _resolve_relative(module: str, level: int, name: str | None) -> str:
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{name}" if name else package
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """The internal modules one import statement loads."""
+    modules = _modules()
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name in modules:
+                yield alias.name
+        return
+    base = _resolve_relative(module, node.level, node.module) if node.level else node.module
+    if base is None or not (base == ROOT or base.startswith(ROOT + ".")):
+        return
+    for alias in node.names:
+        candidate = f"{base}.{alias.name}"
+        if candidate in modules:
+            yield candidate
+        elif base in modules:
+            yield base
+
+
+@cache
+def import_graph() -> tuple[Edge, ...]:
+    """Every import edge between modules of the package, function-level ones included."""
+    edges: list[Edge] = []
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                edges.extend(
+                    Edge(module, target, node.lineno)
+                    for target in _targets(module, node)
+                    if target != module
+                )
+    return tuple(edges)
+
+
+def _cycles(edges: tuple[Edge, ...]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm)."""
+    successors: dict[str, set[str]] = {m: set() for m in _modules()}
+    for e in edges:
+        successors[e.source].add(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(successors[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(successors):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer(module: str) -> str:
+    """``cli``, ``daemon``, ``api`` or ``core``, from the module's path."""
+    if module == ROOT:
+        return "api"
+    top = module.split(".")[1]
+    if top == "cli":
+        return "cli"
+    if top in DAEMON_PACKAGES:
+        return "daemon"
+    return "core"
+
+
+def _daemon_package(module: str) -> str:
+    return module.split(".")[1]
+
+
+def violation(source: str, target: str) -> str | None:
+    """Why ``source`` may not import ``target``, or None when it may."""
+    src, dst = layer(source), layer(target)
+    if src == "cli":
+        return None
+    if dst == "cli":
+        return f"{src} module imports the command line"
+    if src == "daemon":
+        own = _daemon_package(source)
+        if dst == "daemon" and _daemon_package(target) not in (own, SHARED_DAEMON_PACKAGE):
+            return f"daemon package {own!r} imports another daemon's package"
+        return None
+    if src == "api":
+        if dst == "daemon" and target not in SCHEDULE_DECLARATIONS:
+            return "the public API imports daemon machinery"
+        return None
+    if dst != "core":
+        return f"core module imports the {dst} layer"
+    return None
+
+
+def _violations() -> dict[tuple[str, str], list[str]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for e in import_graph():
+        reason = violation(e.source, e.target)
+        if reason is not None:
+            where = f"{_modules()[e.source].relative_to(PACKAGE_DIR.parent)}:{e.line}"
+            found.setdefault((e.source, e.target), []).append(f"{where}: {reason}")
+    return found
+
+
+def test_the_graph_sees_every_kind_of_import() -> None:
+    """Sanity: module-level, function-level, relative and ``from pkg import module`` edges."""
+    pairs = {(e.source, e.target) for e in import_graph()}
+    assert len(_modules()) > 40
+    assert ("queue_engine.client", "queue_engine.operations") in pairs  # from pkg import module
+    assert ("queue_engine.client", "queue_engine.db") in pairs  # from module import name
+    # function-level: context.py imports the client inside a method
+    assert any(
+        e.source == "queue_engine.context" and e.target == "queue_engine.client" and e.line > 100
+        for e in import_graph()
+    )
+    assert _resolve_relative("queue_engine.worker.loop", 1, "store") == "queue_engine.worker.store"
+    assert _resolve_relative("queue_engine.worker", 2, "db") == "queue_engine.db"
+
+
+def test_cycle_detection_finds_a_circle() -> None:
+    """Sanity: the detector reports a two-module circle and nothing for a chain."""
+    a, b, c = "queue_engine.client", "queue_engine.db", "queue_engine.errors"
+    assert _cycles((Edge(a, b, 1), Edge(b, c, 1))) == []
+    assert _cycles((Edge(a, b, 1), Edge(b, a, 1), Edge(b, c, 1))) == [sorted([a, b])]
+
+
+def test_no_import_cycles() -> None:
+    """No circle among the package's modules, counting function-level imports."""
+    edges = import_graph()
+    problems = []
+    for component in _cycles(edges):
+        members = set(component)
+        inside = sorted(
+            {
+                f"  {_modules()[e.source].relative_to(PACKAGE_DIR.parent)}:{e.line} -> {e.target}"
+                for e in edges
+                if e.source in members and e.target in members
+            }
+        )
+        problems.append("cycle among " + ", ".join(component) + ":\n" + "\n".join(inside))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "allowed"),
+    [
+        ("queue_engine.cli.ctl", "queue_engine.orchestrator.pruner", True),
+        ("queue_engine.worker.loop", "queue_engine.db", True),
+        ("queue_engine.worker.loop", "queue_engine.cli.common", False),
+        ("queue_engine.scheduler.ticker", "queue_engine.orchestrator.heartbeat", False),
+        ("queue_engine.scheduler.ticker", "queue_engine.daemon.heartbeat", True),
+        ("queue_engine.client", "queue_engine.worker.store", False),
+        ("queue_engine.stats", "queue_engine.cli.views", False),
+        ("queue_engine", "queue_engine.scheduler.schedules", True),
+        ("queue_engine", "queue_engine.scheduler.ticker", False),
+        ("queue_engine.client", "queue_engine", False),
+    ],
+)
+def test_layer_rules(source: str, target: str, allowed: bool) -> None:
+    """The rules themselves, on examples (so a loosened rule is noticed)."""
+    assert (violation(source, target) is None) is allowed
+
+
+def test_layering() -> None:
+    """cli -> daemons -> core: nothing imports upwards, no daemon imports another's package."""
+    found = _violations()
+    unexpected = {pair: lines for pair, lines in found.items() if pair not in KNOWN_EXCEPTIONS}
+    assert not unexpected, "\n".join(line for lines in unexpected.values() for line in lines)
+    stale = sorted(set(KNOWN_EXCEPTIONS) - set(found))
+    assert not stale, f"known exceptions that no longer occur (delete them): {stale}"
+
+
+def test_import_queue_engine_loads_no_daemon_machinery() -> None:
+    """A producer that only enqueues loads neither the ticker, the worker nor the CLI."""
+    probe = (
+        "import sys, queue_engine\n"
+        "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('queue_engine'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "queue_engine.client" in out  # the probe does see the package's modules
+    loaded = [
+        m
+        for m in out
+        for banned in NOT_LOADED_BY_PUBLIC_API
+        if m == banned or m.startswith(banned + ".")
+    ]
+    assert not loaded, f"`import queue_engine` loads {loaded}"
+
+
+def test_architecture_page_names_every_module() -> None:
+    """docs/internals/architecture.md has a line for every module (a new one needs its line)."""
+    page = (PACKAGE_DIR.parent / "docs" / "internals" / "architecture.md").read_text()
+    missing = []
+    for module, path in _modules().items():
+        relative = path.relative_to(PACKAGE_DIR).as_posix()
+        if path.name == "__init__.py" and module != ROOT:
+            if relative == "sql/__init__.py" and "`sql/`" not in page:
+                missing.append("sql/")
+            continue  # a package is described by its modules
+        if f"`{relative}`" not in page:
+            missing.append(relative)
+    assert not missing, f"modules without a line in docs/internals/architecture.md: {missing}"
