@@ -13,11 +13,6 @@ SIGTERM/SIGINT ended the process at once.
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-from types import FrameType
-
 import click
 
 from queue_engine import settings as table
@@ -28,15 +23,13 @@ from queue_engine.cli.common import (
     schema_option,
     setting_option,
 )
-from queue_engine.exit_codes import ExitCode
+from queue_engine.daemon import StopSignals
 from queue_engine.logs import setup_logging
 from queue_engine.tasks import load_app
 from queue_engine.worker.loop import Worker
 from queue_engine.worker.settings import WorkerSettings
 
 PROG = "queue-claim-worker"
-#: Exit code of a second SIGTERM/SIGINT: at once, the job left to the lease / fast recovery.
-EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -88,20 +81,7 @@ def worker(
     tasks = load_app(settings.app)
     runner = Worker(settings, tasks)
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if runner.stopping:
-            # Second signal: the operator wants out now. No database work: the
-            # running job is recovered by the orchestrator (session gone) or its lease.
-            logging.getLogger("queue_engine.worker").warning(
-                "worker.exit_now signal=%s exit_code=%s", signum, EXIT_INTERRUPTED
-            )
-            for handler in logging.getLogger().handlers:
-                handler.flush()
-            os._exit(EXIT_INTERRUPTED)
-        runner.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    StopSignals("worker", on_first=runner.stop).install()
     return runner.run()
 
 

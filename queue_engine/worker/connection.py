@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -22,9 +21,12 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
+from queue_engine import settings as table
 from queue_engine import sql as queries
+from queue_engine.daemon.startup import StopRequested
 from queue_engine.db import connect, first_line
 from queue_engine.errors import DatabaseUnavailable
+from queue_engine.retry import reconnect_backoff
 from queue_engine.service import log_event
 from queue_engine.worker import store
 from queue_engine.worker.jobs import HeldJobs
@@ -34,20 +36,8 @@ log = logging.getLogger("queue_engine.worker")
 T = TypeVar("T")
 Connection = psycopg.Connection[Any]
 
-#: Reconnect backoff: first delay, cap, and jitter fraction.
+#: First delay of the reconnect backoff; its cap is ``QUEUE_ENGINE_RECONNECT_MAX_S``.
 RECONNECT_BASE_S = 0.2
-RECONNECT_MAX_S = 15.0
-RECONNECT_JITTER = 0.3
-
-
-def backoff_s(attempt: int, rand: Callable[[], float] = random.random) -> float:
-    """Reconnect delay after ``attempt`` failures: exponential, capped, jittered."""
-    raw: float = min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2.0 ** min(attempt, 16))
-    return raw * (1 + RECONNECT_JITTER * (2 * rand() - 1))
-
-
-class StopRequested(Exception):
-    """Internal: a wait was cut short by the worker's stop."""
 
 
 class WorkerConnection:
@@ -74,6 +64,7 @@ class WorkerConnection:
         on_notify: Callable[[psycopg.Notify], None],
         on_connect: Callable[[], None],
         mark_alive: Callable[[], None],
+        reconnect_max_s: float = table.RECONNECT_MAX_S.default,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -93,6 +84,7 @@ class WorkerConnection:
         self._on_notify = on_notify
         self._on_connect = on_connect
         self._mark_alive = mark_alive
+        self.backoff = reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s)
         self._sleep = sleep
         self._clock = clock
         self.lock = threading.RLock()  # guards _conn: main loop + heartbeat thread
@@ -137,7 +129,7 @@ class WorkerConnection:
                 deadline is not None and self._clock() >= deadline
             ):
                 raise DatabaseUnavailable(f"lost the database: {error}")
-            delay = backoff_s(failures - 1)
+            delay = self.backoff.delay(failures)
             if deadline is not None:
                 delay = max(0.0, min(delay, deadline - self._clock()))
             log_event(

@@ -21,9 +21,9 @@ from typing import Protocol
 
 from psycopg import sql
 
+from queue_engine.daemon.notify import SystemdLink
 from queue_engine.db import connect
 from queue_engine.service import log_event
-from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
@@ -60,32 +60,30 @@ class Liveness:
         helper: HelperThread,
         *,
         clock: Callable[[], float] = time.monotonic,
-        notifier: SystemdNotifier | None = None,
-        ping_interval_s: float | None = None,
+        link: SystemdLink | None = None,
     ) -> None:
-        """``ping_interval_s`` defaults to what systemd asks for (``WATCHDOG_USEC``)."""
+        """``link`` is the daemons' one systemd link (ping interval from ``WATCHDOG_USEC``)."""
         self._helper = helper
         self._clock = clock
-        self._systemd = notifier if notifier is not None else SystemdNotifier()
-        interval = ping_interval_s if ping_interval_s is not None else watchdog_interval_s()
-        self._ping_every_s = None if interval is None else interval / 2
+        self._link = link if link is not None else SystemdLink()
+        interval = self._link.ping_interval_s
+        self._ping_every_s = interval
         self._alive_within_s = 2 * interval if interval is not None else 0.0
         self._last_ping = 0.0
-        self._status_sent: str | None = None
         self._main_mark = clock()  # the main loop's last sign of life
 
     @property
     def enabled(self) -> bool:
         """True under a service manager that listens."""
-        return self._systemd.enabled
+        return self._link.enabled
 
     def ready(self, status: str) -> None:
         """``READY=1`` with a first status line."""
-        self._systemd.ready(status)
+        self._link.ready(status)
 
     def stopping(self) -> None:
         """``STOPPING=1``."""
-        self._systemd.stopping()
+        self._link.stopping()
 
     def mark_alive(self) -> None:
         """The main loop shows a sign of life (between jobs, while waiting or retrying)."""
@@ -101,18 +99,15 @@ class Liveness:
         stops the pings, and systemd kills and restarts the process after
         ``WatchdogSec``.
         """
-        if not self._systemd.enabled:
+        if not self._link.enabled:
             return
         try:
-            text = status()
-            if text != self._status_sent:
-                self._status_sent = text
-                self._systemd.status(text)
+            self._link.status(status())
             every = self._ping_every_s
             now = self._clock()
             if every is not None and now - self._last_ping >= every and self._healthy(now, busy):
                 self._last_ping = now
-                self._systemd.watchdog()
+                self._link.ping()
         except Exception as exc:  # never let systemd chatter break the heartbeat
             log.debug("systemd notification failed: %s", exc)
 

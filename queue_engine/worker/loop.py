@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import socket
 import threading
 import time
@@ -39,13 +38,15 @@ from collections.abc import Callable
 import psycopg
 
 from queue_engine import sql as queries
+from queue_engine.daemon import StopRequested, process_id, wait_for_database
 from queue_engine.db import connect, first_line
 from queue_engine.errors import DatabaseUnavailable
+from queue_engine.exit_codes import ExitCode
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
 from queue_engine.service import log_event
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import store
-from queue_engine.worker.connection import StopRequested, WorkerConnection, backoff_s
+from queue_engine.worker.connection import WorkerConnection
 from queue_engine.worker.flush import Flusher
 from queue_engine.worker.gate import DbGateStore, Gate
 from queue_engine.worker.heartbeat import Heartbeat
@@ -61,7 +62,7 @@ from queue_engine.worker.watchdog import (
     Trip,
 )
 
-__all__ = ["Worker", "make_worker_id"]
+__all__ = ["Worker"]
 
 log = logging.getLogger("queue_engine.worker")
 
@@ -70,11 +71,6 @@ WAIT_SLICE_S = 0.25
 #: Attempts to write the last outcomes at shutdown when the database is down
 #: (and at most until the shutdown grace has run out, counted from the stop).
 SHUTDOWN_DB_ATTEMPTS = 8
-
-
-def make_worker_id() -> str:
-    """``host:pid:random``: unique per process, readable in ``queue-ctl workers``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 class Worker:
@@ -93,7 +89,7 @@ class Worker:
         """``exit`` ends the process when the job watchdog trips (tests may replace it)."""
         self.settings = settings
         self.tasks = tasks
-        self.worker_id = worker_id or make_worker_id()
+        self.worker_id = worker_id or process_id("worker")
         self.schema = settings.schema
         self.host = socket.gethostname()
         self._sleep = sleep
@@ -130,6 +126,7 @@ class Worker:
             on_notify=self._on_notify,
             on_connect=self._on_connect,
             mark_alive=self.liveness.mark_alive,
+            reconnect_max_s=settings.reconnect_max_s,
             sleep=sleep,
             clock=clock,
         )
@@ -227,7 +224,7 @@ class Worker:
             pass
         finally:
             self._shutdown()
-        return 0
+        return ExitCode.OK
 
     def _start(self) -> None:
         self._check_reachable()
@@ -254,21 +251,29 @@ class Worker:
         )
 
     def _check_reachable(self) -> None:
-        """Exit 69 (DatabaseUnavailable) if the database stays unreachable for ``connect_retry_s``."""
-        deadline = self._clock() + self.settings.connect_retry_s
-        attempt = 0
-        while True:
-            try:
-                connect(self.settings.dsn).close()
-                return
-            except DatabaseUnavailable as exc:
-                if self._clock() >= deadline or self.stopping:
-                    raise
-                log_event(
-                    log, logging.WARNING, "worker.db_unreachable", error=str(exc), attempt=attempt
-                )
-            self._interruptible_sleep(backoff_s(attempt))
-            attempt += 1
+        """Exit 69 (DatabaseUnavailable) if the database stays unreachable for ``connect_retry_s``.
+
+        The daemons' one start-up wait (:func:`queue_engine.daemon.wait_for_database`):
+        one backoff, and the last wait ends at the deadline.
+        """
+
+        def announce(exc: DatabaseUnavailable) -> None:
+            log_event(
+                log,
+                logging.WARNING,
+                "worker.db_unreachable",
+                error=str(exc),
+                wait_s=self.settings.connect_retry_s,
+            )
+
+        wait_for_database(
+            lambda: connect(self.settings.dsn).close(),
+            retry_s=self.settings.connect_retry_s,
+            stopping=self._stopping.is_set,
+            on_first_failure=announce,
+            clock=self._clock,
+            sleep=self._interruptible_sleep,
+        )
 
     def _interruptible_sleep(self, seconds: float) -> None:
         if self._sleep is time.sleep:

@@ -39,6 +39,7 @@ from typing import Any
 
 import queue_engine
 from queue_engine.daemon import DAEMON_ROLES
+from queue_engine.daemon.signals import SIGNAL_ROLES
 from queue_engine.events import EVENT_GROUPS, EVENT_NAME_RE, EVENTS, daemon_of
 from queue_engine.service import Service
 from queue_engine.worker.outcomes import Outcome
@@ -283,7 +284,9 @@ def _expand(template: str) -> frozenset[str] | None:
     if template.startswith("{role}.") and template.count("{") == 1:
         # The daemon runtime's lifecycle events, one per role that runs on it.
         suffix = template.removeprefix("{role}")
-        return frozenset(role + suffix for role in DAEMON_ROLES)
+        # A second stop signal is handled for every daemon, the worker included.
+        roles = SIGNAL_ROLES if suffix == ".exit_now" else DAEMON_ROLES
+        return frozenset(role + suffix for role in roles)
     return None
 
 

@@ -24,7 +24,6 @@ from queue_engine.retry import (
     reconnect_backoff,
 )
 from queue_engine.worker import outcomes as oc
-from queue_engine.worker.connection import RECONNECT_JITTER, RECONNECT_MAX_S, backoff_s
 from queue_engine.worker.executor import JobCanceled
 
 
@@ -103,16 +102,6 @@ def test_the_reconnect_backoff_doubles_jitters_and_never_passes_its_cap() -> Non
     )
     # A base above the cap starts at the cap instead of refusing.
     assert reconnect_backoff(60.0, 30.0).delay(1, rand=lambda: 0.5) == 30.0
-
-
-def test_reconnect_backoff_is_capped_and_jittered() -> None:
-    assert backoff_s(0, rand=lambda: 0.5) == pytest.approx(0.2)
-    assert backoff_s(3, rand=lambda: 0.5) == pytest.approx(1.6)
-    top = RECONNECT_MAX_S * (1 + RECONNECT_JITTER)
-    assert backoff_s(50, rand=lambda: 1.0) == pytest.approx(top)
-    assert backoff_s(50, rand=lambda: 0.0) == pytest.approx(
-        RECONNECT_MAX_S * (1 - RECONNECT_JITTER)
-    )
 
 
 # -- outcomes ---------------------------------------------------------------------
