@@ -4,6 +4,14 @@ Every process connects through :func:`connect` so that an unreachable database
 is reported the same way everywhere (one line, no password, exit code 69), and
 so that a missing schema is reported as "run queue-ctl migrate" rather than as
 an ``UndefinedTable`` traceback.
+
+It also says which errors mean "this session is no use, open another"
+(:data:`RECONNECT_ERRORS`). A lost connection is one; a session on a server
+that refuses writes is the other: a standby, a primary still in recovery, or
+a primary fenced with ``default_transaction_read_only`` during a switchover.
+Every statement a daemon runs writes, so retrying on that session only repeats
+the error; dropping it and connecting again lets a multi-host DSN with
+``target_session_attrs=read-write`` find the server that is primary now.
 """
 
 from __future__ import annotations
@@ -41,16 +49,29 @@ def first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def connect(dsn: str, *, autocommit: bool = True, **kwargs: Any) -> psycopg.Connection[Any]:
-    """Open a connection, raising :class:`DatabaseUnavailable` with a one-line reason."""
+def connect(
+    dsn: str, *, autocommit: bool = True, writable: bool = False, **kwargs: Any
+) -> psycopg.Connection[Any]:
+    """Open a connection, raising :class:`DatabaseUnavailable` with a one-line reason.
+
+    ``writable``: refuse a session on a read-only server (see
+    :func:`read_only_reason`) as if the database were unreachable, so a daemon
+    waits and connects again instead of failing every statement.
+    """
     kwargs.setdefault("application_name", APPLICATION_NAME)
     kwargs.setdefault("connect_timeout", 10)
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, **kwargs)
+        conn = psycopg.connect(dsn, autocommit=autocommit, **kwargs)
     except psycopg.ProgrammingError as exc:
         raise invalid_dsn(exc) from None
     except psycopg.OperationalError as exc:
         raise unreachable(dsn, exc) from None
+    if writable:
+        reason = read_only_reason(conn)
+        if reason is not None:
+            conn.close()
+            raise read_only(dsn, reason)
+    return conn
 
 
 async def connect_async(
@@ -81,6 +102,51 @@ def unreachable(dsn: str, exc: psycopg.Error) -> DatabaseUnavailable:
     return DatabaseUnavailable(
         f"cannot connect to the database at {describe_dsn(dsn)}: {first_line(exc)}"
     )
+
+
+def read_only(dsn: str, reason: str) -> DatabaseUnavailable:
+    """A server that refuses writes is, for a daemon, not the database it needs."""
+    return DatabaseUnavailable(
+        f"the database at {describe_dsn(dsn)} refuses writes ({reason}): list every host "
+        "in the DSN with target_session_attrs=read-write so the primary is chosen"
+    )
+
+
+def read_only_reason(conn: psycopg.Connection[Any]) -> str | None:
+    """Why the session's server refuses writes, or None when it accepts them.
+
+    Read from the parameters the server reports by itself (PostgreSQL 14+
+    reports ``in_hot_standby`` and ``default_transaction_read_only``, and
+    reports them again when they change: at promotion, or when a primary is
+    fenced with a configuration reload), so checking costs no round trip.
+    An older server reports neither, and the session counts as writable; a
+    write then fails with :data:`READ_ONLY_STATE`, one of the
+    :data:`RECONNECT_ERRORS`.
+    """
+    if conn.closed:
+        return None
+    if conn.info.parameter_status("in_hot_standby") == "on":
+        return "it is a standby in recovery"
+    if conn.info.parameter_status("default_transaction_read_only") == "on":
+        return "default_transaction_read_only is on"
+    return None
+
+
+#: SQLSTATE of "cannot execute ... in a read-only transaction / during recovery".
+READ_ONLY_STATE = "25006"
+
+#: Errors after which a daemon drops its session and connects again: the
+#: connection is lost (``OperationalError``; deadlocks and serialization
+#: failures are in that class too, and a fresh session does them no harm), or
+#: the server refuses writes (``ReadOnlySqlTransaction``, :data:`READ_ONLY_STATE`).
+RECONNECT_ERRORS: tuple[type[psycopg.Error], ...] = (
+    psycopg.OperationalError,
+    pg_errors.ReadOnlySqlTransaction,
+)
+
+#: :data:`RECONNECT_ERRORS`, plus the connect itself failing (unreachable, or
+#: refused as read-only by ``connect(..., writable=True)``).
+RECONNECT_OR_UNREACHABLE: tuple[type[Exception], ...] = (*RECONNECT_ERRORS, DatabaseUnavailable)
 
 
 SCHEMA_ERRORS = (

@@ -151,7 +151,7 @@ class _Db:
     """One lazily opened connection shared by scrapes and health checks, one user at a time."""
 
     def __init__(self, dsn: str) -> None:
-        self.conn = LazyConnection(dsn, connect_timeout=CONNECT_TIMEOUT_S)
+        self.conn = LazyConnection(dsn, writable=False, connect_timeout=CONNECT_TIMEOUT_S)
         self.lock = threading.Lock()
 
     def get(self) -> psycopg.Connection[Any]:

@@ -39,7 +39,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import psycopg
 
-from queue_engine.db import connect
+from queue_engine.db import connect, read_only_reason
 from queue_engine.retry import ReconnectBackoff, reconnect_backoff
 
 #: ``wait(event, seconds)``: block up to ``seconds`` or until the event is set.
@@ -303,20 +303,31 @@ class LazyConnection:
     """One autocommit connection, opened on first use and dropped after a connection error.
 
     A service's run calls :meth:`get`; when a statement fails because the
-    connection broke, the run calls :meth:`reset` (or uses :meth:`run`), and the
-    next run reconnects. That is the whole reconnect policy: the service's
-    error backoff spaces the attempts.
+    connection broke or the server refuses writes
+    (:data:`queue_engine.db.RECONNECT_ERRORS`), the run calls :meth:`reset`,
+    and the next run reconnects. That is the whole reconnect policy: the
+    service's error backoff spaces the attempts.
+
+    ``writable`` (the default: every daemon service writes, or holds a lock
+    that only means something on the primary): a session whose server reports
+    itself read-only (a standby, a fenced primary) is dropped by :meth:`get`
+    before it is used, and a new one opened, so a multi-host DSN moves to the
+    primary; when none is writable, :meth:`get` raises ``DatabaseUnavailable``.
     """
 
-    def __init__(self, dsn: str, **connect_kwargs: Any) -> None:
+    def __init__(self, dsn: str, *, writable: bool = True, **connect_kwargs: Any) -> None:
         self.dsn = dsn
+        self.writable = writable
         self.connect_kwargs = connect_kwargs
         self._conn: psycopg.Connection[Any] | None = None
 
     def get(self) -> psycopg.Connection[Any]:
         """Return the open connection, connecting if needed (may raise DatabaseUnavailable)."""
+        if self.writable and self._conn is not None and read_only_reason(self._conn):
+            # The server turned read-only under us (fenced, or demoted): connect again.
+            self.reset()
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self.dsn, **self.connect_kwargs)
+            self._conn = connect(self.dsn, writable=self.writable, **self.connect_kwargs)
         return self._conn
 
     @property

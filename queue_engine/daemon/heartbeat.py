@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import psutil
-import psycopg
 
 from queue_engine import sql as queries
+from queue_engine.db import RECONNECT_ERRORS
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     Clock,
@@ -131,7 +131,7 @@ class WorkersRow:
         }
         try:
             self.db.get().execute(queries.query("orchestrator_heartbeat", self.schema), params)
-        except psycopg.OperationalError:
+        except RECONNECT_ERRORS:
             self.db.reset()
             raise
         return state

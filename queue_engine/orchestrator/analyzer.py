@@ -27,9 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
 from queue_engine import statistics
+from queue_engine.db import RECONNECT_ERRORS
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     STAGGER_DEFAULT_S,
@@ -128,7 +127,7 @@ class Analyzer(Service[AnalyzeResult]):
             for table in due:
                 statistics.analyze(conn, self.schema, table.name)
             elapsed_ms = (self.clock() - started) * 1000
-        except psycopg.OperationalError:
+        except RECONNECT_ERRORS:
             self.db.reset()
             raise
         return AnalyzeResult(

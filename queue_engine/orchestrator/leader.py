@@ -44,8 +44,7 @@ from typing import Any
 import psycopg
 
 from queue_engine import sql as queries
-from queue_engine.db import first_line
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.db import RECONNECT_OR_UNREACHABLE, first_line
 from queue_engine.retry import reconnect_backoff
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
@@ -137,7 +136,7 @@ class LeaderElector(Service[ElectionResult]):
             if self.connection_failures:
                 log_event(log, logging.INFO, "orchestrator.db_available", role="standby")
             self.connection_failures = 0
-        except (psycopg.OperationalError, DatabaseUnavailable) as exc:
+        except RECONNECT_OR_UNREACHABLE as exc:
             self.connection_failures += 1
             self.db.reset()
             reason = first_line(exc)

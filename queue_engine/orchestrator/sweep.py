@@ -33,6 +33,7 @@ from typing import Any, ClassVar, TypedDict
 import psycopg
 
 from queue_engine.config import validate_schema
+from queue_engine.db import RECONNECT_ERRORS
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     STAGGER_DEFAULT_S,
@@ -130,12 +131,14 @@ class SweepService(Service[R]):
     def session(self) -> Iterator[psycopg.Connection[Any]]:
         """The service's connection for one run; a connection error drops it, then propagates.
 
+        A read-only server's refusal counts as one (:data:`RECONNECT_ERRORS`).
+
         Dropping it is the whole reconnect policy: the next run opens a new one,
         after the service's error backoff.
         """
         try:
             yield self.db.get()
-        except psycopg.OperationalError:
+        except RECONNECT_ERRORS:
             self.db.reset()
             raise
 

@@ -44,7 +44,7 @@ import psycopg
 from psycopg import sql
 
 from queue_engine import settings as table
-from queue_engine.db import first_line
+from queue_engine.db import RECONNECT_ERRORS, first_line
 from queue_engine.errors import QueueEngineError
 from queue_engine.retry import reconnect_backoff
 from queue_engine.scheduler import store
@@ -252,8 +252,8 @@ class Ticker(Service[TickResult]):
                 if upcoming is not None and upcoming.astimezone(UTC) <= at:
                     try:
                         self._act(conn, row.name, at, result)
-                    except psycopg.OperationalError:
-                        raise  # connection trouble: the whole run backs off
+                    except RECONNECT_ERRORS:
+                        raise  # connection trouble, or a read-only server: the whole run backs off
                     except (psycopg.Error, QueueEngineError) as exc:
                         # One broken schedule (rolled back) must not hold up the others.
                         result.failed.append(row.name)
@@ -270,7 +270,7 @@ class Ticker(Service[TickResult]):
                     if result.next_wake is None or wake < result.next_wake:
                         result.next_wake = wake
             self._maybe_prune(conn, at)
-        except psycopg.OperationalError:
+        except RECONNECT_ERRORS:
             self.db.reset()
             raise
         self.last_loop_at = self.clock()
@@ -442,7 +442,7 @@ class ScheduleListener(Service[ListenResult]):
                 # Drain what else is queued, then wake once.
                 count += sum(1 for _ in conn.notifies(timeout=0))
                 self.on_change()
-        except psycopg.OperationalError:
+        except RECONNECT_ERRORS:
             self.db.reset()
             raise
         return ListenResult(count)

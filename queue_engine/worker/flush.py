@@ -27,7 +27,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from queue_engine.context import ClaimedJob
-from queue_engine.db import first_line
+from queue_engine.db import RECONNECT_ERRORS, first_line
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.logs import mask_secrets
 from queue_engine.service import log_event
@@ -154,7 +154,7 @@ class Flusher:
                     to_send = []
                 continue
             except psycopg.DatabaseError as exc:
-                if isinstance(exc, psycopg.OperationalError) or not to_send:
+                if isinstance(exc, RECONNECT_ERRORS) or not to_send:
                     raise
                 # Some outcome cannot be stored (a value the database refuses):
                 # store the others, and a failure saying why for that one.
@@ -187,7 +187,7 @@ class Flusher:
             try:
                 finished.update(store.finish_only(conn, self.schema, outcomes=[outcome], **common))
             except psycopg.DatabaseError as exc:
-                if isinstance(exc, psycopg.OperationalError):
+                if isinstance(exc, RECONNECT_ERRORS):
                     raise
                 replacement = oc.storage_failure(outcome, exc)
                 finished.update(
