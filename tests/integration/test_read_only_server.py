@@ -1,0 +1,140 @@
+"""A session on a server that refuses writes is dropped and opened again, never retried in a loop.
+
+A standby, a primary still in recovery, or a primary fenced with
+``default_transaction_read_only`` during a switchover answers every write with
+SQLSTATE 25006 (``ReadOnlySqlTransaction``). Before, no daemon counted that as
+a connection problem: the worker raised it out of its reconnect loop, and the
+orchestrator's services kept the session and failed every run on it (the
+leader kept "leading" on it). Now it is one of ``db.RECONNECT_ERRORS``, and a
+session whose server reports itself read-only is not used. Here the read-only
+server is simulated on the test server by making one session, or one
+database, read-only; ``tests/process/test_failover.py`` runs a real standby.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from queue_engine.db import connect
+from queue_engine.errors import DatabaseUnavailable
+from queue_engine.orchestrator.leader import LeaderElector
+from queue_engine.orchestrator.reaper import Reaper
+from queue_engine.worker.connection import WorkerConnection
+from queue_engine.worker.jobs import HeldJobs
+
+Conn = psycopg.Connection[Any]
+
+
+class NoNotes:
+    def note_cancel(self, job_id: int) -> None:
+        pass
+
+    def note_lost(self, job_id: int, attempt: int | None = None) -> None:
+        pass
+
+
+def make_read_only(conn: Conn) -> None:
+    """Make this session's server look read-only to it (what a fenced primary does)."""
+    conn.execute("SET default_transaction_read_only = on")
+
+
+def worker_connection(dsn: str, sleeps: list[float]) -> WorkerConnection:
+    return WorkerConnection(
+        dsn=dsn,
+        schema="queue_engine",
+        synchronous_commit="off",
+        worker_id="ro-test",
+        queue="wt",
+        host="test-host",
+        jobs=HeldJobs(NoNotes(), worker_id="ro-test", zombie_grace_s=1.0, clock=time.monotonic),
+        stopping=threading.Event(),
+        on_notify=lambda notify: None,
+        on_connect=lambda: None,
+        mark_alive=lambda: None,
+        sleep=sleeps.append,
+    )
+
+
+def test_connect_for_writing_refuses_a_read_only_server_and_reading_does_not(
+    dsn: str, conn: Conn
+) -> None:
+    dbname = conn.info.dbname
+    conn.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
+    with pytest.raises(DatabaseUnavailable, match="refuses writes"):
+        connect(dsn, writable=True)
+    with connect(dsn) as reader:  # queue-ctl's reads may use a standby
+        assert reader.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_worker_drops_a_read_only_session_and_runs_on_a_new_one(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    sleeps: list[float] = []
+    wc = worker_connection(dsn, sleeps)
+    sessions: list[int] = []
+
+    def write(c: Conn) -> int:
+        sessions.append(c.info.backend_pid)
+        if len(sessions) == 1:
+            make_read_only(c)  # the server turns read-only under the worker
+        row = c.execute(
+            "UPDATE queue_engine.workers SET state = 'idle' WHERE id = 'ro-test' RETURNING 1"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    caplog.set_level(logging.INFO, logger="queue_engine.worker")
+    try:
+        assert wc.run(write, attempts=3) == 1
+    finally:
+        wc.drop()
+    assert len(sessions) == 2 and sessions[0] != sessions[1], "not run again on a new session"
+    assert len(sleeps) == 1, "one backoff between the read-only session and the new one"
+    assert any("worker.reconnected" in r.getMessage() for r in caplog.records)
+    assert any(
+        "worker.db_error" in r.getMessage() and "read-only" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_sweep_on_a_server_turned_read_only_reconnects_instead_of_failing_every_run(
+    dsn: str,
+) -> None:
+    reaper = Reaper(dsn, "queue_engine", stagger_s=0)
+    try:
+        reaper.run_once()
+        first = reaper.db.get()
+        first_pid = first.info.backend_pid
+        make_read_only(first)
+        reaper.run_once()  # before: ReadOnlySqlTransaction, on this run and every next one
+        assert reaper.db.get().info.backend_pid != first_pid
+        assert first.closed
+    finally:
+        reaper.on_stop()
+
+
+def test_a_leader_on_a_server_turned_read_only_steps_down_and_competes_again(dsn: str) -> None:
+    calls: list[str] = []
+    elector = LeaderElector(
+        dsn,
+        "queue_engine",
+        on_elected=lambda: calls.append("+"),
+        on_demoted=lambda: calls.append("-"),
+        rand=lambda: 0.5,
+    )
+    try:
+        assert elector.run_once().leader
+        make_read_only(elector.db.get())
+        # A lock held on a read-only server guards nothing the sweeps can write.
+        after = elector.run_once()
+        assert not after.leader and after.changed
+        again = elector.run_once()
+        assert again.leader and again.changed
+        assert calls == ["+", "-", "+"]
+    finally:
+        elector.resign()
