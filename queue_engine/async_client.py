@@ -81,7 +81,12 @@ class AsyncClient:
             pool = await self._open_pool()
             try:
                 async with pool.connection(timeout=30) as pooled:
-                    yield pooled
+                    try:
+                        yield pooled
+                    except pg_errors.ReadOnlySqlTransaction:
+                        # As in Client: a session on a server turned read-only is replaced.
+                        await pooled.close()
+                        raise
             except PoolTimeout:
                 raise DatabaseUnavailable("no database connection available within 30 s") from None
 

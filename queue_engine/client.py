@@ -78,7 +78,14 @@ class Client:
                 return
             try:
                 with self._open_pool().connection(timeout=30) as pooled:
-                    yield pooled
+                    try:
+                        yield pooled
+                    except pg_errors.ReadOnlySqlTransaction:
+                        # The server turned read-only (a fenced or demoted primary):
+                        # closed, the session is replaced by the pool, and a multi-host
+                        # DSN with target_session_attrs=read-write opens it on the primary.
+                        pooled.close()
+                        raise
             except PoolTimeout:
                 raise DatabaseUnavailable("no database connection available within 30 s") from None
 

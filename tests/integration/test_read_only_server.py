@@ -13,6 +13,7 @@ database, read-only; ``tests/process/test_failover.py`` runs a real standby.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from queue_engine import AsyncClient, Client
 from queue_engine.db import connect
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.orchestrator.leader import LeaderElector
@@ -138,3 +140,30 @@ def test_a_leader_on_a_server_turned_read_only_steps_down_and_competes_again(dsn
         assert calls == ["+", "-", "+"]
     finally:
         elector.resign()
+
+
+def test_a_producer_replaces_a_pooled_session_whose_server_turned_read_only(dsn: str) -> None:
+    with Client(dsn, pool_size=1) as client:
+        client.enqueue("t", queue="q")
+        pool = client._open_pool()
+        with pool.connection() as pooled:
+            make_read_only(pooled)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            client.enqueue("t", queue="q")  # the application sees it once, and retries
+        assert client.enqueue("t", queue="q").id  # before: refused again, on every retry
+
+
+def test_an_async_producer_replaces_a_pooled_session_whose_server_turned_read_only(
+    dsn: str,
+) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(dsn, pool_size=1) as client:
+            await client.enqueue("t", queue="q")
+            pool = await client._open_pool()
+            async with pool.connection() as pooled:
+                await pooled.execute("SET default_transaction_read_only = on")
+            with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                await client.enqueue("t", queue="q")
+            assert (await client.enqueue("t", queue="q")).id
+
+    asyncio.run(scenario())
