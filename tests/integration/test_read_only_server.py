@@ -5,8 +5,10 @@ A standby, a primary still in recovery, or a primary fenced with
 SQLSTATE 25006 (``ReadOnlySqlTransaction``). Before, no daemon counted that as
 a connection problem: the worker raised it out of its reconnect loop, and the
 orchestrator's services kept the session and failed every run on it (the
-leader kept "leading" on it). Now it is one of ``db.RECONNECT_ERRORS``, and a
-session whose server reports itself read-only is not used. Here the read-only
+leader kept "leading" on it), and a producer's pool handed the same session
+out again on every retry. Now it is one of ``db.RECONNECT_ERRORS``, a session
+whose server reports itself read-only is not used by a daemon, and a producer's
+pooled session that hit it is replaced. Here the read-only
 server is simulated on the test server by making one session, or one
 database, read-only; ``tests/process/test_failover.py`` runs a real standby.
 """

@@ -228,6 +228,13 @@ def test_crash_of_the_primary_and_promotion_of_the_standby(
         promoted_at = time.monotonic()
         with psycopg.connect(pair.dsn(pair.standby), autocommit=True) as conn:
             promoted_db_at = scalar(conn, "SELECT now()")
+            succeeded = "SELECT count(*) FROM queue_engine.jobs WHERE status = 'succeeded'"
+            at_promotion = scalar(conn, succeeded)
+            wait_until(
+                lambda: scalar(conn, succeeded) > at_promotion,
+                what="a job finished on the new primary",
+            )
+            first_finish_s = time.monotonic() - promoted_at
 
         def all_committed_done() -> bool:
             with psycopg.connect(dsn, autocommit=True) as conn:
@@ -291,8 +298,9 @@ def test_crash_of_the_primary_and_promotion_of_the_standby(
         f"\nfailover (workers' synchronous_commit={synchronous_commit}): {BACKLOG} backlog + {len(producer.committed)} produced "
         f"({committed_before} before the crash, {producer.failures} enqueue attempts failed "
         f"during the outage), {total} jobs in all; {done_at_crash} had run when the primary "
-        f"was crashed; promoted {promoted_at - crashed_at:.1f} s after the crash; every "
-        f"committed job done {drained_at - promoted_at:.1f} s after the promotion; "
+        f"was crashed; promoted {promoted_at - crashed_at:.1f} s after the crash; first job "
+        f"finished on the new primary {first_finish_s:.2f} s after the promotion, every "
+        f"committed job {drained_at - promoted_at:.1f} s after it; "
         f"{len(twice)} jobs ran twice (claim or finish lost in the crash; "
         f"highest attempt on the new primary {max_attempt}), {released} orphaned claims "
         f"released, {reconnects} reconnects; the worker given the standby refused it "
