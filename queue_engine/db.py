@@ -67,10 +67,7 @@ def connect(
     except psycopg.OperationalError as exc:
         raise unreachable(dsn, exc) from None
     if writable:
-        reason = read_only_reason(conn)
-        if reason is not None:
-            conn.close()
-            raise read_only(dsn, reason)
+        refuse_read_only(conn, dsn)
     return conn
 
 
@@ -110,6 +107,14 @@ def read_only(dsn: str, reason: str) -> DatabaseUnavailable:
         f"the database at {describe_dsn(dsn)} refuses writes ({reason}): list every host "
         "in the DSN with target_session_attrs=read-write so the primary is chosen"
     )
+
+
+def refuse_read_only(conn: psycopg.Connection[Any], dsn: str) -> None:
+    """Close ``conn`` and raise :class:`DatabaseUnavailable` if its server refuses writes."""
+    reason = read_only_reason(conn)
+    if reason is not None:
+        conn.close()
+        raise read_only(dsn, reason)
 
 
 def read_only_reason(conn: psycopg.Connection[Any]) -> str | None:
