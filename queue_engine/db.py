@@ -9,8 +9,8 @@ It also says which errors mean "this session is no use, open another"
 (:data:`RECONNECT_ERRORS`). A lost connection is one; a session on a server
 that refuses writes is the other: a standby, a primary still in recovery, or
 a primary fenced with ``default_transaction_read_only`` during a switchover.
-Every statement a daemon runs writes, so retrying on that session only repeats
-the error; dropping it and connecting again lets a multi-host DSN with
+A daemon's work is writes, so retrying on that session only repeats the
+error; dropping it and connecting again lets a multi-host DSN with
 ``target_session_attrs=read-write`` find the server that is primary now.
 """
 
