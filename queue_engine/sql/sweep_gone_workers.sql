@@ -1,7 +1,7 @@
 -- Fast recovery (leader only): workers whose database session has ended are
 -- gone (SIGKILL, crash, a host that died and whose TCP keepalive fired). Mark
 -- them 'gone' and give back their running jobs now instead of when the lease
--- lapses, with the reaper's rules (give_back_jobs(), migration 0005):
+-- lapses, with the reaper's rules (give_back_jobs(), migrations 0005 and 0006):
 --   * cancel requested      -> canceled (nobody wants it run again)
 --   * attempts spent        -> lost     (finished, error says why)
 --   * otherwise             -> queued   (available now, one NOTIFY per queue)
@@ -20,7 +20,7 @@
 -- Behind a transaction-pooling pgbouncer backend_pid is a pooled server
 -- connection and proves nothing: turn this sweep off there (the lease works).
 WITH gone AS MATERIALIZED (
-    SELECT w.id, w.host, w.pid, w.backend_pid
+    SELECT w.id, w.host, w.pid, w.backend_pid, w.heartbeat_at, w.rss_bytes, w.flagged_dead_at
     FROM __SCHEMA__.workers w
     WHERE w.role = 'worker'
       AND w.stopped_at IS NULL
@@ -46,7 +46,7 @@ marked AS (
     RETURNING w.id
 ),
 orphaned AS MATERIALIZED (
-    SELECT j.id, j.claimed_by, g.backend_pid
+    SELECT j.id, j.claimed_by, g.backend_pid, g.heartbeat_at, g.rss_bytes, g.flagged_dead_at
     FROM __SCHEMA__.jobs j
     JOIN gone g ON g.id = j.claimed_by
     WHERE j.status = 'running'
@@ -54,12 +54,23 @@ orphaned AS MATERIALIZED (
     FOR UPDATE OF j SKIP LOCKED
 ),
 moved AS MATERIALIZED (
-    -- The reaper's transition, give_back_jobs() (migration 0005), for the whole
-    -- batch; both arrays are built in one pass, so in one order.
+    -- The reaper's transition, give_back_jobs() (migrations 0005, 0006), for the
+    -- whole batch; both arrays are built in one pass, so in one order. The reason
+    -- says what the leader knows of the death (the process's exit signal or code
+    -- is known only to its parent): the session's end, how long before it the
+    -- worker last heartbeated, its RSS at that beat (an OOM kill hint), and
+    -- whether it had been flagged silent first (a hang, then a kill).
     SELECT m.*
     FROM (SELECT array_agg(o.id) AS ids,
-                 array_agg(format('worker %%s''s database session ended (backend pid %%s)',
-                                  o.claimed_by, o.backend_pid)) AS reasons
+                 array_agg(format(
+                     'worker %%s gone: its database session ended (backend pid %%s; '
+                     'last heartbeat %%s s before it was found gone%%s%%s)',
+                     o.claimed_by, o.backend_pid,
+                     round(extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+                                              - o.heartbeat_at)::numeric, 1),
+                     ', rss ' || pg_size_pretty(o.rss_bytes),
+                     CASE WHEN o.flagged_dead_at IS NOT NULL
+                          THEN ', silent (flagged dead) before it ended' END)) AS reasons
           FROM orphaned o) b
     CROSS JOIN LATERAL __SCHEMA__.give_back_jobs(
         b.ids, b.reasons, 'recovered', ': job recovered without waiting for its lease',

@@ -268,11 +268,18 @@ def test_recovery_gives_back_the_jobs_of_a_worker_whose_session_ended(
         )
         [(kind, to_status, message)] = events(conn, job_id)
         assert (kind, to_status) == ("recovered", "queued")
-        assert f"worker w-dead's database session ended (backend pid {dead_pid})" in message
+        assert (
+            f"worker w-dead gone: its database session ended (backend pid {dead_pid}; "
+            "last heartbeat "
+        ) in message
         assert "without waiting for its lease" in message
     lost = job_row(conn, last)
     assert lost["status"] == "lost" and lost["finished_at"] is not None
-    assert "session ended" in lost["error"] and "attempts spent (3 of 3)" in lost["error"]
+    assert lost["error"].startswith(
+        "the worker process died once while running this job (its database session ended); "
+        "last: worker w-dead gone: its database session ended"
+    )
+    assert lost["error"].endswith("attempts spent (3 of 3)")
     assert events(conn, last)[0][:2] == ("lost", "lost")
     assert job_row(conn, cancel)["status"] == "canceled"
     assert events(conn, cancel)[0][:2] == ("canceled", "canceled")
