@@ -12,7 +12,13 @@ keepalive timeout for a host that vanished. So the leader checks, every
 session in ``pg_stat_activity``; it marks them ``gone`` and gives their running
 jobs back with the reaper's rules (queued / lost / canceled, an event, a NOTIFY
 per queue), so a job of a killed worker runs again on another worker within
-about two seconds.
+about two seconds. The attempt is not refunded, and the job's error counts
+how often a worker died running it (``give_back_jobs()``, migration 0006), so
+a poison job (its handler kills every process that runs it) ends ``lost``
+after ``max_attempts`` deaths. What the leader knows of a death goes into the
+reason: the session's end, the age of the last heartbeat, the RSS it
+reported, a dead flag set before; the exit signal is known only to the
+process's parent (systemd's journal).
 
 What keeps this from recovering the job of a live worker:
 
@@ -179,5 +185,8 @@ class FastRecovery(SweepService[RecoveryResult]):
                 "fast_recovery.lost",
                 count=len(w.lost),
                 job_ids=logged_ids(w.lost),
-                hint="attempts spent; `queue-ctl retry ID` to run again",
+                hint=(
+                    "attempts spent, the last by its worker process dying (a poison job?); "
+                    "`queue-ctl show ID` counts the deaths, `queue-ctl retry ID` runs it again"
+                ),
             )
