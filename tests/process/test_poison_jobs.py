@@ -95,6 +95,7 @@ def test_a_job_that_kills_its_worker_every_time_ends_lost_and_the_fleet_keeps_wo
     workers = [spawn_worker(dsn, log) for log in logs]
     procs.extend(workers)
     wait_for("both workers idle", lambda: idle_workers(conn) == 2, procs)
+    first_pids = {w.pid for w in workers}
 
     # Priority 0: the poison job is claimed first, and again first after each death.
     poison = enqueue(conn, "poison.segfault", 0)
@@ -147,6 +148,15 @@ def test_a_job_that_kills_its_worker_every_time_ends_lost_and_the_fleet_keeps_wo
         ).fetchall()
     ]
     assert kinds == ["claimed", "recovered"] * 2 + ["claimed", "lost"], kinds
+    # Each attempt ran on a process of its own: three processes, at most two of
+    # them the first ones, so a worker the test restarted ran the job.
+    claimers = conn.execute(
+        "SELECT w.pid FROM queue_engine.job_events e JOIN queue_engine.workers w "
+        "ON w.id = e.worker_id WHERE e.job_id = %s AND e.kind = 'claimed' ORDER BY e.id",
+        (poison,),
+    ).fetchall()
+    pids = [int(r[0]) for r in claimers]
+    assert len(set(pids)) == 3 and set(pids) - first_pids, (pids, first_pids)
 
     shown = ok(queue_ctl("--dsn", dsn, "show", str(poison)))
     print(shown)
