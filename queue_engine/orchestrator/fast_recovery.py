@@ -9,7 +9,9 @@ SIGKILL, a crash or an OOM kill (the kernel closes the socket), within the
 keepalive timeout for a host that vanished. So the leader checks, every
 ``QUEUE_ENGINE_RECOVERY_S`` (default 1 s; one cheap statement,
 ``sql/sweep_gone_workers.sql``), which registered workers no longer have their
-session in ``pg_stat_activity``; it marks them ``gone`` and gives their running
+session in ``pg_stat_activity`` (stopped ones too while they still own a
+running job: a handler's ``SystemExit`` stops its worker "cleanly" with the job
+left running); it marks them ``gone`` and gives their running
 jobs back with the reaper's rules (queued / lost / canceled, an event, a NOTIFY
 per queue), so a job of a killed worker runs again on another worker within
 about two seconds. The attempt is not refunded, and the job's error counts

@@ -19,11 +19,18 @@
 -- pg_read_all_stats looking at another role's session) counts as alive.
 -- Behind a transaction-pooling pgbouncer backend_pid is a pooled server
 -- connection and proves nothing: turn this sweep off there (the lease works).
+-- A stopped worker is considered only while it still owns a running job: a
+-- clean stop finishes or gives back its jobs first, so that one left with the
+-- process (a handler that raised SystemExit, whose worker then stopped "cleanly");
+-- its row keeps its state, and its jobs are given back like those of a gone one.
 WITH gone AS MATERIALIZED (
-    SELECT w.id, w.host, w.pid, w.backend_pid, w.heartbeat_at, w.rss_bytes, w.flagged_dead_at
+    SELECT w.id, w.host, w.pid, w.backend_pid, w.heartbeat_at, w.rss_bytes, w.flagged_dead_at,
+           w.stopped_at IS NOT NULL AS exited
     FROM __SCHEMA__.workers w
     WHERE w.role = 'worker'
-      AND w.stopped_at IS NULL
+      AND (w.stopped_at IS NULL
+           -- One pass over the running jobs (their partial index), hashed.
+           OR w.id IN (SELECT j.claimed_by FROM __SCHEMA__.jobs j WHERE j.status = 'running'))
       AND w.backend_pid IS NOT NULL
       AND w.heartbeat_at < coalesce(%(now)s::timestamptz, now())
                            - make_interval(secs => %(min_age_s)s::float8)
@@ -38,15 +45,16 @@ WITH gone AS MATERIALIZED (
 ),
 marked AS (
     UPDATE __SCHEMA__.workers w SET
-        state = 'gone',
-        stopped_at = now(),
+        state = CASE WHEN g.exited THEN w.state ELSE 'gone' END,
+        stopped_at = coalesce(w.stopped_at, now()),
         current_job_id = NULL
     FROM gone g
     WHERE w.id = g.id
     RETURNING w.id
 ),
 orphaned AS MATERIALIZED (
-    SELECT j.id, j.claimed_by, g.backend_pid, g.heartbeat_at, g.rss_bytes, g.flagged_dead_at
+    SELECT j.id, j.claimed_by, g.backend_pid, g.heartbeat_at, g.rss_bytes, g.flagged_dead_at,
+           g.exited
     FROM __SCHEMA__.jobs j
     JOIN gone g ON g.id = j.claimed_by
     WHERE j.status = 'running'
@@ -63,9 +71,12 @@ moved AS MATERIALIZED (
     SELECT m.*
     FROM (SELECT array_agg(o.id) AS ids,
                  array_agg(format(
-                     'worker %%s gone: its database session ended (backend pid %%s; '
+                     'worker %%s %%s: its database session ended (backend pid %%s; '
                      'last heartbeat %%s s before it was found gone%%s%%s)',
-                     o.claimed_by, o.backend_pid,
+                     o.claimed_by,
+                     CASE WHEN o.exited THEN 'stopped without finishing this job'
+                          ELSE 'gone' END,
+                     o.backend_pid,
                      round(extract(epoch FROM coalesce(%(now)s::timestamptz, now())
                                               - o.heartbeat_at)::numeric, 1),
                      ', rss ' || pg_size_pretty(o.rss_bytes),

@@ -391,6 +391,33 @@ def test_a_gone_worker_without_jobs_is_only_marked(
     assert worker_row(conn, "w-stopped")["state"] == "busy"  # a clean stop is not "gone"
 
 
+def test_a_stopped_worker_that_left_a_running_job_has_it_given_back(
+    dsn: str, conn: Conn, sessions: list[Conn]
+) -> None:
+    """A handler's SystemExit: the worker stops "cleanly", its job still running under its id."""
+    exited = new_session(dsn, sessions)
+    add_worker(exited, "w-exited", stopped=True)
+    job = running_job(conn, "w-exited")
+    add_worker(conn, "w-clean", backend_pid=0, stopped=True)  # no job: left alone
+    terminate(conn, session_pid(exited))
+    recovery = FastRecovery(dsn, SCHEMA, min_age_s=0)
+    try:
+        result = recovery.run_once()
+        assert not recovery.run_once().did_work  # its job is no longer its own
+    finally:
+        recovery.on_stop()
+    [gone] = result.workers
+    assert (gone.id, gone.requeued) == ("w-exited", [job])
+    row = job_row(conn, job)
+    assert (row["status"], row["claimed_by"]) == ("queued", None)
+    assert (
+        "last: worker w-exited stopped without finishing this job: its database session "
+        in (row["error"])
+    )
+    assert worker_row(conn, "w-exited")["state"] == "busy"  # the row keeps its own state
+    assert worker_row(conn, "w-clean")["state"] == "busy"
+
+
 # -- wiring ----------------------------------------------------------------------------
 
 

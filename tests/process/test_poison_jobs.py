@@ -9,6 +9,11 @@ records how. Expected: each death spends an attempt, the poison job ends
 last one; ``queue-ctl show`` prints a ``died`` line; every other job succeeds
 on its first attempt; and the workers died by SIGSEGV and were restarted in
 between, so the fleet kept working instead of crash-looping for ever.
+
+A handler that calls ``sys.exit`` ends its process too, but on the way out the
+worker marks its row stopped, as after a clean stop: fast recovery still gives
+the job back (a stopped worker that owns a running job did not stop cleanly),
+so it too ends ``lost`` without waiting for the lease.
 """
 
 from __future__ import annotations
@@ -59,11 +64,11 @@ def spawn_worker(dsn: str, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def enqueue(conn: psycopg.Connection[Any], task: str, priority: int, args: str = "{}") -> int:
+def enqueue(conn: psycopg.Connection[Any], task: str, priority: int, max_attempts: int = 3) -> int:
     row = conn.execute(
-        "INSERT INTO queue_engine.jobs (queue, task, args, priority, max_attempts) "
-        "VALUES (%s, %s, %s::jsonb, %s, 3) RETURNING id",
-        (QUEUE, task, args, priority),
+        "INSERT INTO queue_engine.jobs (queue, task, priority, max_attempts) "
+        "VALUES (%s, %s, %s, %s) RETURNING id",
+        (QUEUE, task, priority, max_attempts),
     ).fetchone()
     assert row is not None
     return int(row[0])
@@ -164,3 +169,36 @@ def test_a_job_that_kills_its_worker_every_time_ends_lost_and_the_fleet_keeps_wo
     assert "error: the worker process died 3 times" in shown
     doc = json.loads(ok(queue_ctl("--dsn", dsn, "show", str(poison), "--json")))
     assert doc["deaths"] == {"count": 3, "session_ended": 3, "lease_expired": 0}
+
+
+def test_a_handler_that_calls_sys_exit_is_recovered_without_waiting_for_the_lease(
+    dsn: str, conn, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    orch = spawn(dsn, tmp_path / "orchestrator.log", **FAST)
+    procs.append(orch)
+    wait_for("the orchestrator to lead", lambda: role_of(conn, orch.pid) == "leader", procs)
+    log = tmp_path / "worker.log"
+    worker = spawn_worker(dsn, log)
+    procs.append(worker)
+    wait_for("the worker idle", lambda: idle_workers(conn) == 1, procs)
+    job = enqueue(conn, "poison.sys_exit", 0, max_attempts=2)
+
+    exits: list[int] = []
+    started = time.monotonic()
+    while statuses(conn, [job])[job][0] != "lost":
+        # Well inside the 30 s lease: only fast recovery can have given the job back.
+        if time.monotonic() - started > 20:
+            pytest.fail(f"not lost after 20 s: {statuses(conn, [job])}, exits {exits}")
+        if worker.poll() is not None:
+            exits.append(worker.returncode)
+            worker = spawn_worker(dsn, log)
+            procs.append(worker)
+        time.sleep(0.05)
+    assert exits[:2] == [3, 3], exits
+    row = conn.execute("SELECT error FROM queue_engine.jobs WHERE id = %s", (job,)).fetchone()
+    assert row is not None
+    assert str(row[0]).startswith(
+        "the worker process died twice while running this job (its database session ended "
+        "each time); last: worker "
+    ), row[0]
+    assert "stopped without finishing this job: its database session ended" in str(row[0])
