@@ -52,4 +52,7 @@ SELECT g.id, g.queue, g.task, g.status, g.attempt, g.max_attempts,
 FROM batch b
 CROSS JOIN LATERAL __SCHEMA__.give_back_jobs(
     b.ids, b.reasons, 'reaped', '', %(jobs_channel)s) g
+-- No call at all when no lease expired (the usual run): the function's body is
+-- planned on each call.
+WHERE b.ids IS NOT NULL
 ORDER BY g.id

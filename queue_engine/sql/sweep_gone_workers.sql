@@ -86,6 +86,9 @@ moved AS MATERIALIZED (
     CROSS JOIN LATERAL __SCHEMA__.give_back_jobs(
         b.ids, b.reasons, 'recovered', ': job recovered without waiting for its lease',
         %(jobs_channel)s) m
+    -- No call at all when nothing is orphaned (the usual run, every second): the
+    -- function's body is planned on each call.
+    WHERE b.ids IS NOT NULL
 )
 -- One row per gone worker, with the jobs moved (empty arrays: it held none).
 -- count(*) reads moved whole whatever plan the join gets, so the jobs of every
