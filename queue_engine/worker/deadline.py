@@ -40,6 +40,7 @@ timer is process-wide (faulthandler has one): a handler that calls
 from __future__ import annotations
 
 import faulthandler
+import logging
 import os
 import sys
 import threading
@@ -48,6 +49,9 @@ from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from queue_engine.exit_codes import ExitCode
+from queue_engine.service import log_event
+
+log = logging.getLogger("queue_engine.worker.watchdog")
 
 #: The exit status of a process ended by the hard deadline (faulthandler's ``_exit(1)``).
 EXIT_HARD_DEADLINE = ExitCode.FAILURE
@@ -145,6 +149,8 @@ class HardDeadline:
         self._lock = threading.Lock()
         self._running = False
         self._ended_at = clock()
+        #: Set when the timer could not be armed: jobs then run without it.
+        self.off = False
         #: The clock reading the armed timer runs out at; None when not armed.
         self.armed_for: float | None = None
         #: How many times the timer was (re)armed: a stream of jobs keeps this low.
@@ -159,10 +165,21 @@ class HardDeadline:
         wanted = self.deadline_for(started, budget_s)
         with self._lock:
             self._running = True
-            if keeps(self.armed_for, wanted, self.tolerance_s):
+            if self.off or keeps(self.armed_for, wanted, self.tolerance_s):
                 return
-            # Rounded to the millisecond: the dump's header then reads ``Timeout (0:00:12)!``.
-            self.timer.arm(max(round(wanted - self.clock(), 3), 0.001))
+            try:
+                # Rounded to the millisecond: the dump's header then reads ``Timeout (0:00:12)!``.
+                self.timer.arm(max(round(wanted - self.clock(), 3), 0.001))
+            except Exception as exc:  # a job must never fail for want of the deadline
+                self.off = True
+                log_event(
+                    log,
+                    logging.ERROR,
+                    "watchdog.hard_deadline_off",
+                    error=f"{type(exc).__name__}: {exc}",
+                    reason="jobs run without the hard deadline; the watchdog thread still works",
+                )
+                return
             self.armed_for = wanted
             self.arms += 1
 

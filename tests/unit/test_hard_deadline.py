@@ -159,6 +159,26 @@ def test_close_cancels_an_armed_timer_and_is_safe_twice() -> None:
     assert timer.calls == ["arm", "cancel"]
 
 
+class BrokenTimer(FakeTimer):
+    def arm(self, timeout_s: float) -> None:
+        self.calls.append("arm")
+        raise ValueError("I/O operation on closed file")
+
+
+def test_a_timer_that_cannot_be_armed_is_logged_once_and_jobs_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = VirtualClock()
+    timer = BrokenTimer(clock)
+    hard = HardDeadline(10, timer, clock=clock)
+    for _ in range(3):
+        hard.job_started(clock(), budget_s=2)  # never raises
+        clock.advance(5)
+        hard.job_ended()
+    assert hard.off and timer.calls == ["arm"]  # not retried on every job
+    assert [r.getMessage().split()[0] for r in caplog.records] == ["watchdog.hard_deadline_off"]
+
+
 # -- JobWatchdog drives it ------------------------------------------------------------
 
 
