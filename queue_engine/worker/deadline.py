@@ -21,12 +21,13 @@ signal. The ``Timeout (...)!`` dump just before it is what tells this exit
 apart from the other causes of status 1.
 
 Arming cost: each :func:`faulthandler.dump_traceback_later` starts a C thread
-and each cancel joins one (about 30-50 µs here, a third of the worker's CPU for
-a no-op job), so the timer is not re-armed on every job. A job that starts
-while the timer is still armed from the previous job for a deadline at most
-``tolerance_s`` earlier than its own keeps it (a stream of jobs with one
-budget re-arms about twice a second, not per job); the deadline is never
-later than the job's own. When the job ends the timer is left running, and
+and each cancel joins one (about 50 µs for the pair on this project's 2-core
+test machine, against roughly 300 µs of worker CPU for a whole no-op job), so
+the timer is not re-armed on every job. A job that starts while the timer is
+still armed from the previous job for a deadline at most ``tolerance_s``
+earlier than its own keeps it (a stream of jobs with one budget re-arms about
+twice a second, not per job: under 1 µs a job); the deadline is never later
+than the job's own. When the job ends the timer is left running, and
 the watchdog thread cancels it once no job has run for ``idle_cancel_s``
 (an idle worker has no deadline). A timer left over for those moments can
 only fire if the process is frozen for the rest of the old deadline.
@@ -34,7 +35,8 @@ only fire if the process is frozen for the rest of the old deadline.
 Every decision is :func:`keeps`, a pure function, and :class:`HardDeadline`
 takes its timer and clock injected, so tests drive it without waiting. The
 timer is process-wide (faulthandler has one): a handler that calls
-``faulthandler.dump_traceback_later`` itself replaces it for its job.
+``faulthandler.dump_traceback_later`` itself replaces the worker's, which is
+then missing until a job with another deadline re-arms it.
 """
 
 from __future__ import annotations
