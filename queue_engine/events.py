@@ -75,6 +75,7 @@ _WORKER: Final[dict[str, str]] = {
     "watchdog.zombie": "a job whose lease was lost did not stop within the grace; exit 77, nothing written",
     "watchdog.give_back": "the SIGTERM grace ran out; the job is given back, then exit 0",
     "watchdog.record_failed": "the watchdog could not record its trip; the lease or fast recovery will",
+    "watchdog.hard_deadline_off": "the hard deadline's timer could not be armed; jobs run without it",
     # heartbeat.*: the worker's heartbeat thread.
     "heartbeat.failed": "a worker heartbeat could not be written; retried at the next beat",
 }

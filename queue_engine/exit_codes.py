@@ -24,7 +24,9 @@ class ExitCode(IntEnum):
     #: Success, or a clean stop (SIGTERM/SIGINT; a worker's SIGTERM grace that
     #: ran out also ends in a clean stop, its job given back).
     OK = 0
-    #: The request was valid but does not apply (job not found, wrong status).
+    #: The request was valid but does not apply (job not found, wrong status);
+    #: also a ``queue-claim-worker`` ended by its hard deadline (faulthandler's
+    #: ``_exit(1)``, not ours to choose: see ``queue_engine.worker.deadline``).
     FAILURE = 1
     #: Usage, configuration or validation error: fix the command or the settings.
     USAGE = 2

@@ -373,6 +373,13 @@ ZOMBIE_GRACE_S = number(
     "how long a job whose lease was lost may run on (then exit 77)",
     minimum=0,
 )
+HARD_DEADLINE_GRACE_S = number(
+    "HARD_DEADLINE_GRACE_S",
+    10,
+    (WORKER,),
+    "past a job's budget, when the hard deadline ends a frozen worker (stack dump, exit 1)",
+    minimum=1,
+)
 WARM_KEY = optional_text(
     "WARM_KEY",
     (WORKER,),
@@ -521,6 +528,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         SHUTDOWN_GRACE_S,
         CANCEL_GRACE_S,
         ZOMBIE_GRACE_S,
+        HARD_DEADLINE_GRACE_S,
         WARM_KEY,
         AFFINITY_WAIT_S,
         SWEEP_S,

@@ -21,6 +21,8 @@ are found by that poll too). Between jobs it obeys the operator controls
 - :mod:`.renewal` and :mod:`.heartbeat`: the heartbeat thread's statement
   (worker row, leases, progress, cancels) and its cadence;
 - :mod:`.watchdog`: ends a job the handler cannot or will not end;
+- :mod:`.deadline`: ends the process when a handler holding the GIL freezes
+  every thread, the watchdog's included (armed with the watchdog);
 - :mod:`.liveness`: systemd READY/STATUS/WATCHDOG/STOPPING, and what a
   watchdog trip writes;
 - :mod:`.handler_connections`: the pooled connection ``ctx.connect()`` lends.
@@ -47,6 +49,7 @@ from queue_engine.service import log_event
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.connection import WorkerConnection
+from queue_engine.worker.deadline import HardDeadline, process_timer
 from queue_engine.worker.flush import Flusher
 from queue_engine.worker.gate import DbGateStore, Gate
 from queue_engine.worker.heartbeat import Heartbeat
@@ -106,6 +109,13 @@ class Worker:
                 shutdown_s=settings.shutdown_grace_s,
             ),
             exit=exit,
+            # The hard deadline is an exit path too: a worker whose exits are
+            # injected (in-process tests) must not get the real, process-wide one.
+            hard_deadline=(
+                HardDeadline(settings.hard_deadline_grace_s, process_timer())
+                if exit is os._exit
+                else None
+            ),
         )
         self.liveness = Liveness(self._watchdog, clock=clock)
         self.jobs = HeldJobs(
