@@ -183,7 +183,7 @@ class Recycler:
         if self.reached is not None:
             return self.reached
         limits = self.limits
-        if not (limits.max_jobs or limits.max_rss_mb or limits.max_age_s):
+        if not limits.any:
             return None
         rss = None
         if limits.max_rss_mb and self.jobs != self._rss_checked_at:
