@@ -54,6 +54,7 @@ _WORKER: Final[dict[str, str]] = {
     "worker.scale_slot_taken": "the worker took one of its queue's scale slots and may claim",
     "worker.scale_slot_released": "the worker gave its queue's scale slot back",
     "worker.controls_changed": "the worker saw its operator controls change and applied them",
+    "worker.recycle": "a recycling limit (max jobs, RSS, age) was reached between jobs: it stops, gives back prefetched jobs, exits 79",
     # job.*: one line per job outcome and per incident of a job.
     "job.started": "a handler starts a job (debug only; carries the masked arguments)",
     "job.succeeded": "the handler returned; the job is succeeded",

@@ -52,6 +52,9 @@ ENV_FIELDS: dict[str, table.Setting[Any]] = {
     "hard_deadline_grace_s": table.HARD_DEADLINE_GRACE_S,
     "warm_key": table.WARM_KEY,
     "affinity_wait_s": table.AFFINITY_WAIT_S,
+    "max_jobs": table.MAX_JOBS,
+    "max_rss_mb": table.MAX_RSS_MB,
+    "max_age_s": table.MAX_AGE,
 }
 
 
@@ -79,6 +82,9 @@ class WorkerSettings:
     ``reconnect_max_s`` caps the backoff between reconnects after a lost
     database (``QUEUE_ENGINE_RECONNECT_MAX_S``, the same setting and default
     as the orchestrator's and the scheduler's).
+
+    ``max_jobs``, ``max_rss_mb`` and ``max_age_s`` recycle the worker (exit
+    79, see :mod:`queue_engine.worker.recycle`): None or 0 means no limit.
     """
 
     queue: str
@@ -100,6 +106,9 @@ class WorkerSettings:
     hard_deadline_grace_s: float = DEFAULT_HARD_DEADLINE_GRACE_S
     warm_key: str | None = None
     affinity_wait_s: float = DEFAULT_AFFINITY_WAIT_S
+    max_jobs: int | None = None
+    max_rss_mb: int | None = None
+    max_age_s: float | None = None
 
     def __post_init__(self) -> None:
         try:
