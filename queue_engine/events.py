@@ -54,6 +54,7 @@ _WORKER: Final[dict[str, str]] = {
     "worker.scale_slot_taken": "the worker took one of its queue's scale slots and may claim",
     "worker.scale_slot_released": "the worker gave its queue's scale slot back",
     "worker.controls_changed": "the worker saw its operator controls change and applied them",
+    "worker.recycle": "a recycling limit (max jobs, RSS, age) was reached between jobs: it stops, gives back prefetched jobs, exits 79",
     # job.*: one line per job outcome and per incident of a job.
     "job.started": "a handler starts a job (debug only; carries the masked arguments)",
     "job.succeeded": "the handler returned; the job is succeeded",
@@ -75,6 +76,7 @@ _WORKER: Final[dict[str, str]] = {
     "watchdog.zombie": "a job whose lease was lost did not stop within the grace; exit 77, nothing written",
     "watchdog.give_back": "the SIGTERM grace ran out; the job is given back, then exit 0",
     "watchdog.record_failed": "the watchdog could not record its trip; the lease or fast recovery will",
+    "watchdog.hard_deadline_off": "the hard deadline's timer could not be armed; jobs run without it",
     # heartbeat.*: the worker's heartbeat thread.
     "heartbeat.failed": "a worker heartbeat could not be written; retried at the next beat",
 }

@@ -23,6 +23,10 @@ scheduler's ticker) are all the same shape, so they share this base:
   has quiet logs. A run that raises is logged and retried after the service's
   ``error_backoff`` (:func:`queue_engine.retry.reconnect_backoff`: doubling
   from the interval, jittered, capped); the loop never dies of an exception.
+- A service given an ``outage`` probe (:class:`queue_engine.outage.OutageProbe`)
+  waits out that backoff through it while :meth:`Service.in_outage` says the
+  last run could not reach the database: the wait ends within about a second
+  of Postgres accepting connections again instead of after the whole backoff.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import psycopg
 
 from queue_engine.db import connect, read_only_reason
+from queue_engine.outage import OutageProbe
 from queue_engine.retry import ReconnectBackoff, reconnect_backoff
 
 #: ``wait(event, seconds)``: block up to ``seconds`` or until the event is set.
@@ -141,6 +146,7 @@ class Service(ABC, Generic[R]):
         rand: Callable[[], float] = random.random,
         logger: logging.Logger | None = None,
         error_backoff: ReconnectBackoff | None = None,
+        outage: OutageProbe | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"{type(self).__name__}: interval_s must be > 0, got {interval_s!r}")
@@ -154,6 +160,8 @@ class Service(ABC, Generic[R]):
         self.error_backoff = error_backoff or reconnect_backoff(
             self.interval_s, ERROR_BACKOFF_MAX_S
         )
+        #: Ends a backoff wait early once the database is back (None: plain waits).
+        self.outage = outage
         self.log = logger or logging.getLogger(f"queue_engine.{self.name}")
         self._lifecycle = threading.Lock()
         self._wakeup = threading.Event()
@@ -232,15 +240,26 @@ class Service(ABC, Generic[R]):
             return self.error_backoff.delay(self.consecutive_errors, self.rand)
         return self.interval_s
 
+    def in_outage(self, result: R | None) -> bool:
+        """True when the wait after this run is a reconnect backoff (default: the run raised).
+
+        Only consulted when the service has an ``outage`` probe; a service
+        whose run reports a lost database in its result overrides it.
+        """
+        return result is None
+
     def on_stop(self) -> None:
         """Called on the loop thread after the last run (release connections here)."""
 
     # -- the loop --------------------------------------------------------
 
-    def _sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` unless stopped or triggered; consume the wake-up."""
+    def _sleep(self, seconds: float, *, outage: bool = False) -> None:
+        """Wait ``seconds`` unless stopped or triggered (or, in an outage, the database is back)."""
         if not self._stopping:
-            self.wait(self._wakeup, seconds)
+            if outage and self.outage is not None:
+                self.outage.wait(self._wakeup, seconds, wait=self.wait, clock=self.clock)
+            else:
+                self.wait(self._wakeup, seconds)
         if not self._stopping:
             self._wakeup.clear()
 
@@ -279,7 +298,10 @@ class Service(ABC, Generic[R]):
                 if self._stopping:
                     break
                 elapsed = self.clock() - started
-                self._sleep(max(0.0, self.next_interval(result) - elapsed))
+                self._sleep(
+                    max(0.0, self.next_interval(result) - elapsed),
+                    outage=self.in_outage(result),
+                )
         finally:
             try:
                 self.on_stop()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -77,6 +78,25 @@ def parse_int(raw: str) -> int:
     if value != int(value):
         raise ValueError("is not a whole number")
     return int(value)
+
+
+#: Seconds per unit of a duration (``90s``, ``30m``, ``12h``, ``2d``; no unit: seconds).
+DURATION_UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_duration(raw: str) -> float:
+    """Seconds from ``90``, ``90s``, ``1.5m``, ``30m``, ``12h`` or ``2d``.
+
+    Limits such as a worker's maximum age are hours or days long, which an
+    operator writes as ``12h`` rather than ``43200``; plain seconds still work.
+    """
+    match = _DURATION_RE.match(raw)
+    if match is None or match.group(2).lower() not in DURATION_UNITS_S:
+        raise ValueError(
+            "is not a duration: use seconds, or a number followed by s, m, h or d (90s, 30m, 12h)"
+        )
+    return float(match.group(1)) * DURATION_UNITS_S[match.group(2).lower()]
 
 
 def _format_number(value: float) -> str:
@@ -210,6 +230,15 @@ def optional_integer(
 ) -> Setting[int | None]:
     """A whole-number setting that is unset by default."""
     return Setting(name=name, default=None, parse=parse_int, read_by=read_by, doc=doc, **bounds)
+
+
+def optional_duration(
+    name: str, read_by: tuple[str, ...], doc: str, **bounds: Any
+) -> Setting[float | None]:
+    """A length of time in seconds, written as ``90``, ``90s``, ``30m``, ``12h`` or ``2d``; unset by default."""
+    return Setting(
+        name=name, default=None, parse=parse_duration, read_by=read_by, doc=doc, **bounds
+    )
 
 
 def text(name: str, default: str, read_by: tuple[str, ...], doc: str, **more: Any) -> Setting[str]:
@@ -373,6 +402,13 @@ ZOMBIE_GRACE_S = number(
     "how long a job whose lease was lost may run on (then exit 77)",
     minimum=0,
 )
+HARD_DEADLINE_GRACE_S = number(
+    "HARD_DEADLINE_GRACE_S",
+    10,
+    (WORKER,),
+    "past a job's budget, when the hard deadline ends a frozen worker (stack dump, exit 1)",
+    minimum=1,
+)
 WARM_KEY = optional_text(
     "WARM_KEY",
     (WORKER,),
@@ -387,6 +423,30 @@ AFFINITY_WAIT_S = number(
     (WORKER,),
     "longest the warm preference may hold back the job at the head of the queue",
     minimum=0,
+)
+MAX_JOBS = optional_integer(
+    "MAX_JOBS",
+    (WORKER,),
+    "recycle the worker (exit 79) after this many jobs; unset or 0: no limit",
+    minimum=1,
+    zero_is_off=True,
+    option="--max-jobs",
+)
+MAX_RSS_MB = optional_integer(
+    "MAX_RSS_MB",
+    (WORKER,),
+    "recycle the worker (exit 79) when its RSS, checked after each job, reaches this many MiB",
+    minimum=1,
+    zero_is_off=True,
+    option="--max-rss",
+)
+MAX_AGE = optional_duration(
+    "MAX_AGE",
+    (WORKER,),
+    "recycle the worker (exit 79) between jobs once it has run this long (90s, 30m, 12h)",
+    minimum=1,
+    zero_is_off=True,
+    option="--max-age",
 )
 
 # -- queue-orchestrator ----------------------------------------------------------------
@@ -521,8 +581,12 @@ SETTINGS: dict[str, Setting[Any]] = {
         SHUTDOWN_GRACE_S,
         CANCEL_GRACE_S,
         ZOMBIE_GRACE_S,
+        HARD_DEADLINE_GRACE_S,
         WARM_KEY,
         AFFINITY_WAIT_S,
+        MAX_JOBS,
+        MAX_RSS_MB,
+        MAX_AGE,
         SWEEP_S,
         DEAD_AFTER_S,
         RECOVERY_S,

@@ -165,11 +165,41 @@ def _check_key(name: str, value: Any) -> str | None:
         raise ValidationError(
             f"{name} must be a non-empty string of at most {MAX_KEY_LENGTH} characters"
         )
+    if "\x00" in value:
+        # Postgres text cannot hold NUL; the driver would refuse it with a DataError.
+        raise ValidationError(
+            f"{name} contains a NUL character (\\x00), which Postgres cannot store"
+        )
     return value
 
 
+def find_nul(value: Any, path: str = "args") -> str | None:
+    """Where the first NUL character in a JSON-able value is (``args['a'][0]``), or None.
+
+    Postgres ``jsonb`` refuses ``\\u0000`` in any string, key or value, with an
+    ``UntranslatableCharacter`` error that names neither the job nor the place;
+    this names the place. Only called when the encoded JSON contains the escape,
+    so an enqueue without a NUL never walks its args.
+    """
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return f"the key {key!r} of {path}"
+            found = find_nul(item, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = find_nul(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
 def encode_args(args: Any) -> str:
-    """Serialise job args to JSON, refusing non-objects, non-JSON values and oversize payloads."""
+    """Serialise job args to JSON, refusing non-objects, non-JSON values, NULs and oversize payloads."""
     if args is None or args == {}:
         return "{}"
     if not isinstance(args, dict):
@@ -178,6 +208,15 @@ def encode_args(args: Any) -> str:
         encoded = json.dumps(args, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"args are not JSON-serialisable: {exc}") from None
+    # json.dumps writes a NUL as the escape \u0000 (an escaped backslash before
+    # "u0000" matches too, hence the walk to confirm and to say where).
+    if "\\u0000" in encoded:
+        where = find_nul(args)
+        if where is not None:
+            raise ValidationError(
+                f"args contain a NUL character (\\u0000) in {where}, which Postgres jsonb "
+                "cannot store; remove it or encode the value (e.g. base64)"
+            )
     size = len(encoded.encode())
     if size > MAX_ARGS_BYTES:
         raise ValidationError(f"args are {size} bytes as JSON; the limit is {MAX_ARGS_BYTES} bytes")

@@ -3,6 +3,10 @@
 Contract: bad input or an unavailable database gives one line on stderr and a
 non-zero exit code (documented in docs/reference/exit-codes.md), never a
 traceback; set ``QUEUE_ENGINE_DEBUG=1`` to see the traceback of an unexpected error.
+A server error that reaches the top is one line too: Postgres messages span
+several (``DETAIL``, ``HINT``, ``CONTEXT``, ``LINE 1: ...``), so
+:func:`server_error_line` keeps the primary message, the first line of the
+detail and the SQLSTATE.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import click
+import psycopg
 
 from queue_engine import settings
+from queue_engine.db import is_connection_error
 from queue_engine.errors import QueueEngineError
 from queue_engine.exit_codes import ExitCode
 
@@ -26,10 +32,50 @@ NO_ARGS_IS_HELP: type[click.UsageError] = getattr(
 )
 
 
+def one_line(text: str) -> str:
+    """The first non-empty line of ``text``, stripped (the whole text if it has none)."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return text.strip()
+
+
 def fail(prog: str, message: str, code: int) -> NoReturn:
-    """Print ``prog: error: message`` on one line and exit."""
-    click.echo(f"{prog}: error: {message}", err=True)
+    """Print ``prog: error: message`` on one line and exit.
+
+    Only the first line of a multi-line ``message`` is printed: the contract is
+    one line on stderr, whatever an exception's text looks like.
+    """
+    click.echo(f"{prog}: error: {one_line(message)}", err=True)
     sys.exit(code)
+
+
+def server_error_line(exc: psycopg.Error) -> str:
+    """A database error as one line: primary message, first line of the detail, SQLSTATE.
+
+    ``str(exc)`` of a server error is the primary message followed by
+    ``DETAIL:``/``HINT:``/``CONTEXT:`` lines or a ``LINE 1:`` excerpt with a
+    caret; the detail often says what the primary message does not
+    (``\\u0000 cannot be converted to text.``), so its first line is kept.
+    """
+    diag = exc.diag
+    primary = one_line(diag.message_primary or str(exc) or type(exc).__name__)
+    detail = one_line(diag.message_detail or "")
+    text = f"{primary} ({detail})" if detail else primary
+    state = exc.sqlstate
+    return f"{text} [SQLSTATE {state}]" if state else text
+
+
+def server_error_code(exc: psycopg.Error) -> ExitCode:
+    """69 when the connection was lost (the server went away mid-command), else 70.
+
+    :func:`queue_engine.db.is_connection_error` draws the line: class 08 and
+    the server shutting down are an unavailable database; any other server
+    error the engine did not turn into its own exception is a bug.
+    """
+    if isinstance(exc, psycopg.OperationalError) and is_connection_error(exc):
+        return ExitCode.UNAVAILABLE
+    return ExitCode.SOFTWARE
 
 
 def run_cli(command: click.Command, prog: str, argv: list[str] | None = None) -> NoReturn:
@@ -50,12 +96,22 @@ def run_cli(command: click.Command, prog: str, argv: list[str] | None = None) ->
         fail(prog, str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail(prog, "interrupted", ExitCode.INTERRUPTED)
+    except psycopg.Error as exc:
+        if settings.DEBUG.read():
+            traceback.print_exc()
+        code = server_error_code(exc)
+        what = "lost the database" if code == ExitCode.UNAVAILABLE else "database error"
+        hint = (
+            "" if code == ExitCode.UNAVAILABLE else " (set QUEUE_ENGINE_DEBUG=1 for the traceback)"
+        )
+        fail(prog, f"{what}: {type(exc).__name__}: {server_error_line(exc)}{hint}", code)
     except Exception as exc:
         if settings.DEBUG.read():
             traceback.print_exc()
         fail(
             prog,
-            f"internal error: {type(exc).__name__}: {exc} (set QUEUE_ENGINE_DEBUG=1 for the traceback)",
+            f"internal error: {type(exc).__name__}: {one_line(str(exc))} "
+            "(set QUEUE_ENGINE_DEBUG=1 for the traceback)",
             ExitCode.SOFTWARE,
         )
     sys.exit(result if isinstance(result, int) else ExitCode.OK)

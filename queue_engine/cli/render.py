@@ -11,6 +11,7 @@ tables, ``--json`` and the metrics endpoint always agree.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -50,14 +51,85 @@ def table(header: Row, rows: list[Row], right: set[int] | None = None) -> list[s
 # -- jobs ------------------------------------------------------------------------------
 
 
-def job_lines(job: Job) -> list[str]:
-    """One job, one ``name: value`` line per field that has a value."""
+#: Event kinds of a running attempt that ended without a finish from its worker
+#: (``give_back_jobs()``): fast recovery's requeue, the reaper's, and the end of
+#: the last attempt. A ``canceled`` give-back is left out: the job was unwanted.
+DEATH_KINDS = frozenset({"recovered", "reaped", "lost"})
+
+
+@dataclass(frozen=True, slots=True)
+class Deaths:
+    """How often a worker process died while running a job, since its last retry."""
+
+    count: int
+    session_ended: int
+    lease_expired: int
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready."""
+        return {
+            "count": self.count,
+            "session_ended": self.session_ended,
+            "lease_expired": self.lease_expired,
+        }
+
+
+def deaths(events: list[stats.JobEvent]) -> Deaths:
+    """Count the give-backs in a job's timeline since the last ``retried`` (which starts over).
+
+    Which sweep wrote a ``lost`` event is read from its message: the reaper's
+    reasons begin with "lease expired", fast recovery's with "worker"
+    (``sql/reap_expired.sql``, ``sql/sweep_gone_workers.sql``).
+    """
+    ended = expired = 0
+    for e in events:
+        if e.kind == "retried":
+            ended = expired = 0
+        elif e.kind in DEATH_KINDS and e.from_status == "running":
+            by_lease = e.kind == "reaped" or (
+                e.kind == "lost" and (e.message or "").startswith("lease expired")
+            )
+            if by_lease:
+                expired += 1
+            else:
+                ended += 1
+    return Deaths(ended + expired, ended, expired)
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def died_line(d: Deaths) -> str | None:
+    """The value of ``show``'s ``died`` line, or None for a job no worker died running."""
+    if not d.count:
+        return None
+    parts = []
+    if d.session_ended:
+        parts.append(f"database session ended {_times(d.session_ended)}: process killed or crashed")
+    if d.lease_expired:
+        parts.append(
+            f"lease expired {_times(d.lease_expired)}: dead, hung or cut off from the database"
+        )
+    return (
+        f"{_times(d.count)} while running ({'; '.join(parts)}); the exit signal or code "
+        "is known only to what started the worker (systemd: journalctl -u UNIT)"
+    )
+
+
+def job_lines(job: Job, *, died: Deaths | None = None) -> list[str]:
+    """One job, one ``name: value`` line per field that has a value.
+
+    ``died`` (``show`` passes it, from the job's events) adds a ``died`` line
+    under the attempts, so a poison job's crash loop is the first thing seen.
+    """
     fields = [
         ("id", job.id),
         ("task", job.task),
         ("queue", job.queue),
         ("status", job.status),
         ("attempt", f"{job.attempt}/{job.max_attempts}"),
+        ("died", None if died is None else died_line(died)),
         ("priority", job.priority),
         ("args", json.dumps(job.args)),
         ("available_at", job.available_at),

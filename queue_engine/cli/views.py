@@ -61,14 +61,17 @@ def workers_cmd(cli: CliContext, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the job and its events as JSON.")
 @pass_cli
 def show_cmd(cli: CliContext, job_id: int, as_json: bool) -> None:
-    """One job with its event timeline (every transition, oldest first)."""
+    """One job with its event timeline (every transition, oldest first) and its worker deaths."""
     with cli.connect() as conn:
         job = Client(conn=conn, schema=cli.schema).get(job_id)
         events = stats.job_events(conn, cli.schema, job_id)
+    died = render.deaths(events)
     if as_json:
-        print_json({**job.to_dict(), "events": [e.to_dict() for e in events]})
+        print_json(
+            {**job.to_dict(), "deaths": died.to_dict(), "events": [e.to_dict() for e in events]}
+        )
         return
-    click.echo("\n".join(render.job_lines(job)))
+    click.echo("\n".join(render.job_lines(job, died=died)))
     click.echo("")
     click.echo("\n".join(render.events_lines(events)))
 

@@ -7,8 +7,9 @@ running job finished, or was given back after ``QUEUE_ENGINE_SHUTDOWN_GRACE_S``)
 ``UNAVAILABLE`` the database was unreachable at start for
 ``QUEUE_ENGINE_CONNECT_RETRY_S``, ``WATCHDOG`` a job exceeded its wall-clock
 budget, ``STALL`` a job stalled (stall watchdog), ``HARD_STOP`` a job ignored a
-cancel, or its lease was lost and it did not stop, ``INTERRUPTED`` a second
-SIGTERM/SIGINT ended the process at once.
+cancel, or its lease was lost and it did not stop, ``RECYCLE`` a recycling
+limit (``--max-jobs``, ``--max-rss``, ``--max-age``) was reached between jobs,
+``INTERRUPTED`` a second SIGTERM/SIGINT ended the process at once.
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ from queue_engine.worker.settings import WorkerSettings
 PROG = "queue-claim-worker"
 
 
+def parse_max_age(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """``--max-age`` in seconds: ``90`` or ``90s``, ``30m``, ``12h``, ``2d``; a one-line usage error otherwise."""
+    if value is None or value == "":
+        return None
+    try:
+        seconds = table.parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} {exc}") from None
+    problem = table.MAX_AGE.problem(seconds)
+    if problem is not None:
+        raise click.BadParameter(f"{value!r} {problem}")
+    return seconds
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @setting_option(table.QUEUE, help="The queue to work (required).")
 @setting_option(
@@ -49,6 +64,27 @@ PROG = "queue-claim-worker"
     help="Affinity key this worker starts warm for (e.g. a preloaded model): it prefers "
     "jobs naming it. After each job with an affinity key it is warm for that key.",
 )
+@setting_option(
+    table.MAX_JOBS,
+    type=click.IntRange(0),
+    metavar="N",
+    help="Recycle after N jobs: finish the job, give back prefetched ones, exit 79 "
+    "(the supervisor starts a fresh process). 0: no limit.",
+)
+@setting_option(
+    table.MAX_RSS_MB,
+    type=click.IntRange(0),
+    metavar="MB",
+    help="Recycle when the process's RSS (MiB), checked after each job, reaches MB. 0: no limit.",
+)
+@setting_option(
+    table.MAX_AGE,
+    callback=parse_max_age,
+    metavar="DURATION",
+    help="Recycle between jobs once the worker has run this long: 90 or 90s, 30m, 12h, 2d. "
+    "0: no limit. Each limit is lowered by up to 10% at random so a fleet does not "
+    "recycle at once.",
+)
 @log_options
 @click.version_option(package_name="queue-engine", prog_name=PROG)
 def worker(
@@ -58,6 +94,9 @@ def worker(
     schema: str,
     prefetch: int,
     warm_key: str | None,
+    max_jobs: int | None,
+    max_rss: int | None,
+    max_age: float | None,
     log_format: str,
     log_level: str,
 ) -> int:
@@ -76,7 +115,15 @@ def worker(
     if not app:
         raise click.UsageError("no app module given: pass --app MODULE or set QUEUE_ENGINE_APP")
     settings = WorkerSettings.from_env(
-        queue=queue, app=app, dsn=dsn, schema=schema, prefetch=prefetch, warm_key=warm_key
+        queue=queue,
+        app=app,
+        dsn=dsn,
+        schema=schema,
+        prefetch=prefetch,
+        warm_key=warm_key,
+        max_jobs=max_jobs,
+        max_rss_mb=max_rss,
+        max_age_s=max_age,
     )
     tasks = load_app(settings.app)
     runner = Worker(settings, tasks)

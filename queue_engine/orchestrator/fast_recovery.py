@@ -9,10 +9,18 @@ SIGKILL, a crash or an OOM kill (the kernel closes the socket), within the
 keepalive timeout for a host that vanished. So the leader checks, every
 ``QUEUE_ENGINE_RECOVERY_S`` (default 1 s; one cheap statement,
 ``sql/sweep_gone_workers.sql``), which registered workers no longer have their
-session in ``pg_stat_activity``; it marks them ``gone`` and gives their running
+session in ``pg_stat_activity`` (stopped ones too while they still own a
+running job: a handler's ``SystemExit`` stops its worker "cleanly" with the job
+left running); it marks them ``gone`` and gives their running
 jobs back with the reaper's rules (queued / lost / canceled, an event, a NOTIFY
 per queue), so a job of a killed worker runs again on another worker within
-about two seconds.
+about two seconds. The attempt is not refunded, and the job's error counts
+how often a worker died running it (``give_back_jobs()``, migration 0006), so
+a poison job (its handler kills every process that runs it) ends ``lost``
+after ``max_attempts`` deaths. What the leader knows of a death goes into the
+reason: the session's end, the age of the last heartbeat, the RSS it
+reported, a dead flag set before; the exit signal is known only to the
+process's parent (systemd's journal).
 
 What keeps this from recovering the job of a live worker:
 
@@ -179,5 +187,8 @@ class FastRecovery(SweepService[RecoveryResult]):
                 "fast_recovery.lost",
                 count=len(w.lost),
                 job_ids=logged_ids(w.lost),
-                hint="attempts spent; `queue-ctl retry ID` to run again",
+                hint=(
+                    "attempts spent, the last by its worker process dying (a poison job?); "
+                    "`queue-ctl show ID` counts the deaths, `queue-ctl retry ID` runs it again"
+                ),
             )

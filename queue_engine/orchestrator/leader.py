@@ -26,6 +26,11 @@ leading without a gap: two leaders for a moment are tolerable (every sweep is
 a guarded, idempotent statement with ``SKIP LOCKED``) but a leader that keeps
 sweeping after it lost the lock is not what the lock is for.
 
+While the database is down, the backoff wait pings the server every second
+(:class:`~queue_engine.outage.OutageProbe`) and ends as soon as it accepts
+connections again, so a leader is elected within about a second of Postgres
+being back, whatever the backoff had grown to.
+
 A server that has not noticed a dead client (a network partition rather than
 a closed socket) keeps the old session, and so the lock, until TCP keepalives
 time it out; the election connection enables keepalives for that reason.
@@ -45,6 +50,7 @@ import psycopg
 
 from queue_engine import sql as queries
 from queue_engine.db import RECONNECT_OR_UNREACHABLE, first_line
+from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
@@ -108,10 +114,17 @@ class LeaderElector(Service[ElectionResult]):
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
         rand: Callable[[], float] = random.random,
+        outage: OutageProbe | None = None,
     ) -> None:
         # No stagger: a fresh orchestrator should lead (or know it stands by) at once.
         super().__init__(
-            interval_s=interval_s, stagger_s=0.0, clock=clock, wait=wait, rand=rand, logger=log
+            interval_s=interval_s,
+            stagger_s=0.0,
+            clock=clock,
+            wait=wait,
+            rand=rand,
+            logger=log,
+            outage=outage if outage is not None else OutageProbe(dsn),
         )
         self.schema = schema
         self.key = leader_key(schema)
@@ -182,6 +195,10 @@ class LeaderElector(Service[ElectionResult]):
             backoff = reconnect_backoff(self.interval_s, self.backoff_max_s)
             return backoff.delay(self.connection_failures, self.rand)
         return self.interval_s
+
+    def in_outage(self, result: ElectionResult | None) -> bool:
+        """True while the election connection fails: the backoff wait probes the server."""
+        return result is None or self.connection_failures > 0
 
     def resign(self) -> None:
         """Stop leading and release the lock (clean stop); safe when not leading."""

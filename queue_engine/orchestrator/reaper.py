@@ -11,7 +11,10 @@ job, in one guarded statement per bounded batch (``sql/reap_expired.sql``):
   expired was the last one;
 - to ``canceled`` when a cancel had been requested: nobody wants it run again.
 
-Every moved job gets a ``job_events`` row saying whose lease expired and when.
+Every moved job gets a ``job_events`` row saying whose lease expired and when,
+what the workers row says of that worker, and how often a worker has died
+running the job (``give_back_jobs()``, migration 0006: the attempt is spent,
+so a job that kills or hangs every worker ends ``lost``).
 Batches keep each transaction short (row locks, WAL, replication lag) even
 after a mass failure; a run keeps taking batches until one comes back short or
 ``max_batches`` is reached, so one run stays bounded too.

@@ -27,7 +27,10 @@ schedule's latest job (scheduled or manual) is still queued or running.
 The loop sleeps until the earliest next slot across schedules, computed from
 each expression (never by adding an interval to ``now``, so it does not
 drift), at most ``max_sleep_s`` (a safety re-read of the table); a NOTIFY on
-``<schema>.schedules`` wakes it at once (:class:`ScheduleListener`).
+``<schema>.schedules`` wakes it at once (:class:`ScheduleListener`). After a
+lost database, both retry after the reconnect backoff, cut short by an
+:class:`~queue_engine.outage.OutageProbe` within about a second of Postgres
+accepting connections again.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from psycopg import sql
 from queue_engine import settings as table
 from queue_engine.db import RECONNECT_ERRORS, first_line
 from queue_engine.errors import QueueEngineError
+from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.scheduler import store
 from queue_engine.scheduler.cron import Trigger
@@ -208,6 +212,7 @@ class Ticker(Service[TickResult]):
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
         rand: Callable[[], float] = random.random,
+        outage: OutageProbe | None = None,
     ) -> None:
         super().__init__(
             interval_s=max_sleep_s,
@@ -217,6 +222,7 @@ class Ticker(Service[TickResult]):
             rand=rand,
             logger=log,
             error_backoff=reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s),
+            outage=outage if outage is not None else OutageProbe(dsn),
         )
         self.schema = schema
         self.scheduler_id = scheduler_id
@@ -413,6 +419,7 @@ class ScheduleListener(Service[ListenResult]):
         clock: Clock = time.monotonic,
         wait: Wait = event_wait,
         rand: Callable[[], float] = random.random,
+        outage: OutageProbe | None = None,
     ) -> None:
         super().__init__(
             interval_s=wait_s,
@@ -422,6 +429,7 @@ class ScheduleListener(Service[ListenResult]):
             rand=rand,
             logger=log,
             error_backoff=reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s),
+            outage=outage if outage is not None else OutageProbe(dsn),
         )
         self.channel = store.schedules_channel(schema)
         self.on_change = on_change

@@ -1,7 +1,7 @@
 -- Fast recovery (leader only): workers whose database session has ended are
 -- gone (SIGKILL, crash, a host that died and whose TCP keepalive fired). Mark
 -- them 'gone' and give back their running jobs now instead of when the lease
--- lapses, with the reaper's rules (give_back_jobs(), migration 0005):
+-- lapses, with the reaper's rules (give_back_jobs(), migrations 0005 and 0006):
 --   * cancel requested      -> canceled (nobody wants it run again)
 --   * attempts spent        -> lost     (finished, error says why)
 --   * otherwise             -> queued   (available now, one NOTIFY per queue)
@@ -19,11 +19,18 @@
 -- pg_read_all_stats looking at another role's session) counts as alive.
 -- Behind a transaction-pooling pgbouncer backend_pid is a pooled server
 -- connection and proves nothing: turn this sweep off there (the lease works).
+-- A stopped worker is considered only while it still owns a running job: a
+-- clean stop finishes or gives back its jobs first, so that one left with the
+-- process (a handler that raised SystemExit, whose worker then stopped "cleanly");
+-- its row keeps its state, and its jobs are given back like those of a gone one.
 WITH gone AS MATERIALIZED (
-    SELECT w.id, w.host, w.pid, w.backend_pid
+    SELECT w.id, w.host, w.pid, w.backend_pid, w.heartbeat_at, w.rss_bytes, w.flagged_dead_at,
+           w.stopped_at IS NOT NULL AS exited
     FROM __SCHEMA__.workers w
     WHERE w.role = 'worker'
-      AND w.stopped_at IS NULL
+      AND (w.stopped_at IS NULL
+           -- One pass over the running jobs (their partial index), hashed.
+           OR w.id IN (SELECT j.claimed_by FROM __SCHEMA__.jobs j WHERE j.status = 'running'))
       AND w.backend_pid IS NOT NULL
       AND w.heartbeat_at < coalesce(%(now)s::timestamptz, now())
                            - make_interval(secs => %(min_age_s)s::float8)
@@ -38,15 +45,16 @@ WITH gone AS MATERIALIZED (
 ),
 marked AS (
     UPDATE __SCHEMA__.workers w SET
-        state = 'gone',
-        stopped_at = now(),
+        state = CASE WHEN g.exited THEN w.state ELSE 'gone' END,
+        stopped_at = coalesce(w.stopped_at, now()),
         current_job_id = NULL
     FROM gone g
     WHERE w.id = g.id
     RETURNING w.id
 ),
 orphaned AS MATERIALIZED (
-    SELECT j.id, j.claimed_by, g.backend_pid
+    SELECT j.id, j.claimed_by, g.backend_pid, g.heartbeat_at, g.rss_bytes, g.flagged_dead_at,
+           g.exited
     FROM __SCHEMA__.jobs j
     JOIN gone g ON g.id = j.claimed_by
     WHERE j.status = 'running'
@@ -54,16 +62,33 @@ orphaned AS MATERIALIZED (
     FOR UPDATE OF j SKIP LOCKED
 ),
 moved AS MATERIALIZED (
-    -- The reaper's transition, give_back_jobs() (migration 0005), for the whole
-    -- batch; both arrays are built in one pass, so in one order.
+    -- The reaper's transition, give_back_jobs() (migrations 0005, 0006), for the
+    -- whole batch; both arrays are built in one pass, so in one order. The reason
+    -- says what the leader knows of the death (the process's exit signal or code
+    -- is known only to its parent): the session's end, how long before it the
+    -- worker last heartbeated, its RSS at that beat (an OOM kill hint), and
+    -- whether it had been flagged silent first (a hang, then a kill).
     SELECT m.*
     FROM (SELECT array_agg(o.id) AS ids,
-                 array_agg(format('worker %%s''s database session ended (backend pid %%s)',
-                                  o.claimed_by, o.backend_pid)) AS reasons
+                 array_agg(format(
+                     'worker %%s %%s: its database session ended (backend pid %%s; '
+                     'last heartbeat %%s s before it was found gone%%s%%s)',
+                     o.claimed_by,
+                     CASE WHEN o.exited THEN 'stopped without finishing this job'
+                          ELSE 'gone' END,
+                     o.backend_pid,
+                     round(extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+                                              - o.heartbeat_at)::numeric, 1),
+                     ', rss ' || pg_size_pretty(o.rss_bytes),
+                     CASE WHEN o.flagged_dead_at IS NOT NULL
+                          THEN ', silent (flagged dead) before it ended' END)) AS reasons
           FROM orphaned o) b
     CROSS JOIN LATERAL __SCHEMA__.give_back_jobs(
         b.ids, b.reasons, 'recovered', ': job recovered without waiting for its lease',
         %(jobs_channel)s) m
+    -- No call at all when nothing is orphaned (the usual run, every second): the
+    -- function's body is planned on each call.
+    WHERE b.ids IS NOT NULL
 )
 -- One row per gone worker, with the jobs moved (empty arrays: it held none).
 -- count(*) reads moved whole whatever plan the join gets, so the jobs of every

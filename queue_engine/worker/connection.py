@@ -7,6 +7,13 @@ connection is lost, re-opens it with capped, jittered backoff. Every (re)open
 sets the session up (``synchronous_commit``, generic plans, LISTEN on the
 jobs, cancel and controls channels), registers the worker's row and repairs
 what a lost session took with it (:meth:`WorkerConnection.repair`).
+
+The backoff wait is an :class:`~queue_engine.outage.OutageProbe` wait: while
+the server does not accept connections it is pinged every second, and the
+wait ends as soon as it does, or as soon as another thread (the heartbeat)
+has reconnected. So the main loop claims again within about a second of
+Postgres being back, not after the rest of a backoff that grew during the
+outage (up to ``QUEUE_ENGINE_RECONNECT_MAX_S``).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from queue_engine import sql as queries
 from queue_engine.daemon.startup import StopRequested
 from queue_engine.db import RECONNECT_OR_UNREACHABLE, connect, first_line, refuse_read_only
 from queue_engine.errors import DatabaseUnavailable
+from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.service import log_event
 from queue_engine.worker import store
@@ -38,6 +46,10 @@ Connection = psycopg.Connection[Any]
 
 #: First delay of the reconnect backoff; its cap is ``QUEUE_ENGINE_RECONNECT_MAX_S``.
 RECONNECT_BASE_S = 0.2
+
+
+def _event_wait(event: threading.Event, seconds: float) -> bool:
+    return event.wait(max(0.0, seconds))
 
 
 class WorkerConnection:
@@ -67,6 +79,7 @@ class WorkerConnection:
         reconnect_max_s: float = table.RECONNECT_MAX_S.default,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        outage: OutageProbe | None = None,
     ) -> None:
         self.dsn = dsn
         self.schema = schema
@@ -87,6 +100,8 @@ class WorkerConnection:
         self.backoff = reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s)
         self._sleep = sleep
         self._clock = clock
+        #: Ends a backoff wait once the server accepts connections again.
+        self.outage = outage if outage is not None else OutageProbe(dsn)
         self.lock = threading.RLock()  # guards _conn: main loop + heartbeat thread
         self._conn: Connection | None = None
         #: True from a lost connection until the next successful statement.
@@ -142,7 +157,27 @@ class WorkerConnection:
             )
             if attempts is None and self._stopping.is_set():
                 raise StopRequested()
-            self._stopping.wait(delay) if self._sleep is time.sleep else self._sleep(delay)
+            self._wait(delay)
+
+    def _wait(self, delay: float) -> None:
+        """The backoff wait: ended by a stop, or once the database is back after an outage."""
+        if self._sleep is time.sleep:
+            wait = _event_wait
+        else:
+            sleep = self._sleep
+
+            def wait(event: threading.Event, seconds: float) -> bool:
+                sleep(seconds)
+                return event.is_set()
+
+        self.outage.wait(
+            self._stopping, delay, wait=wait, clock=self._clock, reconnected=self._connected
+        )
+
+    def _connected(self) -> bool:
+        """True when another thread has (re)opened the connection meanwhile."""
+        conn = self._conn
+        return conn is not None and not conn.closed
 
     def drop(self) -> None:
         """Close the connection (a broken one may fail to close: ignored)."""

@@ -67,7 +67,9 @@ class Liveness:
         self._clock = clock
         self._link = link if link is not None else SystemdLink()
         interval = self._link.ping_interval_s
-        self._ping_every_s = interval
+        # Twice as often as the link's interval (a quarter of WatchdogSec): a
+        # worker's pings are gated on its main loop's marks, so it keeps a margin.
+        self._ping_every_s = None if interval is None else interval / 2
         self._alive_within_s = 2 * interval if interval is not None else 0.0
         self._last_ping = 0.0
         self._main_mark = clock()  # the main loop's last sign of life

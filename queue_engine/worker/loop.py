@@ -10,7 +10,9 @@ handler executes at a time.
 Idle, the worker waits for a NOTIFY on ``<schema>.jobs`` whose payload is its
 queue, and polls every ``poll_s`` in case a notification was lost (delayed jobs
 are found by that poll too). Between jobs it obeys the operator controls
-(:mod:`.gate`). :class:`Worker` wires the parts, each with one job:
+(:mod:`.gate`) and its recycling limits (:mod:`.recycle`: after N jobs, past
+an RSS or an age it stops like a SIGTERM between jobs and exits 79).
+:class:`Worker` wires the parts, each with one job:
 
 - :mod:`.connection`: the one database connection (lock, LISTEN, reconnect
   with backoff, repair after a reconnect);
@@ -18,18 +20,26 @@ are found by that poll too). Between jobs it obeys the operator controls
 - :mod:`.gate`: the claim gate (pause, park, scale slot, rate, warm key);
 - :mod:`.flush`: finish-and-claim (race retries, one-by-one fallback);
 - :mod:`.runner`: running one job (checks, the handler, its outcome);
+- :mod:`.recycle`: the recycling limits and the rule that says one is reached;
 - :mod:`.renewal` and :mod:`.heartbeat`: the heartbeat thread's statement
   (worker row, leases, progress, cancels) and its cadence;
 - :mod:`.watchdog`: ends a job the handler cannot or will not end;
+- :mod:`.deadline`: ends the process when a handler holding the GIL freezes
+  every thread, the watchdog's included (armed with the watchdog);
 - :mod:`.liveness`: systemd READY/STATUS/WATCHDOG/STOPPING, and what a
   watchdog trip writes;
 - :mod:`.handler_connections`: the pooled connection ``ctx.connect()`` lends.
+
+Why slightly past 500 lines: this module is the wiring of the parts above,
+the start-up and shutdown order, and the main loop; each of these reads best
+next to the others, and every behaviour lives in a part.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -47,11 +57,13 @@ from queue_engine.service import log_event
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.connection import WorkerConnection
+from queue_engine.worker.deadline import HardDeadline, process_timer
 from queue_engine.worker.flush import Flusher
 from queue_engine.worker.gate import DbGateStore, Gate
 from queue_engine.worker.heartbeat import Heartbeat
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.liveness import Liveness, TripRecorder
+from queue_engine.worker.recycle import RecycleLimits, Recycler, process_rss_mb
 from queue_engine.worker.renewal import Renewer
 from queue_engine.worker.runner import JobRunner
 from queue_engine.worker.settings import WorkerSettings
@@ -85,8 +97,14 @@ class Worker:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         exit: Callable[[int], object] = os._exit,
+        rss_mb: Callable[[], float | None] = process_rss_mb,
+        rand: Callable[[], float] = random.random,
     ) -> None:
-        """``exit`` ends the process when the job watchdog trips (tests may replace it)."""
+        """``exit`` ends the process when the job watchdog trips (tests may replace it).
+
+        ``rss_mb`` and ``rand`` are the recycler's RSS probe and the random
+        source of its spread (:class:`~.recycle.Recycler`).
+        """
         self.settings = settings
         self.tasks = tasks
         self.worker_id = worker_id or process_id("worker")
@@ -98,6 +116,12 @@ class Worker:
         self._wake = threading.Event()
         self._stop_at: float | None = None
         self._registered = False
+        self.recycler = Recycler(
+            RecycleLimits(settings.max_jobs, settings.max_rss_mb, settings.max_age_s),
+            clock=clock,
+            rss_mb=rss_mb,
+            rand=rand,
+        )
         self._watchdog = JobWatchdog(
             self._record_trip,
             graces=Graces(
@@ -106,6 +130,13 @@ class Worker:
                 shutdown_s=settings.shutdown_grace_s,
             ),
             exit=exit,
+            # The hard deadline is an exit path too: a worker whose exits are
+            # injected (in-process tests) must not get the real, process-wide one.
+            hard_deadline=(
+                HardDeadline(settings.hard_deadline_grace_s, process_timer())
+                if exit is os._exit
+                else None
+            ),
         )
         self.liveness = Liveness(self._watchdog, clock=clock)
         self.jobs = HeldJobs(
@@ -216,7 +247,10 @@ class Worker:
         return self._stopping.is_set()
 
     def run(self) -> int:
-        """Start, work until stopped, shut down cleanly; return the process exit code (0)."""
+        """Start, work until stopped, shut down cleanly; return the exit code.
+
+        0 (``OK``) after a stop, 79 (``RECYCLE``) after a recycling limit.
+        """
         try:
             self._start()
             self._main_loop()
@@ -224,7 +258,7 @@ class Worker:
             pass
         finally:
             self._shutdown()
-        return ExitCode.OK
+        return ExitCode.RECYCLE if self.recycler.reached is not None else ExitCode.OK
 
     def _start(self) -> None:
         self._check_reachable()
@@ -238,6 +272,7 @@ class Worker:
         self._registered = True
         self._watchdog.start()
         self._heartbeat.start()
+        self.recycler.start()
         self.liveness.ready(f"worker {self.worker_id} on queue {self.settings.queue}")
         log_event(
             log,
@@ -248,6 +283,7 @@ class Worker:
             prefetch=self.settings.prefetch,
             tasks=",".join(self.tasks.names()),
             synchronous_commit=self.settings.synchronous_commit,
+            **self.recycler.limits.log_fields(),
         )
 
     def _check_reachable(self) -> None:
@@ -332,29 +368,56 @@ class Worker:
     def _main_loop(self) -> None:
         prefetch = self.settings.prefetch
         jobs = self.jobs
+        recycler = self.recycler
         while not self.stopping:
             self.liveness.mark_alive()
             self._apply_controls()
-            if self.stopping:
+            # Between jobs, never inside the claim: the hot path stays one statement.
+            if self.stopping or self._recycle_due():
                 break
             if not jobs.ready:
                 self._wake.clear()
                 if self.gate.may_claim():
-                    claimed = self.flusher.flush(claim_limit=prefetch)
+                    claimed = self.flusher.flush(claim_limit=recycler.claim_room(prefetch, 0))
                 else:
                     claimed = self.flusher.flush(claim_limit=0) if jobs.pending else 0
                 if not claimed:
-                    self._wait_for_work(self.gate.rate_wait_s() if self.gate.throttled else None)
+                    throttled = self.gate.throttled
+                    wait_s = self.gate.rate_wait_s() if throttled else self.settings.poll_s
+                    self._wait_for_work(recycler.cap_wait(wait_s))  # an idle worker ages too
                     continue
             elif (
                 jobs.pending
                 and self._clock() - jobs.pending_since >= self.settings.flush_interval_s
             ):
                 # Long jobs: do not leave finished jobs looking "running" for long.
-                self.flusher.flush(claim_limit=prefetch - len(jobs.ready))
+                held = len(jobs.ready)
+                self.flusher.flush(claim_limit=recycler.claim_room(prefetch - held, held))
             if self.stopping:
                 break
             self.runner.run(jobs.ready.popleft())
+            recycler.job_done()
+
+    def _recycle_due(self) -> bool:
+        """True when a recycling limit is reached: log why and stop as after a SIGTERM.
+
+        The stop gives back the prefetched jobs that did not start and flushes
+        the held outcomes (:meth:`_shutdown`); :meth:`run` then returns 79.
+        """
+        if self.recycler.check() is None:
+            return False
+        log_event(
+            log,
+            logging.INFO,
+            "worker.recycle",
+            worker_id=self.worker_id,
+            queue=self.settings.queue,
+            **self.recycler.log_fields(),
+            prefetched=len(self.jobs.ready),
+            exit_code=int(ExitCode.RECYCLE),
+        )
+        self.stop()
+        return True
 
     def _apply_controls(self) -> None:
         """Act on the controls between jobs: stop, or give back prefetched jobs when parked."""
@@ -430,6 +493,8 @@ class Worker:
         queue = self.settings.queue
         if self.connection.reconnecting:
             return f"reconnecting to the database (queue {queue})"
+        if self.recycler.reached is not None:
+            return f"recycling: {self.recycler.reached.describe()}"
         if self.stopping:
             return "stopping" + (f", waiting for job {current.job.id}" if current else "")
         if current is not None:

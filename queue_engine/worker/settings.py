@@ -32,6 +32,7 @@ DEFAULT_TIMEOUT_S = table.DEFAULT_TIMEOUT_S.default
 DEFAULT_SHUTDOWN_GRACE_S = table.SHUTDOWN_GRACE_S.default
 DEFAULT_CANCEL_GRACE_S = table.CANCEL_GRACE_S.default
 DEFAULT_ZOMBIE_GRACE_S = table.ZOMBIE_GRACE_S.default
+DEFAULT_HARD_DEADLINE_GRACE_S = table.HARD_DEADLINE_GRACE_S.default
 
 #: The worker's fields that come from the settings table, and their settings.
 ENV_FIELDS: dict[str, table.Setting[Any]] = {
@@ -48,8 +49,12 @@ ENV_FIELDS: dict[str, table.Setting[Any]] = {
     "shutdown_grace_s": table.SHUTDOWN_GRACE_S,
     "cancel_grace_s": table.CANCEL_GRACE_S,
     "zombie_grace_s": table.ZOMBIE_GRACE_S,
+    "hard_deadline_grace_s": table.HARD_DEADLINE_GRACE_S,
     "warm_key": table.WARM_KEY,
     "affinity_wait_s": table.AFFINITY_WAIT_S,
+    "max_jobs": table.MAX_JOBS,
+    "max_rss_mb": table.MAX_RSS_MB,
+    "max_age_s": table.MAX_AGE,
 }
 
 
@@ -66,6 +71,8 @@ class WorkerSettings:
     task set none; the three graces are how long a running job is waited for
     after SIGTERM (then given back), after a cancel it ignores, and after its
     lease was found lost (both: then the process is hard-stopped, exit 77).
+    ``hard_deadline_grace_s`` is how far past the budget the hard deadline
+    (:mod:`.deadline`) ends a process frozen with the GIL held (exit 1).
 
     ``warm_key`` is the affinity key the worker starts warm for (a model it
     preloads, say); after each job that names an affinity key the worker is
@@ -75,6 +82,9 @@ class WorkerSettings:
     ``reconnect_max_s`` caps the backoff between reconnects after a lost
     database (``QUEUE_ENGINE_RECONNECT_MAX_S``, the same setting and default
     as the orchestrator's and the scheduler's).
+
+    ``max_jobs``, ``max_rss_mb`` and ``max_age_s`` recycle the worker (exit
+    79, see :mod:`queue_engine.worker.recycle`): None or 0 means no limit.
     """
 
     queue: str
@@ -93,8 +103,12 @@ class WorkerSettings:
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
     zombie_grace_s: float = DEFAULT_ZOMBIE_GRACE_S
+    hard_deadline_grace_s: float = DEFAULT_HARD_DEADLINE_GRACE_S
     warm_key: str | None = None
     affinity_wait_s: float = DEFAULT_AFFINITY_WAIT_S
+    max_jobs: int | None = None
+    max_rss_mb: int | None = None
+    max_age_s: float | None = None
 
     def __post_init__(self) -> None:
         try:

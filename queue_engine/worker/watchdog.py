@@ -21,14 +21,18 @@ trip          exit   what is written
 ============  =====  ==============================================================
 
 What it cannot do: a C call that *holds the GIL* (``ctypes.PyDLL``, some
-extensions) freezes every Python thread, this one included. That case is left
-to the processes outside: the orchestrator's dead-worker sweep and the lease
-(the heartbeat thread is frozen too, so the lease lapses and the job is
-recovered) and systemd's ``WatchdogSec`` (no ``WATCHDOG=1`` ping arrives, so
-systemd kills and restarts the process).
+extensions) freezes every Python thread, this one included. For that case
+:meth:`JobWatchdog.arm` also arms the hard deadline (:mod:`.deadline`, a
+faulthandler timer on a C thread) for budget + grace: it dumps every thread's
+stack and exits 1. It sits above this thread's own trip, so while this thread
+can run it always trips first and writes the job's failure. The job of a
+process ended that way is given back by the orchestrator (fast recovery: its
+session ended; or the lease), and systemd's ``WatchdogSec`` still applies
+(no ``WATCHDOG=1`` ping arrives while every thread is frozen).
 
-Arming costs nothing per job beyond a few attribute writes in this process:
-no statement, no round trip. Decisions are a pure function of the armed
+Arming costs nothing per job beyond a few attribute writes in this process
+(and a re-arm of the hard deadline's timer when the budget changes, at most
+about twice a second in a stream of jobs): no statement, no round trip. Decisions are a pure function of the armed
 state and the time (:func:`decide`); the thread's clock, sleep, exit and
 recorder are injected, so tests drive it with a virtual clock and never wait.
 """
@@ -45,6 +49,7 @@ from dataclasses import dataclass
 
 from queue_engine.exit_codes import ExitCode
 from queue_engine.service import log_event
+from queue_engine.worker.deadline import HardDeadline
 
 log = logging.getLogger("queue_engine.worker.watchdog")
 
@@ -210,8 +215,11 @@ class JobWatchdog:
         sleep: Callable[[float], None] = time.sleep,
         exit: Callable[[int], object] = os._exit,
         tick_s: float = TICK_S,
+        hard_deadline: HardDeadline | None = None,
     ) -> None:
+        """``hard_deadline`` (armed and disarmed with every job) must use ``clock`` too."""
         self.recorder = recorder
+        self.hard_deadline = hard_deadline
         self.graces = graces or Graces()
         self.clock = clock
         self.sleep = sleep
@@ -238,12 +246,20 @@ class JobWatchdog:
         armed = ArmedJob(job_id, attempt, self.clock(), budget_s, stall_s)
         with self._lock:
             self._armed = armed
+        if self.hard_deadline is not None:
+            self.hard_deadline.job_started(armed.started, budget_s)
         return armed
 
     def disarm(self) -> None:
-        """The execution ended; blocks (until the process exits) if a trip is under way."""
+        """The execution ended; blocks (until the process exits) if a trip is under way.
+
+        The hard deadline stays armed while a trip is recorded: a recording
+        that hangs past it still ends the process.
+        """
         with self._lock:
             self._armed = None
+        if self.hard_deadline is not None:
+            self.hard_deadline.job_ended()
 
     @property
     def armed(self) -> ArmedJob | None:
@@ -286,6 +302,8 @@ class JobWatchdog:
         """Look once; on a trip: log, record, exit. Returns the trip (when ``exit`` returns)."""
         self.last_tick = now = self.clock()
         armed = self._armed
+        if armed is None and self.hard_deadline is not None:
+            self.hard_deadline.idle_tick()  # no job: the hard deadline is cancelled when idle
         if armed is None or self.tripped is not None:  # one trip per process
             return None
         trip = decide(armed, now, self.graces, self._stop_at)
@@ -332,12 +350,14 @@ class JobWatchdog:
         self._thread.start()
 
     def stop(self) -> None:
-        """End the thread; safe twice and before ``start``."""
+        """End the thread and cancel the hard deadline; safe twice and before ``start``."""
         self._closed.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(5)
         self._thread = None
+        if self.hard_deadline is not None:
+            self.hard_deadline.close()
 
     @property
     def alive(self) -> bool:

@@ -66,6 +66,8 @@ def test_workers_and_show(dsn: str, conn: Any) -> None:
     assert out.index("claimed") < out.index("all good")
     doc = json.loads(ok(queue_ctl("--dsn", dsn, "show", str(job_id), "--json")))
     assert [e["kind"] for e in doc["events"]] == ["claimed", "succeeded"]
+    assert doc["deaths"] == {"count": 0, "session_ended": 0, "lease_expired": 0}
+    assert "died:" not in out  # only a job whose worker died gets the line
     missing = queue_ctl("--dsn", dsn, "show", "999999")
     assert missing.returncode == 1
     assert missing.stderr.strip() == "queue-ctl: error: job 999999 not found"

@@ -268,11 +268,18 @@ def test_recovery_gives_back_the_jobs_of_a_worker_whose_session_ended(
         )
         [(kind, to_status, message)] = events(conn, job_id)
         assert (kind, to_status) == ("recovered", "queued")
-        assert f"worker w-dead's database session ended (backend pid {dead_pid})" in message
+        assert (
+            f"worker w-dead gone: its database session ended (backend pid {dead_pid}; "
+            "last heartbeat "
+        ) in message
         assert "without waiting for its lease" in message
     lost = job_row(conn, last)
     assert lost["status"] == "lost" and lost["finished_at"] is not None
-    assert "session ended" in lost["error"] and "attempts spent (3 of 3)" in lost["error"]
+    assert lost["error"].startswith(
+        "the worker process died once while running this job (its database session ended); "
+        "last: worker w-dead gone: its database session ended"
+    )
+    assert lost["error"].endswith("attempts spent (3 of 3)")
     assert events(conn, last)[0][:2] == ("lost", "lost")
     assert job_row(conn, cancel)["status"] == "canceled"
     assert events(conn, cancel)[0][:2] == ("canceled", "canceled")
@@ -382,6 +389,33 @@ def test_a_gone_worker_without_jobs_is_only_marked(
     assert (gone.id, gone.job_ids) == ("w-idle", [])
     assert worker_row(conn, "w-idle")["state"] == "gone"
     assert worker_row(conn, "w-stopped")["state"] == "busy"  # a clean stop is not "gone"
+
+
+def test_a_stopped_worker_that_left_a_running_job_has_it_given_back(
+    dsn: str, conn: Conn, sessions: list[Conn]
+) -> None:
+    """A handler's SystemExit: the worker stops "cleanly", its job still running under its id."""
+    exited = new_session(dsn, sessions)
+    add_worker(exited, "w-exited", stopped=True)
+    job = running_job(conn, "w-exited")
+    add_worker(conn, "w-clean", backend_pid=0, stopped=True)  # no job: left alone
+    terminate(conn, session_pid(exited))
+    recovery = FastRecovery(dsn, SCHEMA, min_age_s=0)
+    try:
+        result = recovery.run_once()
+        assert not recovery.run_once().did_work  # its job is no longer its own
+    finally:
+        recovery.on_stop()
+    [gone] = result.workers
+    assert (gone.id, gone.requeued) == ("w-exited", [job])
+    row = job_row(conn, job)
+    assert (row["status"], row["claimed_by"]) == ("queued", None)
+    assert (
+        "last: worker w-exited stopped without finishing this job: its database session "
+        in (row["error"])
+    )
+    assert worker_row(conn, "w-exited")["state"] == "busy"  # the row keeps its own state
+    assert worker_row(conn, "w-clean")["state"] == "busy"
 
 
 # -- wiring ----------------------------------------------------------------------------

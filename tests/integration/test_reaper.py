@@ -112,6 +112,38 @@ def test_expired_jobs_are_requeued_or_lost_by_attempts_with_events(dsn: str, con
     assert "attempts spent (3 of 3)" in ev[5]
 
 
+def test_the_reason_says_what_the_workers_row_knows(dsn: str, conn) -> None:
+    """Gone, flagged silent, or when it last heartbeated; nothing when the row is gone."""
+    conn.execute(
+        "INSERT INTO queue_engine.workers (id, queue, host, pid, state, stopped_at, "
+        "heartbeat_at, flagged_dead_at) VALUES "
+        "('w-gone', 'q1', 'h', 1, 'gone', now(), now() - interval '70 seconds', NULL), "
+        "('w-hung', 'q1', 'h', 2, 'busy', NULL, now() - interval '70 seconds', now()), "
+        "('w-beat', 'q1', 'h', 3, 'busy', NULL, now() - interval '70 seconds', NULL)"
+    )
+    jobs = {
+        w: running_job(conn, worker=w, attempt=3, max_attempts=3)
+        for w in ("w-gone", "w-hung", "w-beat", "w-none")
+    }
+    reaper = Reaper(dsn, SCHEMA)
+    try:
+        assert len(reaper.run_once().lost) == 4
+    finally:
+        reaper.db.reset()
+    errors = {w: job_row(conn, j)["error"] for w, j in jobs.items()}
+    assert "(worker w-gone: gone, its database session ended)" in errors["w-gone"]
+    assert "(worker w-hung: silent for 70" in errors["w-hung"]
+    assert "(flagged dead), hung or cut off)" in errors["w-hung"]
+    assert "(worker w-beat: last heartbeat 70" in errors["w-beat"]
+    assert "(worker w-none)" in errors["w-none"]
+    for error in errors.values():
+        assert error.startswith(
+            "the worker process died once while running this job (its lease expired: "
+            "dead, hung or cut off from the database); last: lease expired at "
+        )
+        assert error.endswith("; attempts spent (3 of 3)")
+
+
 def test_cancel_requested_job_with_expired_lease_is_canceled(dsn: str, conn) -> None:
     job = running_job(conn, cancel_requested=True)
     reaper = Reaper(dsn, SCHEMA)

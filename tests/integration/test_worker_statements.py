@@ -5,7 +5,8 @@ that claims the next one (``finish_and_claim_jobs.sql``): draining N jobs
 costs N + 1 statements (the first claim, then one finish-and-claim per job).
 The count is taken client-side, on the worker's connection only: every
 ``execute`` psycopg runs on it (the worker's session is autocommit, so each is
-also one commit), whatever module issued it.
+also one commit), whatever module issued it. Recycling limits (checked
+between jobs, in the process) add no statement.
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ class CountingConnection(psycopg.Connection[Any]):
         return super().wait(gen, interval=interval, timeout=timeout)
 
 
+#: Recycling limits far away: checked between every two jobs, never reached.
+FAR_LIMITS = {"max_jobs": 10**6, "max_rss_mb": 10**6, "max_age_s": 10**6}
+
+
+@pytest.mark.parametrize("limits", [{}, FAR_LIMITS], ids=["plain", "recycling_limits"])
 def test_draining_jobs_costs_one_statement_per_job(
-    dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch
+    dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch, limits: dict[str, int]
 ) -> None:
     opened: list[CountingConnection] = []
 
@@ -60,7 +66,7 @@ def test_draining_jobs_costs_one_statement_per_job(
         return sum(c.executes for c in opened)
 
     # No idle polls and no heartbeat during the drain: what is left is the hot path.
-    with running_worker(dsn, poll_s=30.0, heartbeat_s=10.0) as worker:
+    with running_worker(dsn, poll_s=30.0, heartbeat_s=10.0, **limits) as worker:
         warm_up = client.enqueue("echo", queue=Q, args={"warm": True}).id
         wait_until(lambda: worker.jobs_done == 1, what="warm-up job finished")
         assert statuses(dsn)[warm_up] == "succeeded"

@@ -173,6 +173,41 @@ def test_units_restart_notify_and_run_unprivileged(unit: str) -> None:
     assert d["KillSignal"] == ["SIGTERM"]
 
 
+def _restarts(unit: str, code: int) -> tuple[bool, bool]:
+    """``(restarted, counted as a success)`` for exit ``code``, by systemd's rules.
+
+    ``Restart=on-failure`` restarts on an exit that is not clean (non-zero
+    and not in ``SuccessExitStatus``); ``RestartPreventExitStatus`` prevents
+    a restart and ``RestartForceExitStatus`` forces one, whatever ``Restart=``.
+    """
+    d = directives(unit)
+
+    def listed(key: str) -> set[int]:
+        return {int(v) for value in d.get(key, []) for v in value.split() if v.isdigit()}
+
+    success = code == 0 or code in listed("SuccessExitStatus")
+    [restart] = d["Restart"]
+    restarted = restart == "always" or (restart == "on-failure" and not success)
+    if code in listed("RestartPreventExitStatus"):
+        restarted = False
+    if code in listed("RestartForceExitStatus"):
+        restarted = True
+    return restarted, success
+
+
+def test_the_worker_unit_restarts_on_every_exit_code_but_a_stop_and_a_usage_error() -> None:
+    from queue_engine.exit_codes import ExitCode
+
+    unit = "queue-claim-worker@.service"
+    assert _restarts(unit, ExitCode.OK) == (False, True)  # SIGTERM, queue-ctl stop
+    assert _restarts(unit, ExitCode.USAGE) == (False, False)  # fix the settings first
+    # A recycle (--max-jobs, --max-rss, --max-age) is restarted and is no failure.
+    assert _restarts(unit, ExitCode.RECYCLE) == (True, True)
+    for code in ExitCode:
+        if code not in (ExitCode.OK, ExitCode.USAGE):
+            assert _restarts(unit, code)[0], f"exit {int(code)} ({code.name}) is not restarted"
+
+
 def test_worker_stop_timeout_exceeds_the_shutdown_grace() -> None:
     from queue_engine.worker import settings
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from queue_engine import stats
 from queue_engine.cli import render
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.orchestrator.pruner import PruneResult
@@ -94,3 +95,42 @@ def test_prune_summary() -> None:
         "deleted 0 jobs (none), 0 events, 0 worker rows in 2 batches; "
         "more left (--max-batches reached): run again"
     )
+
+
+def event(kind: str, message: str = "", from_status: str = "running") -> stats.JobEvent:
+    return stats.JobEvent(1, AT, kind, from_status, "queued", 1, "w", message)
+
+
+def test_deaths_count_the_give_backs_since_the_last_retry() -> None:
+    timeline = [
+        event("claimed", from_status="queued"),
+        event("recovered", "worker w gone: ..."),
+        event("lost", "lease expired at ..."),
+        event("retried", from_status="lost"),
+        event("claimed", from_status="queued"),
+        event("failed"),  # a handler's own failure is not a death
+        event("reaped", "lease expired at ..."),
+        event("recovered", "worker w gone: ..."),
+        event("lost", "worker w gone: ..."),
+    ]
+    died = render.deaths(timeline)
+    assert died == render.Deaths(count=3, session_ended=2, lease_expired=1)
+    assert render.deaths(timeline[:4]) == render.Deaths(0, 0, 0)
+    assert render.died_line(render.Deaths(0, 0, 0)) is None
+    line = render.died_line(died)
+    assert line is not None and line.startswith(
+        "3 times while running (database session ended twice: process killed or crashed; "
+        "lease expired once: dead, hung or cut off from the database)"
+    )
+
+
+def test_job_lines_show_the_deaths_under_the_attempts() -> None:
+    lines = render.job_lines(job(attempt=3, max_attempts=3), died=render.Deaths(3, 3, 0))
+    names = [line.split(":", 1)[0].strip() for line in lines]
+    assert names[4:6] == ["attempt", "died"]
+    assert lines[5].endswith(
+        "died: 3 times while running (database session ended 3 times: process killed or "
+        "crashed); the exit signal or code is known only to what started the worker "
+        "(systemd: journalctl -u UNIT)"
+    )
+    assert "died" not in "\n".join(render.job_lines(job(), died=render.Deaths(0, 0, 0)))

@@ -530,3 +530,49 @@ def test_list_statement_validates_filters() -> None:
         "queue_engine", queue=None, status=None, task=None, limit=1, older_than_s=90
     )
     assert aged.params["older_than_s"] == 90.0
+
+
+# --- NUL characters (Postgres text and jsonb cannot hold them) -----------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        ({"a": "x\u0000y"}, "in args['a']"),
+        ({"x\u0000y": 1}, "in the key 'x\\x00y' of args"),
+        ({"a": {"b": [1, "ok", "\u0000"]}}, "in args['a']['b'][2]"),
+        ({"a": [{"k\u0000": None}]}, "in the key 'k\\x00' of args['a'][0]"),
+        ({"a": ("t", "\u0000")}, "in args['a'][1]"),
+    ],
+)
+def test_args_with_a_nul_character_are_refused_naming_where(
+    args: dict[str, object], where: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        encode_args(args)
+    message = str(info.value)
+    assert "NUL character" in message
+    assert where in message
+    assert "\n" not in message and "\x00" not in message
+
+
+def test_an_escaped_backslash_before_u0000_is_not_a_nul() -> None:
+    # The text \u0000 (a backslash, then "u0000") is fine: JSON writes it as \\u0000.
+    args = {"path": "C:\\u0000", "k\\u0000": "v"}
+    assert json.loads(encode_args(args)) == args
+
+
+def test_build_spec_refuses_a_nul_in_args_and_in_keys() -> None:
+    with pytest.raises(ValidationError, match="NUL character"):
+        build_spec("t", args={"a": "x\u0000y"})
+    for option in ("idempotency_key", "dedupe_key", "lock_key", "partition_key", "producer"):
+        with pytest.raises(ValidationError, match=f"{option} contains a NUL character"):
+            build_spec("t", **{option: "k\u0000"})  # type: ignore[arg-type]
+
+
+def test_enqueue_many_names_the_item_with_a_nul() -> None:
+    items = [{"task": "t"}, {"task": "t", "args": {"a": {"b": "\u0000"}}}]
+    with pytest.raises(
+        ValidationError, match=r"^jobs\[1\]: args contain a NUL .*args\['a'\]\['b'\]"
+    ):
+        ops.enqueue_many_specs(items)
