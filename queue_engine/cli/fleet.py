@@ -1,4 +1,6 @@
-"""Child daemons for ``queue-ctl demo`` and ``queue-ctl bench``: start, watch, stop in order.
+"""Child daemons for ``queue-ctl demo`` and ``bench``: start, watch, stop in order.
+
+``queue-ctl up`` takes its children's command lines from :func:`command_for` too.
 
 The demo and the benchmark run the real console scripts (``queue-orchestrator``,
 ``queue-claim-worker``) as subprocesses, exactly as systemd would, rather than
@@ -28,6 +30,7 @@ from typing import IO
 ENTRY_POINTS = {
     "queue-orchestrator": "queue_engine.cli.orchestrator",
     "queue-claim-worker": "queue_engine.cli.worker",
+    "queue-scheduler": "queue_engine.cli.scheduler",
 }
 STOP_TIMEOUT_S = 15.0
 

@@ -1,0 +1,299 @@
+"""The supervisor of ``queue-ctl up``: run child daemons, restart the crashed, stop them all.
+
+Two parts, so the rule can be tested without processes or waiting:
+
+- :class:`RestartPolicy` is the pure rule. Given a child's exit code, whether
+  a stop was asked for, and the time (an injected clock), it says: done,
+  restart after a backoff, or give up. Exit 79 (recycle) is restarted at
+  once and is not a crash; 0 after a stop request is the normal end; 0 unasked
+  (an operator's ``queue-ctl stop``) and 2 (a usage or configuration error, a
+  new process would fail the same way) are not restarted, as the systemd
+  units do not restart them; any other exit is a crash, restarted after an
+  exponential backoff counted from the crashes of that child within a window,
+  until ``give_up_after`` crashes in that window (a crash loop) ends it.
+- :class:`Supervisor` runs the processes: each in its own session (a Ctrl-C
+  in the terminal reaches only ``queue-ctl up``, which forwards it), its
+  output read by a thread and printed line by line behind its name
+  (``worker:email#1 | ...``, coloured on a terminal), its exit explained with
+  the names of :class:`~queue_engine.exit_codes.ExitCode` or of the signal.
+  The first SIGTERM/SIGINT is forwarded to every child as SIGTERM and their
+  graceful stop is awaited (exit 0); a second one SIGKILLs them (exit 130).
+
+This is a supervisor for development and small hosts; production runs the
+systemd units (``docs/guides/local-development.md`` says when to use which).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from types import FrameType
+from typing import IO
+
+import click
+
+from queue_engine.exit_codes import ExitCode
+
+#: Seconds between two looks at the children.
+TICK_S = 0.1
+#: Colours of the name prefixes on a terminal, in turn.
+COLOURS = ("cyan", "green", "yellow", "magenta", "blue", "bright_cyan", "bright_green")
+
+
+def describe_exit(code: int) -> str:
+    """``exit 75 (WATCHDOG)``, ``killed by SIGKILL``, or ``exit 9`` for a code the engine never uses."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    try:
+        return f"exit {code} ({ExitCode(code).name})"
+    except ValueError:
+        return f"exit {code}"
+
+
+class Verdict(Enum):
+    """What to do about a child that exited."""
+
+    #: It ended as it should (asked to stop, or stopped cleanly): leave it.
+    DONE = "done"
+    #: Start it again after :attr:`Decision.delay_s`.
+    RESTART = "restart"
+    #: Do not start it again; the fleet cannot be what was asked for.
+    GIVE_UP = "give_up"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The policy's answer for one exit, with the reason printed to the user."""
+
+    verdict: Verdict
+    reason: str
+    delay_s: float = 0.0
+
+
+@dataclass
+class RestartPolicy:
+    """Backoff per child, and a give-up after too many quick crashes (pure; clock injected)."""
+
+    #: The first restart's delay; doubled for each further crash in the window.
+    base_delay_s: float = 0.5
+    #: The longest delay.
+    max_delay_s: float = 30.0
+    #: This many crashes of one child within ``window_s`` is a crash loop: give up.
+    give_up_after: int = 5
+    window_s: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    _crashes: dict[str, list[float]] = field(default_factory=dict, repr=False)
+
+    def decide(self, name: str, code: int, stop_requested: bool) -> Decision:
+        """What to do now that child ``name`` exited with ``code``."""
+        how = describe_exit(code)
+        if stop_requested:
+            return Decision(Verdict.DONE, f"stopped ({how})")
+        if code == ExitCode.RECYCLE:
+            return Decision(Verdict.RESTART, f"recycled ({how}): starting a fresh process")
+        if code == ExitCode.OK:
+            return Decision(Verdict.DONE, f"stopped cleanly ({how}), not restarted")
+        if code == ExitCode.USAGE:
+            return Decision(
+                Verdict.GIVE_UP, f"{how}: fix the command or the settings (not restarted)"
+            )
+        now = self.clock()
+        recent = [t for t in self._crashes.get(name, []) if now - t < self.window_s]
+        recent.append(now)
+        self._crashes[name] = recent
+        if len(recent) >= self.give_up_after:
+            return Decision(
+                Verdict.GIVE_UP,
+                f"{how}: crashed {len(recent)} times in {self.window_s:g} s, giving up",
+            )
+        delay = min(self.max_delay_s, self.base_delay_s * 2 ** (len(recent) - 1))
+        return Decision(Verdict.RESTART, f"crashed ({how}): restarting in {delay:g} s", delay)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """How to start one child: its name (the output prefix), command line and environment."""
+
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    #: Restarted by ``--reload`` when the app's files change.
+    reloadable: bool = False
+
+
+@dataclass
+class _Running:
+    spec: ChildSpec
+    process: subprocess.Popen[bytes] | None = None
+    restart_at: float | None = None
+    reloading: bool = False
+    given_up: bool = False
+    pids: list[int] = field(default_factory=list)
+
+
+class Supervisor:
+    """Start children, print their output, restart them by the policy, stop them on a signal."""
+
+    def __init__(
+        self,
+        specs: Sequence[ChildSpec],
+        policy: RestartPolicy | None = None,
+        out: IO[str] | None = None,
+        colour: bool | None = None,
+        changed: Callable[[], bool] | None = None,
+    ) -> None:
+        self.out = out or sys.stdout
+        self.colour = self.out.isatty() if colour is None else colour
+        self.policy = policy or RestartPolicy()
+        self.children = [_Running(spec) for spec in specs]
+        #: ``--reload``: returns True when the app's files changed since the last call.
+        self.changed = changed
+        self._lock = threading.Lock()
+        self._signals = 0
+        self._width = max((len(s.name) for s in specs), default=2)
+        self._styles = {s.name: COLOURS[i % len(COLOURS)] for i, s in enumerate(specs)}
+        self._styles["up"] = "white"
+
+    # -- output ---------------------------------------------------------------
+
+    def say(self, name: str, text: str) -> None:
+        """Print one line behind ``name``'s prefix (whole lines only: one lock for all threads)."""
+        prefix = f"{name:<{self._width}} |"
+        if self.colour:
+            prefix = click.style(prefix, fg=self._styles.get(name, "white"), bold=name == "up")
+        with self._lock:
+            self.out.write(f"{prefix} {text}\n")
+            self.out.flush()
+
+    def _pump(self, name: str, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            self.say(name, raw.decode(errors="replace").rstrip("\n"))
+        stream.close()
+
+    # -- processes ------------------------------------------------------------
+
+    def _start(self, child: _Running) -> None:
+        spec = child.spec
+        process = subprocess.Popen(
+            list(spec.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(spec.env),
+            start_new_session=True,
+        )
+        child.process, child.restart_at, child.reloading = process, None, False
+        child.pids.append(process.pid)
+        assert process.stdout is not None
+        threading.Thread(
+            target=self._pump,
+            args=(spec.name, process.stdout),
+            name=f"pump-{spec.name}",
+            daemon=True,
+        ).start()
+        self.say("up", f"started {spec.name} (pid {process.pid})")
+
+    def _alive(self) -> list[_Running]:
+        return [c for c in self.children if c.process is not None and c.process.poll() is None]
+
+    def _signal_all(self, sig: signal.Signals) -> None:
+        for child in self._alive():
+            assert child.process is not None
+            with contextlib.suppress(ProcessLookupError):
+                child.process.send_signal(sig)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+
+    def _reap(self, child: _Running, stopping: bool) -> ExitCode | None:
+        """Handle an exited child; an exit code for the whole fleet when it must end."""
+        assert child.process is not None
+        code = child.process.wait()
+        child.process = None
+        name = child.spec.name
+        if child.reloading and not stopping:
+            self.say("up", f"{name} {describe_exit(code)}: files changed, restarting")
+            child.restart_at = time.monotonic()
+            return None
+        decision = self.policy.decide(name, code, stopping)
+        self.say("up", f"{name} {decision.reason}")
+        if decision.verdict is Verdict.RESTART:
+            child.restart_at = time.monotonic() + decision.delay_s
+        elif decision.verdict is Verdict.GIVE_UP:
+            child.given_up = True
+            if self.changed is not None and child.spec.reloadable:
+                self.say("up", f"{name} waits for a change to the app's files (--reload)")
+                return None
+            return ExitCode.USAGE if code == ExitCode.USAGE else ExitCode.FAILURE
+        return None
+
+    def run(self) -> int:
+        """Run until a signal (0; 130 after a second one) or a child given up on (2 or 1)."""
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        result: int = ExitCode.OK
+        stopping = False
+        try:
+            for child in self.children:
+                self._start(child)
+            while True:
+                if self._signals >= 2:
+                    self.say("up", "second signal: killing every child")
+                    self._signal_all(signal.SIGKILL)
+                    for child in self._alive():
+                        assert child.process is not None
+                        child.process.wait()
+                    return ExitCode.INTERRUPTED
+                if self._signals == 1 and not stopping:
+                    stopping = True
+                    self.say("up", "stopping: SIGTERM to every child (again to kill them)")
+                    self._signal_all(signal.SIGTERM)
+                for child in self.children:
+                    if child.process is not None and child.process.poll() is not None:
+                        failed = self._reap(child, stopping)
+                        if failed is not None and not stopping:
+                            self.say("up", "stopping the other children")
+                            result, stopping = failed, True
+                            self._signal_all(signal.SIGTERM)
+                if stopping:
+                    if not self._alive():
+                        self.say("up", "all children stopped")
+                        return result
+                else:
+                    self._restart_due()
+                    self._check_reload()
+                time.sleep(TICK_S)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for child in self.children:
+            if child.process is None and child.restart_at is not None and now >= child.restart_at:
+                self._start(child)
+
+    def _check_reload(self) -> None:
+        if self.changed is None or not self.changed():
+            return
+        self.say("up", "app files changed: restarting the workers")
+        for child in self.children:
+            if not child.spec.reloadable:
+                continue
+            if child.process is not None:
+                child.reloading = True
+                child.process.send_signal(signal.SIGTERM)
+            elif child.given_up or child.restart_at is not None:
+                child.given_up = False
+                child.restart_at = time.monotonic()
