@@ -98,11 +98,11 @@ class RestartPolicy:
         """What to do now that child ``name`` exited with ``code``."""
         how = describe_exit(code)
         if stop_requested:
-            return Decision(Verdict.DONE, f"stopped ({how})")
+            return Decision(Verdict.DONE, f"stopped: {how}")
         if code == ExitCode.RECYCLE:
-            return Decision(Verdict.RESTART, f"recycled ({how}): starting a fresh process")
+            return Decision(Verdict.RESTART, f"recycled: {how}, starting a fresh process")
         if code == ExitCode.OK:
-            return Decision(Verdict.DONE, f"stopped cleanly ({how}), not restarted")
+            return Decision(Verdict.DONE, f"stopped cleanly: {how}, not restarted")
         if code == ExitCode.USAGE:
             return Decision(
                 Verdict.GIVE_UP, f"{how}: fix the command or the settings (not restarted)"
@@ -117,7 +117,7 @@ class RestartPolicy:
                 f"{how}: crashed {len(recent)} times in {self.window_s:g} s, giving up",
             )
         delay = min(self.max_delay_s, self.base_delay_s * 2 ** (len(recent) - 1))
-        return Decision(Verdict.RESTART, f"crashed ({how}): restarting in {delay:g} s", delay)
+        return Decision(Verdict.RESTART, f"crashed: {how}, restarting in {delay:g} s", delay)
 
 
 @dataclass(frozen=True, slots=True)

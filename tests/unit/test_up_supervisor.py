@@ -42,7 +42,7 @@ def test_crashes_back_off_exponentially_capped_per_child() -> None:
     # Another child has its own count.
     other = p.decide("w2", -9, stop_requested=False)
     assert other == Decision(
-        Verdict.RESTART, "crashed (killed by SIGKILL): restarting in 0.5 s", 0.5
+        Verdict.RESTART, "crashed: killed by SIGKILL, restarting in 0.5 s", 0.5
     )
 
 

@@ -1,0 +1,221 @@
+"""Contract of ``queue-ctl up`` with real processes.
+
+A real ``queue-ctl up --dsn DSN --queue poison=2 --app poison_app`` runs an
+orchestrator, a scheduler and two workers: enqueued jobs get done; a worker
+killed with SIGKILL is restarted (a new pid, and the supervisor says why the
+old one ended); SIGINT stops every child gracefully and ``up`` exits 0 with
+no child left behind. A bad configuration is one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+import psutil
+import pytest
+from qe_ctl import QUEUE_CTL, clean_env, queue_ctl
+
+from queue_engine.client import Client
+
+APPS = Path(__file__).resolve().parent.parent / "worker_apps"
+sys.path.insert(0, str(APPS))
+
+
+def _workers(up: psutil.Process) -> set[int]:
+    found = set()
+    for child in up.children():
+        try:
+            if any("queue-claim-worker" in part for part in child.cmdline()):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _two_workers(up: psutil.Process, without: int = 0) -> set[int] | None:
+    """The pids of the two workers once there are two (none of them ``without``)."""
+    pids = _workers(up)
+    return pids if len(pids) == 2 and without not in pids else None
+
+
+def _wait(what: str, check, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_up_runs_jobs_restarts_a_killed_worker_and_stops_on_sigint(
+    dsn: str, client: Client
+) -> None:
+    proc, up, out_file = _start_up(
+        "--dsn",
+        dsn,
+        "--queue",
+        "poison=2",
+        "--app",
+        "poison_app",
+        QUEUE_ENGINE_HEARTBEAT_S="0.5",
+        QUEUE_ENGINE_SHUTDOWN_GRACE_S="5",
+    )
+    seen: set[int] = set()
+
+    def output() -> str:
+        return _read(out_file)
+
+    try:
+        first = _wait("two workers", lambda: _two_workers(up))
+        seen |= {c.pid for c in up.children()}
+        ids = [
+            client.enqueue("poison.ok", queue="poison", args={"sleep": 0.05}).id for _ in range(6)
+        ]
+        _wait(
+            "the jobs to succeed",
+            lambda: all(client.get(i).status == "succeeded" for i in ids),
+        )
+
+        victim = sorted(first)[0]
+        os.kill(victim, signal.SIGKILL)
+        replaced = _wait("a restarted worker", lambda: _two_workers(up, without=victim))
+        seen |= {c.pid for c in up.children()}
+        assert len(replaced - first) == 1
+        assert "crashed: killed by SIGKILL, restarting in" in output()
+        # The new worker works.
+        more = [
+            client.enqueue("poison.ok", queue="poison", args={"sleep": 0.05}).id for _ in range(4)
+        ]
+        _wait("more jobs", lambda: all(client.get(i).status == "succeeded" for i in more))
+
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(60)
+        text = output()
+        assert code == 0, text
+        assert "all children stopped" in text
+        for line in text.splitlines():
+            if line.startswith("up") and " stopped: " in line:
+                assert "exit 0 (OK)" in line, line
+        assert "worker:poison#1 |" in text and "orchestrator" in text and "scheduler" in text
+        alive = [p for p in seen if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        assert alive == [], text
+    finally:
+        _cleanup(proc, up, out_file)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--queue", "q=0", "--app", "x"), ("--queue", "q=1"), ("--config", "/nonexistent.toml")],
+)
+def test_up_bad_config_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    done = queue_ctl("up", "--dsn", "dbname=never_used", *args)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("queue-ctl: error: ")
+    assert done.stdout == ""
+
+
+def _start_up(
+    *args: str, **extra: str
+) -> tuple[subprocess.Popen[bytes], psutil.Process, IO[bytes]]:
+    env = clean_env({"PYTHONPATH": str(APPS), "QUEUE_ENGINE_POLL_S": "0.2", **extra})
+    out_file = tempfile.TemporaryFile()  # noqa: SIM115
+    proc = subprocess.Popen(
+        [str(QUEUE_CTL), "up", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=out_file,
+        stderr=subprocess.STDOUT,
+    )
+    return proc, psutil.Process(proc.pid), out_file
+
+
+def _read(out_file: IO[bytes]) -> str:
+    out_file.seek(0)
+    return out_file.read().decode(errors="replace")
+
+
+def _cleanup(proc: subprocess.Popen[bytes], up: psutil.Process, out_file: IO[bytes]) -> None:
+    if proc.poll() is None:
+        for child in up.children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.wait(10)
+    out_file.close()
+
+
+def test_a_second_sigint_kills_the_children_and_exits_130(dsn: str, client: Client) -> None:
+    proc, up, out_file = _start_up(
+        "--dsn",
+        dsn,
+        "--queue",
+        "poison=1",
+        "--app",
+        "poison_app",
+        QUEUE_ENGINE_SHUTDOWN_GRACE_S="60",
+    )
+    try:
+        job = client.enqueue("poison.ok", queue="poison", args={"sleep": 60})
+        _wait("the job to run", lambda: client.get(job.id).status == "running")
+        children = [c.pid for c in up.children()]
+        proc.send_signal(signal.SIGINT)
+        _wait("the stop to begin", lambda: "stopping: SIGTERM" in _read(out_file))
+        time.sleep(0.5)
+        assert proc.poll() is None, "up must wait for the running job's graceful stop"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130, _read(out_file)
+        alive = [
+            p for p in children if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+        ]
+        assert alive == []
+    finally:
+        _cleanup(proc, up, out_file)
+
+
+def test_an_app_that_does_not_import_stops_the_fleet_with_exit_2(dsn: str) -> None:
+    proc, up, out_file = _start_up("--dsn", dsn, "--queue", "q=1", "--app", "no_such_app_module")
+    try:
+        code = proc.wait(60)
+        text = _read(out_file)
+        assert code == 2, text
+        assert "exit 2 (USAGE): fix the command or the settings" in text
+        assert "all children stopped" in text
+    finally:
+        _cleanup(proc, up, out_file)
+
+
+def test_reload_restarts_the_workers_when_an_app_file_changes(dsn: str, tmp_path: Path) -> None:
+    app_dir = tmp_path / "reload_app"
+    app_dir.mkdir()
+    (app_dir / "__init__.py").write_text(
+        "from queue_engine import task\n\n@task('reload.noop', queue='r')\ndef noop(args, ctx):\n    return 1\n"
+    )
+    proc, up, out_file = _start_up(
+        "--dsn",
+        dsn,
+        "--queue",
+        "r=1",
+        "--app",
+        "reload_app",
+        "--reload",
+        PYTHONPATH=f"{tmp_path}{os.pathsep}{APPS}",
+    )
+    try:
+        before = _wait("a worker", lambda: _workers(up))
+        _wait("the worker to start", lambda: "worker.started" in _read(out_file))
+        (app_dir / "helpers.py").write_text("X = 1\n")
+        after = _wait("a new worker", lambda: (w := _workers(up)) and not (w & before) and w)
+        assert len(after) == 1
+        assert "files changed, restarting" in _read(out_file)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, _read(out_file)
+    finally:
+        _cleanup(proc, up, out_file)
