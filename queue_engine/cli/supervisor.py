@@ -43,6 +43,8 @@ from queue_engine.exit_codes import ExitCode
 
 #: Seconds between two looks at the children.
 TICK_S = 0.1
+#: How long to wait for an exited child's last output lines.
+PUMP_JOIN_S = 2.0
 #: Colours of the name prefixes on a terminal, in turn.
 COLOURS = ("cyan", "green", "yellow", "magenta", "blue", "bright_cyan", "bright_green")
 
@@ -139,6 +141,7 @@ class _Running:
     reloading: bool = False
     given_up: bool = False
     pids: list[int] = field(default_factory=list)
+    pump: threading.Thread | None = None
 
 
 class Supervisor:
@@ -195,12 +198,13 @@ class Supervisor:
         child.process, child.restart_at, child.reloading = process, None, False
         child.pids.append(process.pid)
         assert process.stdout is not None
-        threading.Thread(
+        child.pump = threading.Thread(
             target=self._pump,
             args=(spec.name, process.stdout),
             name=f"pump-{spec.name}",
             daemon=True,
-        ).start()
+        )
+        child.pump.start()
         self.say("up", f"started {spec.name} (pid {process.pid})")
 
     def _alive(self) -> list[_Running]:
@@ -220,6 +224,9 @@ class Supervisor:
         assert child.process is not None
         code = child.process.wait()
         child.process = None
+        if child.pump is not None:
+            # Its last lines (a traceback, say) before the line that explains the exit.
+            child.pump.join(PUMP_JOIN_S)
         name = child.spec.name
         if child.reloading and not stopping:
             self.say("up", f"{name} {describe_exit(code)}: files changed, restarting")
