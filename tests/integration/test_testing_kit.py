@@ -9,7 +9,9 @@ opt-in pytest plugin's fixtures, run by ``pytester`` in a child session.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -239,4 +241,25 @@ def test_plugin_fixtures_give_each_test_a_clean_migrated_database(
         """
     )
     result = pytester.runpytest_subprocess("-p", "queue_engine.testing.pytest_plugin", "-q")
+    result.assert_outcomes(passed=3)
+
+
+def test_the_testing_guide_example_runs(
+    pytester: pytest.Pytester, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/guides/testing.md's example, run as written: the guide cannot rot."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "testing.md").read_text()
+    blocks = {}
+    for block in re.findall(r"```python\n(.*?)```", guide, flags=re.DOTALL):
+        first = block.splitlines()[0]
+        if first.startswith("# ") and first.endswith(".py"):
+            blocks[first[2:]] = block
+    assert set(blocks) == {"conftest.py", "myapp/jobs.py", "tests/test_signup.py"}
+    for path, text in blocks.items():
+        target = pytester.path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    (pytester.path / "myapp" / "__init__.py").write_text("")
+    monkeypatch.setenv("QUEUE_ENGINE_TEST_DSN", pg_server.admin_dsn)
+    result = pytester.runpytest_subprocess("-q", "tests/test_signup.py")
     result.assert_outcomes(passed=3)
