@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from queue_engine.testing.assertions import assert_enqueued, enqueued_jobs, refute_enqueued
 from queue_engine.testing.databases import TestServer
-from queue_engine.testing.drain import DrainError, Outcome, drain
+from queue_engine.testing.drain import DrainError, DrainOutcome, drain
 
 __all__ = [
     "DrainError",
-    "Outcome",
+    "DrainOutcome",
     "TestServer",
     "assert_enqueued",
     "drain",

@@ -38,7 +38,7 @@ from queue_engine.testing.assertions import Target, connection_of, schema_of
 from queue_engine.validation import DEFAULT_QUEUE
 from queue_engine.worker import Worker, WorkerSettings
 
-__all__ = ["DrainError", "Outcome", "drain"]
+__all__ = ["DrainError", "DrainOutcome", "drain"]
 
 #: How often the drain looks at the queue while the worker runs.
 CHECK_S = 0.02
@@ -51,7 +51,7 @@ class DrainError(AssertionError):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class DrainOutcome:
     """One run of one job: its attempt, and how it stood after that run.
 
     ``status`` is the job's status after the run: ``queued`` when it was put
@@ -172,7 +172,7 @@ def drain(
     raise_errors: bool = False,
     schema: str | None = None,
     timeout_s: float = 60.0,
-) -> list[Outcome]:
+) -> list[DrainOutcome]:
     """Run ``queue``'s due jobs in this process with a real worker; return one outcome per run.
 
     ``tasks`` is the registry whose handlers run (default: the ``@task``
@@ -262,7 +262,7 @@ def _queue_settled(target: Target, schema: str, queue: str, run_delayed: bool) -
     return True
 
 
-def _outcomes(target: Target, schema: str, runs: list[_Run]) -> list[Outcome]:
+def _outcomes(target: Target, schema: str, runs: list[_Run]) -> list[DrainOutcome]:
     """One outcome per run: put back for all but a job's last run, the job's row after its last."""
     jobs: dict[int, Job] = {}
     with connection_of(target) as conn, conn.cursor(row_factory=dict_row) as cur:
@@ -278,7 +278,7 @@ def _outcomes(target: Target, schema: str, runs: list[_Run]) -> list[Outcome]:
         job = jobs.get(run.job_id)
         if last[run.job_id] == index and job is not None:
             outcomes.append(
-                Outcome(
+                DrainOutcome(
                     run.job_id,
                     run.task,
                     run.attempt,
@@ -288,5 +288,5 @@ def _outcomes(target: Target, schema: str, runs: list[_Run]) -> list[Outcome]:
                 )
             )
         else:
-            outcomes.append(Outcome(run.job_id, run.task, run.attempt, "queued", None, error))
+            outcomes.append(DrainOutcome(run.job_id, run.task, run.attempt, "queued", None, error))
     return outcomes
