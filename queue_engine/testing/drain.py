@@ -28,9 +28,11 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
+from queue_engine.db import connect
 from queue_engine.jobs import Job
 from queue_engine.retry import Snooze
 from queue_engine.tasks import TaskDefinition, TaskRegistry, registry
@@ -39,6 +41,8 @@ from queue_engine.validation import DEFAULT_QUEUE
 from queue_engine.worker import Worker, WorkerSettings
 
 __all__ = ["DrainError", "DrainOutcome", "drain"]
+
+Connection = psycopg.Connection[Any]
 
 #: How often the drain looks at the queue while the worker runs.
 CHECK_S = 0.02
@@ -224,48 +228,54 @@ def drain(
             observer.done.set()
 
     thread = threading.Thread(target=run_worker, name="queue-engine-drain", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + timeout_s
+    # The drain watches the queue on a session of its own, like the worker's: a
+    # client bound to the test's open transaction would see jobs the worker
+    # cannot (uncommitted), and wait for them in vain.
+    watch = connect(dsn)
     try:
-        while not observer.done.is_set() and thread.is_alive():
-            if _queue_settled(target, schema, queue, run_delayed):
-                break
-            if time.monotonic() > deadline:
-                worker_errors.append(
-                    DrainError(f"queue {queue!r} was not drained within {timeout_s:g}s")
-                )
-                break
-            observer.done.wait(CHECK_S)
+        thread.start()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not observer.done.is_set() and thread.is_alive():
+                if _queue_settled(watch, schema, queue, run_delayed):
+                    break
+                if time.monotonic() > deadline:
+                    worker_errors.append(
+                        DrainError(f"queue {queue!r} was not drained within {timeout_s:g}s")
+                    )
+                    break
+                observer.done.wait(CHECK_S)
+        finally:
+            worker.stop()
+            thread.join(timeout_s)
+        if thread.is_alive():
+            raise DrainError("the drain's worker did not stop")
+        if worker_errors:
+            raise worker_errors[0]
+        if raise_errors and observer.first_error is not None:
+            raise observer.first_error
+        return _outcomes(watch, schema, observer.runs)
     finally:
-        worker.stop()
-        thread.join(timeout_s)
-    if thread.is_alive():
-        raise DrainError("the drain's worker did not stop")
-    if worker_errors:
-        raise worker_errors[0]
-    if raise_errors and observer.first_error is not None:
-        raise observer.first_error
-    return _outcomes(target, schema, observer.runs)
+        watch.close()
 
 
-def _queue_settled(target: Target, schema: str, queue: str, run_delayed: bool) -> bool:
+def _queue_settled(conn: Connection, schema: str, queue: str, run_delayed: bool) -> bool:
     """True when nothing is due or running; with ``run_delayed``, delayed jobs are made due first."""
-    with connection_of(target) as conn:
-        due, running, delayed = conn.execute(
-            queries.query("count_drain_jobs", schema), {"queue": queue}
-        ).fetchone() or (0, 0, 0)
-        if due or running:
-            return False
-        if run_delayed and delayed:
-            conn.execute(queries.query("advance_delayed_jobs", schema), {"queue": queue})
-            return False
+    due, running, delayed = conn.execute(
+        queries.query("count_drain_jobs", schema), {"queue": queue}
+    ).fetchone() or (0, 0, 0)
+    if due or running:
+        return False
+    if run_delayed and delayed:
+        conn.execute(queries.query("advance_delayed_jobs", schema), {"queue": queue})
+        return False
     return True
 
 
-def _outcomes(target: Target, schema: str, runs: list[_Run]) -> list[DrainOutcome]:
+def _outcomes(conn: Connection, schema: str, runs: list[_Run]) -> list[DrainOutcome]:
     """One outcome per run: put back for all but a job's last run, the job's row after its last."""
     jobs: dict[int, Job] = {}
-    with connection_of(target) as conn, conn.cursor(row_factory=dict_row) as cur:
+    with conn.cursor(row_factory=dict_row) as cur:
         for job_id in {run.job_id for run in runs}:
             cur.execute(queries.query("get_job", schema), {"id": job_id})
             row = cur.fetchone()

@@ -263,3 +263,14 @@ def test_the_testing_guide_example_runs(
     monkeypatch.setenv("QUEUE_ENGINE_TEST_DSN", pg_server.admin_dsn)
     result = pytester.runpytest_subprocess("-q", "tests/test_signup.py")
     result.assert_outcomes(passed=3)
+
+
+def test_drain_with_a_client_in_an_open_transaction_runs_only_committed_jobs(dsn: str) -> None:
+    """The worker cannot see uncommitted jobs; the drain must not wait for them."""
+    tasks = _registry(TaskDefinition("noop", lambda args: "ran", queue=Q))
+    with psycopg.connect(dsn) as conn:
+        bound = Client(conn=conn)
+        bound.enqueue("noop", queue=Q)
+        assert drain(bound, queue=Q, tasks=tasks, timeout_s=10) == []
+        conn.commit()
+        assert [o.result for o in drain(bound, queue=Q, tasks=tasks, timeout_s=10)] == ["ran"]
