@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
@@ -198,7 +199,7 @@ def drain(
         dsn = conn.info.dsn
         password = conn.info.password
     if password:  # conn.info.dsn leaves the password out
-        dsn = f"{dsn} password={password}"
+        dsn = make_conninfo(dsn, password=password)
     worker_errors: list[BaseException] = []
 
     def no_exit(code: int) -> None:
