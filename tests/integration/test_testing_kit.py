@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Generator
+from collections.abc import AsyncGenerator, Generator
 from pathlib import Path
 from typing import Any
 
@@ -108,14 +108,22 @@ def test_drain_runs_due_jobs_of_every_kind_and_returns_outcomes(client: Client) 
         yield from range(3)
         return f"steps of job {ctx.job.id}"
 
+    async def async_steps(args: dict[str, Any]) -> AsyncGenerator[int, None]:
+        for i in range(2):
+            await asyncio.sleep(0)
+            yield i
+        raise ValueError("async steps broke")
+
     tasks = _registry(
         TaskDefinition("plain", plain, queue=Q),
         TaskDefinition("coro", coroutine, queue=Q),
         TaskDefinition("steps", steps, queue=Q, wants_context=True),
+        TaskDefinition("async_steps", async_steps, queue=Q),
     )
     a = client.enqueue("plain", queue=Q, args={"n": 21})
     b = client.enqueue("coro", queue=Q)
     c = client.enqueue("steps", queue=Q)
+    d = client.enqueue("async_steps", queue=Q, max_attempts=1)
     later = client.enqueue("plain", queue=Q, args={"n": 1}, delay=3600)
 
     outcomes = drain(client, queue=Q, tasks=tasks)
@@ -124,8 +132,10 @@ def test_drain_runs_due_jobs_of_every_kind_and_returns_outcomes(client: Client) 
         (a.id, "succeeded", 1),
         (b.id, "succeeded", 1),
         (c.id, "succeeded", 1),
+        (d.id, "failed", 1),
     ]
-    assert [o.result for o in outcomes] == [{"double": 42}, "async", f"steps of job {c.id}"]
+    assert [o.result for o in outcomes] == [{"double": 42}, "async", f"steps of job {c.id}", None]
+    assert outcomes[-1].error == "ValueError: async steps broke"
     assert client.get(later.id).status == "queued"  # delayed: not run without run_delayed
     refute_enqueued(client, queue=Q, args={"n": 21})
 
