@@ -20,6 +20,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -47,7 +48,8 @@ def qe_dsn(qe_server: TestServer) -> str:
 @pytest.fixture(scope="session")
 def qe_template(qe_server: TestServer) -> Iterator[str]:
     """A database with the engine schema migrated once: the template of every test's database."""
-    name = qe_server.create_template(name=f"qe_kit_template_{id(qe_server)}")
+    # One per process: parallel sessions (pytest-xdist) on one server do not share it.
+    name = qe_server.create_template(name=f"qe_kit_template_{os.getpid()}")
     yield name
     qe_server.drop(name)
 
