@@ -9,21 +9,15 @@ asks for ``dsn`` gets a fresh copy of it, so tests never see each other's jobs.
 
 from __future__ import annotations
 
-import itertools
-import os
 import sys
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client
-from queue_engine.embedded import FAST_SETTINGS, EmbeddedPostgres
-from queue_engine.migrate import Migrator
+from queue_engine.testing.databases import TestServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = Path(__file__).resolve().parent
@@ -31,23 +25,9 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 
-@dataclass
-class PgServer:
-    """The session's server: an admin DSN and, when embedded, the server to restart."""
-
-    admin_dsn: str
-    embedded: EmbeddedPostgres | None
-
-    def dsn_for(self, dbname: str) -> str:
-        """Return a DSN for another database of the same server."""
-        return make_conninfo(self.admin_dsn, dbname=dbname)
-
-    def admin(self) -> psycopg.Connection[tuple[object, ...]]:
-        """An autocommit connection to the admin database."""
-        return psycopg.connect(self.admin_dsn, autocommit=True)
-
-
-_db_counter = itertools.count(1)
+#: The session's server: the testing kit's own harness (queue_engine.testing), which
+#: users get as the pytest plugin's fixtures; the suite keeps its fixture names.
+PgServer = TestServer
 
 #: Test kinds, one per folder of tests/ (see the markers in pyproject.toml).
 KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging")
@@ -75,60 +55,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    """Start (or borrow) the session's Postgres server."""
-    external = os.environ.get("QUEUE_ENGINE_TEST_DSN")
-    if external:
-        yield PgServer(external, None)
-        return
-    server = EmbeddedPostgres(
-        Path(tempfile.mkdtemp(prefix="qe-test-")) / "data", settings=FAST_SETTINGS
-    )
-    dsn = server.start()
+    """Start (or borrow, ``QUEUE_ENGINE_TEST_DSN``) the session's Postgres server."""
+    server = TestServer.start()
     try:
-        yield PgServer(dsn, server)
+        yield server
     finally:
-        server.destroy()
+        server.stop()
 
 
 @pytest.fixture(scope="session")
 def template_db(pg_server: PgServer) -> Iterator[str]:
     """A database with the engine schema migrated, used as the template of every test DB."""
-    name = f"qe_template_{os.getpid()}"
-    with pg_server.admin() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    Migrator(pg_server.dsn_for(name)).up()
+    name = pg_server.create_template()
     yield name
-    with pg_server.admin() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _new_database(pg_server: PgServer, template: str) -> str:
-    name = f"qe_test_{os.getpid()}_{next(_db_counter)}"
-    with pg_server.admin() as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
-    return name
-
-
-def _drop_database(pg_server: PgServer, name: str) -> None:
-    with pg_server.admin() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_server.drop(name)
 
 
 @pytest.fixture
 def dsn(pg_server: PgServer, template_db: str) -> Iterator[str]:
     """A fresh database with the engine schema at the latest version."""
-    name = _new_database(pg_server, template_db)
+    name = pg_server.clone(template_db)
     yield pg_server.dsn_for(name)
-    _drop_database(pg_server, name)
+    pg_server.drop(name)
 
 
 @pytest.fixture
 def empty_dsn(pg_server: PgServer) -> Iterator[str]:
     """A fresh database with no engine schema (for migration tests)."""
-    name = _new_database(pg_server, "template0")
+    name = pg_server.clone("template0")
     yield pg_server.dsn_for(name)
-    _drop_database(pg_server, name)
+    pg_server.drop(name)
 
 
 @pytest.fixture

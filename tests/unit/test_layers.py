@@ -20,7 +20,8 @@ edge) and every ``import``/``from ... import`` becomes an edge of the graph:
 
 The layers (a module's layer comes from its path):
 
-- ``cli``: ``queue_engine.cli.*``, the console scripts; may import anything;
+- ``cli``: ``queue_engine.cli.*``, the console scripts, and ``queue_engine.testing.*``,
+  the testing kit (user-facing tooling that runs a worker in-process); may import anything;
 - ``daemon``: ``worker``, ``orchestrator``, ``scheduler`` and the shared
   ``daemon`` runtime; may import core, the public API and the shared ``daemon``
   package, never ``cli`` nor another daemon's package;
@@ -70,6 +71,7 @@ NOT_LOADED_BY_PUBLIC_API = (
     "queue_engine.cli",
     "queue_engine.service",
     "queue_engine.daemon",
+    "queue_engine.testing",
 )
 
 
@@ -183,7 +185,9 @@ def layer(module: str) -> str:
     if module == ROOT:
         return "api"
     top = module.split(".")[1]
-    if top == "cli":
+    # The testing kit is user-facing tooling, like the command line: it runs a
+    # real worker in the test's process (drain), and nothing imports it.
+    if top in ("cli", "testing"):
         return "cli"
     if top in DAEMON_PACKAGES:
         return "daemon"
@@ -277,6 +281,8 @@ def test_no_import_cycles() -> None:
         ("queue_engine", "queue_engine.scheduler.schedules", True),
         ("queue_engine", "queue_engine.scheduler.ticker", False),
         ("queue_engine.client", "queue_engine", False),
+        ("queue_engine.testing.drain", "queue_engine.worker.loop", True),
+        ("queue_engine.worker.loop", "queue_engine.testing.drain", False),
     ],
 )
 def test_layer_rules(source: str, target: str, allowed: bool) -> None:
