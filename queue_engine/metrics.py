@@ -23,7 +23,7 @@ Three kinds of figures:
 database answers ``SELECT 1``, 503 otherwise) from a daemon thread. The
 exposition part needs the optional extra: ``pip install 'queue-engine[metrics]'``.
 
-Why one module past 500 lines: the collector, the telemetry families, the
+Why this module is long: the collector, the telemetry families, the
 counters and the tiny server are one metric namespace that is read together
 when a metric is added or renamed; split, each part would be a page of
 declarations importing the others' names.

@@ -16,7 +16,7 @@ Values are checked when read: a bad value raises a one-line
 so a typo stops a daemon at start rather than at the first job.
 
 This module imports only :mod:`queue_engine.errors`, so any layer may use it.
-It runs past 500 lines because it *is* the table: about 150 lines of
+Why this module is long: it *is* the table: about 150 lines of
 machinery, then one declaration per variable, which belong together so a
 reader sees every setting in one place.
 """

@@ -16,6 +16,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -178,6 +179,18 @@ def log_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--log-format`` and ``--log-level``, the same for every daemon."""
     func = setting_option(settings.LOG_LEVEL, help="Log verbosity (stderr).")(func)
     return setting_option(settings.LOG_FORMAT, help="text, or one JSON object per line.")(func)
+
+
+def embedded_folder_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--data-dir`` and ``--keep``: where an embedded Postgres lives, and whether it stays."""
+    func = click.option(
+        "--keep", is_flag=True, help="Keep the embedded database folder afterwards."
+    )(func)
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Folder of the embedded Postgres (default: a temp folder).",
+    )(func)
 
 
 def parse_json_args(raw: str, option: str = "--args") -> dict[str, Any]:

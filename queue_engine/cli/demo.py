@@ -32,6 +32,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
+from queue_engine.cli.common import embedded_folder_options
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
@@ -234,12 +235,7 @@ def _print_summary(jobs: list[DemoJob], rows: dict[int, dict[str, Any]]) -> None
     default=None,
     help="Database to use (overrides queue-ctl --dsn); none: an embedded Postgres.",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder of the embedded Postgres (default: a temp folder).",
-)
-@click.option("--keep", is_flag=True, help="Keep the embedded database folder afterwards.")
+@embedded_folder_options
 @click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True)
 @click.option(
     "--timeout",

@@ -37,6 +37,7 @@ from typing import Any
 
 import click
 
+from queue_engine.cli.common import embedded_folder_options
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import command_for
 from queue_engine.cli.supervisor import ChildSpec, Supervisor
@@ -246,12 +247,7 @@ def throttled(
     is_flag=True,
     help="Development: restart the workers when a .py file under the app's folder changes.",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder of the embedded Postgres (default: a temp folder).",
-)
-@click.option("--keep", is_flag=True, help="Keep the embedded database folder afterwards.")
+@embedded_folder_options
 @pass_cli
 def up(
     cli: CliContext,

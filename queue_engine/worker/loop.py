@@ -30,7 +30,7 @@ an RSS or an age it stops like a SIGTERM between jobs and exits 79).
   watchdog trip writes;
 - :mod:`.handler_connections`: the pooled connection ``ctx.connect()`` lends.
 
-Why slightly past 500 lines: this module is the wiring of the parts above,
+Why this module is long: this module is the wiring of the parts above,
 the start-up and shutdown order, and the main loop; each of these reads best
 next to the others, and every behaviour lives in a part.
 """
