@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from queue_engine.context import ClaimedJob
 from queue_engine.errors import ValidationError
 from queue_engine.followups import MAX_FOLLOWUP_BYTES, MAX_FOLLOWUPS, FollowUpBuffer
+from queue_engine.validation import MAX_DELAY_S, build_spec
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker.store import followups_json, outcomes_json, raw_statement
 
@@ -92,3 +93,15 @@ def test_only_the_followups_variant_mentions_followups(claim: str) -> None:
     chained = raw_statement("finish_and_claim_jobs", "queue_engine", (claim, "followups"))
     assert "followups" not in plain.names and "followup" not in plain.text
     assert "followups" in chained.names and 'INSERT INTO "queue_engine".jobs' in chained.text
+
+
+@pytest.mark.parametrize("delay", [1e13, 1e300, timedelta(days=10**8)])
+def test_a_delay_postgres_cannot_add_to_now_is_refused_at_the_call(
+    delay: float | timedelta,
+) -> None:
+    """Not in the finish statement (``interval out of range``), for ctx.enqueue and the client."""
+    with pytest.raises(ValidationError, match="delay must be at most 100000000000 seconds"):
+        FollowUpBuffer(1, 1).add("a", {"delay": delay})
+    with pytest.raises(ValidationError, match="delay must be at most"):
+        build_spec("a", delay=delay)
+    assert build_spec("a", delay=MAX_DELAY_S).delay_s == MAX_DELAY_S
