@@ -10,13 +10,13 @@ asks for ``dsn`` gets a fresh copy of it, so tests never see each other's jobs.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from queue_engine import Client
+from queue_engine import AsyncClient, Client
 from queue_engine.testing.databases import TestServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ if str(TESTS_DIR) not in sys.path:
 PgServer = TestServer
 
 #: Test kinds, one per folder of tests/ (see the markers in pyproject.toml).
-KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging")
+KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging", "examples")
 INVARIANT_PREFIX = "test_invariant_"
 
 
@@ -91,6 +91,13 @@ def empty_dsn(pg_server: PgServer) -> Iterator[str]:
 def client(dsn: str) -> Iterator[Client]:
     """A Client with its own pool on the test database."""
     with Client(dsn) as c:
+        yield c
+
+
+@pytest.fixture
+async def async_client(dsn: str) -> AsyncIterator[AsyncClient]:
+    """An AsyncClient on the test database, for ``@pytest.mark.anyio`` tests (its pool is the test's loop's)."""
+    async with AsyncClient(dsn) as c:
         yield c
 
 
