@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from billing import Invoice, make_engine
 from psycopg.conninfo import make_conninfo
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from billing import Invoice, make_engine
 from queue_engine import Permanent, task
 from queue_engine.context import JobContext
 
@@ -32,7 +32,7 @@ def worker_engine(ctx: JobContext) -> Engine:
 
 @task("billing.send_invoice", queue="billing", max_attempts=5)
 def send_invoice(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
-    """"Send" the invoice and mark it sent; a second run sends nothing (idempotent)."""
+    """ "Send" the invoice and mark it sent; a second run sends nothing (idempotent)."""
     with Session(worker_engine(ctx)) as session, session.begin():
         invoice = session.get(Invoice, args["invoice_id"], with_for_update=True)
         if invoice is None:

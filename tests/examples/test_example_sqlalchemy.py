@@ -45,7 +45,10 @@ def test_the_job_commits_with_the_session_and_the_worker_uses_the_orm(
     assert found.id == job.id and found.queue == "billing"
 
     [outcome] = drain(client, queue="billing")
-    assert (outcome.status, outcome.result) == ("succeeded", {"invoice_id": invoice_id, "sent": True})
+    assert (outcome.status, outcome.result) == (
+        "succeeded",
+        {"invoice_id": invoice_id, "sent": True},
+    )
     with Session(engine) as session:
         assert session.get(billing.Invoice, invoice_id).status == "sent"
 
