@@ -23,7 +23,7 @@ with backoff.
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -49,11 +49,15 @@ CREATE TABLE IF NOT EXISTS cbr_rates (
 
 
 def day_of(args: dict[str, Any]) -> date:
-    """The day a fetch is for: ``args["date"]``, else its schedule slot's date in the bank's zone."""
+    """The day a fetch is for: ``args["date"]``, else its slot's date in the bank's zone.
+
+    A manual run (``queue-ctl schedules run-now cbr-daily``) has no slot: today.
+    """
     if "date" in args:
         return date.fromisoformat(args["date"])
-    slot = datetime.fromisoformat(args["_schedule"]["slot"])
-    return slot.astimezone(BANK_TZ).date()
+    slot = args.get("_schedule", {}).get("slot")
+    when = datetime.fromisoformat(slot) if slot else datetime.now(UTC)
+    return when.astimezone(BANK_TZ).date()
 
 
 def fetch_rates(day: date) -> dict[str, float]:

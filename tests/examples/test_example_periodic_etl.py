@@ -64,6 +64,15 @@ def test_the_daily_slot_fetches_then_loads_that_day(
     assert [o.result.get("date") for o in drain(client, queue="load.cbr")] == ["2026-11-24"] * 2
 
 
+def test_the_day_comes_from_the_date_the_slot_or_today(etl: ModuleType) -> None:
+    assert etl.day_of({"date": "2026-11-20"}) == date(2026, 11, 20)
+    # 22:30 UTC on the 22nd is already the 23rd in Moscow.
+    slot = {"_schedule": {"slot": "2026-11-22T22:30:00+00:00", "reason": "schedule"}}
+    assert etl.day_of(slot) == date(2026, 11, 23)
+    manual = {"_schedule": {"schedule": "cbr-daily", "slot": None, "reason": "manual"}}
+    assert etl.day_of(manual) == datetime.now(etl.BANK_TZ).date()
+
+
 def test_a_second_enqueue_for_the_same_date_is_the_same_job(
     etl: ModuleType, client: Client
 ) -> None:

@@ -78,6 +78,9 @@ def test_up_runs_jobs_restarts_a_killed_worker_and_stops_on_sigint(
             client.enqueue("poison.ok", queue="poison", args={"sleep": 0.05}).id for _ in range(4)
         ]
         _wait("more jobs", lambda: all(client.get(i).status == "succeeded" for i in more))
+        # The new worker may not have run any of them: wait until it is up (its signal
+        # handlers installed), or the SIGINT below could find it still importing.
+        _wait("the new worker to start", lambda: output().count("worker.started") >= 3)
 
         proc.send_signal(signal.SIGINT)
         code = proc.wait(60)
