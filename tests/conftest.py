@@ -9,9 +9,11 @@ asks for ``dsn`` gets a fresh copy of it, so tests never see each other's jobs.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import psycopg
 import pytest
@@ -117,3 +119,36 @@ def _clean_registry() -> Iterator[None]:
     yield
     for name in set(registry.names()) - before:
         registry.unregister(name)
+
+
+EXAMPLES_DIR = REPO_ROOT / "examples"
+
+
+@pytest.fixture
+def load_example() -> Iterator[Callable[[str, str], ModuleType]]:
+    """``load_example(folder, module)``: import ``examples/<folder>/<module>.py`` afresh.
+
+    For the tests of the recipes (tests/examples). The folder goes on
+    ``sys.path`` (example modules have unique names) and the module is imported
+    anew, so its ``@task`` and ``@periodic`` declarations register during the
+    test and are undone after it (tasks by ``_clean_registry``, schedules
+    here), and module-level state (a loaded model) starts empty.
+    """
+    from queue_engine.scheduler import schedule_registry
+
+    schedules_before = {spec.name for spec in schedule_registry.specs()}
+    loaded: list[str] = []
+
+    def load(folder: str, module: str) -> ModuleType:
+        path = str(EXAMPLES_DIR / folder)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+        sys.modules.pop(module, None)
+        loaded.append(module)
+        return importlib.import_module(module)
+
+    yield load
+    for name in {spec.name for spec in schedule_registry.specs()} - schedules_before:
+        schedule_registry.remove(name)
+    for module in loaded:
+        sys.modules.pop(module, None)
