@@ -2,7 +2,8 @@
 
 The public API: :class:`Client` and :class:`AsyncClient` to enqueue and manage
 jobs, :func:`task` to register handlers, :class:`Job` and :class:`JobStatus`
-to read them, and the exceptions in :mod:`queue_engine.errors`.
+to read them, :class:`Workflow` to build DAGs of jobs, and the exceptions in
+:mod:`queue_engine.errors`.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ from queue_engine.errors import (
     QueueEngineError,
     SchemaMissing,
     ValidationError,
+    WorkflowNotFound,
 )
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.migrate import Migrator, wait_for_schema
-from queue_engine.retry import ExponentialBackoff, FixedBackoff, Permanent, Snooze
+from queue_engine.retry import ExponentialBackoff, FixedBackoff, Permanent, Skip, Snooze
 from queue_engine.scheduler.schedules import periodic
 from queue_engine.tasks import registry, task
+from queue_engine.workflows import After, Workflow, WorkflowInfo, WorkflowState, finished
+from queue_engine.workflows.refs import result_of
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "After",
     "AsyncClient",
     "Client",
     "ConfigError",
@@ -43,11 +48,18 @@ __all__ = [
     "Permanent",
     "QueueEngineError",
     "SchemaMissing",
+    "Skip",
     "Snooze",
     "ValidationError",
+    "Workflow",
+    "WorkflowInfo",
+    "WorkflowNotFound",
+    "WorkflowState",
     "__version__",
+    "finished",
     "periodic",
     "registry",
+    "result_of",
     "task",
     "wait_for_schema",
 ]

@@ -7,7 +7,7 @@ and only if the caller's transaction commits.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,8 +20,11 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from queue_engine import operations as ops
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import APPLICATION_NAME, connect_async, schema_errors
-from queue_engine.errors import DatabaseUnavailable, JobNotFound
+from queue_engine.errors import DatabaseUnavailable, JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
+from queue_engine.workflows import operations as wf_ops
+from queue_engine.workflows.model import NodeInfo, WorkflowInfo
+from queue_engine.workflows.spec import Workflow
 
 AsyncConnection = psycopg.AsyncConnection[Any]
 
@@ -203,7 +206,7 @@ class AsyncClient:
         conn: AsyncConnection | None = None,
         message: str = "retried by client",
     ) -> Job:
-        """Put a failed, canceled or lost job back in its queue with fresh attempts."""
+        """Put a failed, canceled, lost or skipped job back in its queue with fresh attempts."""
         async with self._connection(conn) as c:
             try:
                 row = await self._fetch_one(c, ops.retry_statement(self.schema, job_id, message))
@@ -215,6 +218,111 @@ class AsyncClient:
                 await self._fetch_one(c, ops.get_statement(self.schema, job_id))
             )
         raise ops.retry_refusal(job_id, current)
+
+    # Workflows (docs/guides/workflows.md): the statements are built in
+    # queue_engine.workflows.operations, shared with Client.
+
+    async def start_workflow(
+        self, workflow: Workflow, *, conn: AsyncConnection | None = None
+    ) -> WorkflowInfo:
+        """Insert every node and edge of ``workflow`` in one call; return the workflow.
+
+        On the caller's connection the workflow exists iff the caller's
+        transaction commits. With the workflow's idempotency key naming an
+        existing workflow, that one is returned (``created`` False) and nothing
+        is written. The shape (names, edges, cycles, job options) is checked
+        before anything is sent.
+        """
+        statement = wf_ops.start_statement(self.schema, workflow)
+        async with self._connection(conn) as c:
+            row = await self._fetch_one(c, statement)
+            assert row is not None  # start_workflow always answers one row
+            info = await self._fetch_one(c, wf_ops.get_statement(self.schema, row["workflow_id"]))
+        assert info is not None
+        return WorkflowInfo.from_row(info, created=row["created"])
+
+    async def get_workflow(
+        self, workflow_id: int, *, conn: AsyncConnection | None = None
+    ) -> WorkflowInfo:
+        """The workflow's state and node counts (its row and tallies; no scan of its jobs)."""
+        async with self._connection(conn) as c:
+            row = await self._fetch_one(c, wf_ops.get_statement(self.schema, workflow_id))
+        if row is None:
+            raise WorkflowNotFound(workflow_id)
+        return WorkflowInfo.from_row(row)
+
+    async def list_workflows(
+        self,
+        *,
+        state: str | None = None,
+        name: str | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+        conn: AsyncConnection | None = None,
+    ) -> Sequence[WorkflowInfo]:
+        """Workflows newest first; pass the last id as ``before_id`` for the next page."""
+        statement = wf_ops.list_statement(
+            self.schema, state=state, name=name, limit=limit, before_id=before_id
+        )
+        async with self._connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
+            await cur.execute(statement.query, statement.params)
+            return [WorkflowInfo.from_row(r) for r in await cur.fetchall()]
+
+    async def workflow_nodes(
+        self, workflow_id: int, *, conn: AsyncConnection | None = None
+    ) -> Sequence[NodeInfo]:
+        """Every node of the workflow with its state and edges, parents first."""
+        statement = wf_ops.nodes_statement(self.schema, workflow_id)
+        async with self._connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
+            await cur.execute(statement.query, statement.params)
+            rows = await cur.fetchall()
+        if not rows:
+            await self.get_workflow(workflow_id, conn=conn)  # raises WorkflowNotFound
+        return [NodeInfo.from_row(r) for r in rows]
+
+    async def cancel_workflow(
+        self,
+        workflow_id: int,
+        *,
+        conn: AsyncConnection | None = None,
+        message: str = "workflow canceled by client",
+    ) -> tuple[int, int]:
+        """Cancel every unfinished node; return (canceled now, running nodes asked to stop).
+
+        Refused (:class:`~queue_engine.errors.InvalidTransition`) for a workflow
+        that has already ended.
+        """
+        async with self._connection(conn) as c:
+            row = await self._fetch_one(
+                c, wf_ops.cancel_statement(self.schema, workflow_id, message)
+            )
+        return wf_ops.cancel_outcome(workflow_id, row)
+
+    async def retry_workflow(
+        self,
+        workflow_id: int,
+        *,
+        conn: AsyncConnection | None = None,
+        message: str = "workflow retried by client",
+    ) -> int:
+        """Re-run failed, canceled and lost nodes and their descendants; return how many.
+
+        Only an ended workflow is retried (cancel a running one first).
+        """
+        async with self._connection(conn) as c:
+            row = await self._fetch_one(
+                c, wf_ops.retry_statement(self.schema, workflow_id, message)
+            )
+        return wf_ops.retry_outcome(workflow_id, row)
+
+    async def provide_input(
+        self, workflow_id: int, node: str, value: Any, *, conn: AsyncConnection | None = None
+    ) -> bool:
+        """Give an input node its value; True if provided now, False if it had been already."""
+        statement = wf_ops.provide_input_statement(self.schema, workflow_id, node, value)
+        async with self._connection(conn) as c:
+            row = await self._fetch_one(c, statement)
+        return wf_ops.input_outcome(workflow_id, node, row["outcome"] if row else None)
 
     async def list(
         self,

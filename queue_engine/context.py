@@ -63,6 +63,19 @@ class ClaimedJob:
     created_at: datetime
     cancel_requested: bool = False
     affinity_key: str | None = None
+    #: For a workflow node: the workflow, the node's name, and its parents as
+    #: ``{node: {"status": ..., "result": ...}}`` (read by the claim itself).
+    workflow_id: int | None = None
+    node: str | None = None
+    parents: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParentOutcome:
+    """How one parent of a workflow node ended, and what it returned."""
+
+    status: str
+    result: Any
 
 
 class JobContext:
@@ -105,6 +118,34 @@ class JobContext:
         self._beat = beat
         self._connections = connections
         self._conn: psycopg.Connection[Any] | None = None
+
+    @property
+    def workflow_id(self) -> int | None:
+        """The workflow this job is a node of (None for a plain job)."""
+        return self.job.workflow_id
+
+    @property
+    def node(self) -> str | None:
+        """This node's name in its workflow (None for a plain job)."""
+        return self.job.node
+
+    @property
+    def parents(self) -> dict[str, ParentOutcome]:
+        """The parents of this workflow node by name: how each ended and its result.
+
+        Empty for a plain job or a node without parents. A node after a
+        ``finished`` edge sees failed parents here too (status ``failed``,
+        ``canceled``, ``lost`` or ``skipped``).
+        """
+        return {
+            name: ParentOutcome(str(p.get("status")), p.get("result"))
+            for name, p in (self.job.parents or {}).items()
+        }
+
+    @property
+    def parent_results(self) -> dict[str, Any]:
+        """The parents' results by node name (None for a parent that returned nothing)."""
+        return {name: p.result for name, p in self.parents.items()}
 
     @property
     def cancel_requested(self) -> bool:

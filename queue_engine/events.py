@@ -58,6 +58,7 @@ _WORKER: Final[dict[str, str]] = {
     # job.*: one line per job outcome and per incident of a job.
     "job.started": "a handler starts a job (debug only; carries the masked arguments)",
     "job.succeeded": "the handler returned; the job is succeeded",
+    "job.skipped": "the handler raised or returned Skip; the job is skipped (final)",
     "job.failed": "the job failed for good (permanent error, attempts spent, bad result or unknown task)",
     "job.retry_scheduled": "the handler raised; the job is queued again after the retry delay",
     "job.snoozed": "the handler snoozed; the job is queued again after the delay, attempt not counted",

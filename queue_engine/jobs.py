@@ -15,19 +15,25 @@ from typing import Any
 class JobStatus(StrEnum):
     """Where a job is in its life."""
 
+    #: A workflow node whose parents have not all ended, or an input node awaiting its value.
+    WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELED = "canceled"
     LOST = "lost"
+    #: Final: the handler skipped the node, or a skipped parent's edge said so.
+    SKIPPED = "skipped"
 
 
-ACTIVE_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
+ACTIVE_STATUSES = frozenset({JobStatus.WAITING, JobStatus.QUEUED, JobStatus.RUNNING})
 FINISHED_STATUSES = frozenset(
-    {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST}
+    {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST, JobStatus.SKIPPED}
 )
-RETRYABLE_STATUSES = frozenset({JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST})
+RETRYABLE_STATUSES = frozenset(
+    {JobStatus.FAILED, JobStatus.CANCELED, JobStatus.LOST, JobStatus.SKIPPED}
+)
 
 ALLOWED_TRANSITIONS: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
     {
@@ -41,6 +47,18 @@ ALLOWED_TRANSITIONS: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
         (JobStatus.FAILED, JobStatus.QUEUED),
         (JobStatus.CANCELED, JobStatus.QUEUED),
         (JobStatus.LOST, JobStatus.QUEUED),
+        # Workflows (migration 0007).
+        (JobStatus.WAITING, JobStatus.QUEUED),
+        (JobStatus.WAITING, JobStatus.CANCELED),
+        (JobStatus.WAITING, JobStatus.SKIPPED),
+        (JobStatus.WAITING, JobStatus.SUCCEEDED),
+        (JobStatus.WAITING, JobStatus.FAILED),
+        (JobStatus.RUNNING, JobStatus.SKIPPED),
+        (JobStatus.SKIPPED, JobStatus.QUEUED),
+        (JobStatus.FAILED, JobStatus.WAITING),
+        (JobStatus.CANCELED, JobStatus.WAITING),
+        (JobStatus.LOST, JobStatus.WAITING),
+        (JobStatus.SKIPPED, JobStatus.WAITING),
     }
 )
 
@@ -81,6 +99,11 @@ class Job:
     #: defaulted so rows of a database not yet migrated to 0004, which lack the
     #: column, still load.
     affinity_key: str | None = None
+    #: The workflow this job is a node of, and the node's name (migration 0007).
+    workflow_id: int | None = None
+    node: str | None = None
+    #: While ``waiting``: parents (or gates of parents) still to end well.
+    pending_parents: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:

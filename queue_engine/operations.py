@@ -239,9 +239,15 @@ def retry_refusal(job_id: int, current: Job | None) -> QueueEngineError:
     """Explain why a retry changed nothing."""
     if current is None:
         return JobNotFound(job_id)
+    if current.workflow_id is not None:
+        return InvalidTransition(
+            f"cannot retry job {job_id} alone: it is node {current.node} of workflow "
+            f"{current.workflow_id}; retry the workflow (queue-ctl workflows retry "
+            f"{current.workflow_id}), which re-runs it and its descendants"
+        )
     return InvalidTransition(
         f"cannot retry job {job_id}: it is {current.status} "
-        "(only failed, canceled or lost jobs can be retried)"
+        "(only failed, canceled, lost or skipped jobs can be retried)"
     )
 
 

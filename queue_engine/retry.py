@@ -21,6 +21,19 @@ class Permanent(Exception):
     """Raise from a handler to fail the job now, whatever attempts remain."""
 
 
+class Skip(Exception):
+    """Raise (or return) from a handler to end the job ``skipped``: final, not a failure.
+
+    For a workflow node, children treat a skipped parent as their edge says:
+    an edge that requires success skips them too, a ``finished`` edge runs
+    them (docs/guides/workflows.md).
+    """
+
+    def __init__(self, reason: str = "skipped by the handler") -> None:
+        super().__init__(reason)
+        self.reason = str(reason)
+
+
 class Snooze(Exception):
     """Raise from a handler to run the job again after ``seconds``, not counted as an attempt."""
 

@@ -47,7 +47,16 @@ def status_of(conn: Conn, job_id: int) -> str:
 
 
 def test_status_enum_matches_the_schema() -> None:
-    assert set(STATUSES) == {"queued", "running", "succeeded", "failed", "canceled", "lost"}
+    assert set(STATUSES) == {
+        "waiting",
+        "queued",
+        "running",
+        "succeeded",
+        "failed",
+        "canceled",
+        "lost",
+        "skipped",
+    }
     assert set(JobStatus) == ACTIVE_STATUSES | FINISHED_STATUSES
     assert not ACTIVE_STATUSES & FINISHED_STATUSES
     # Retryable = the finished statuses that may go back to queued; the others are terminal.
@@ -63,7 +72,7 @@ def test_allowed_transitions_equal_the_database_table(conn: Conn) -> None:
     ).fetchall()
     assert len(rows) == len(set(rows))
     assert {(JobStatus(f), JobStatus(t)) for f, t in rows} == set(ALLOWED_TRANSITIONS)
-    assert len(ALLOWED_TRANSITIONS) == 10
+    assert len(ALLOWED_TRANSITIONS) == 21  # 10 for jobs, 11 more for workflows (0007)
 
 
 def test_every_status_pair_is_guarded(conn: Conn) -> None:
@@ -90,7 +99,7 @@ def test_every_status_pair_is_guarded(conn: Conn) -> None:
         if pair[0] != pair[1]
     }
     assert outcomes == expected
-    assert sum(v == "allowed" for v in outcomes.values()) == 10
+    assert sum(v == "allowed" for v in outcomes.values()) == 21
 
 
 def test_updates_that_keep_the_status_are_not_guarded(conn: Conn) -> None:

@@ -1,13 +1,14 @@
--- A queued job is canceled at once; a running one is asked to stop
+-- A queued job (or a waiting workflow node) is canceled at once; a running one
+-- is asked to stop
 -- (cancel_requested, seen by its worker's lease renewer, and a NOTIFY for a
 -- faster wake). Returns the job after the change, or nothing if the job is
 -- not active (the caller then reports why).
 WITH upd AS (
     UPDATE __SCHEMA__.jobs j SET
-        status = CASE WHEN j.status = 'queued' THEN 'canceled' ELSE j.status END,
-        finished_at = CASE WHEN j.status = 'queued' THEN now() ELSE j.finished_at END,
+        status = CASE WHEN j.status IN ('queued', 'waiting') THEN 'canceled' ELSE j.status END,
+        finished_at = CASE WHEN j.status IN ('queued', 'waiting') THEN now() ELSE j.finished_at END,
         cancel_requested = true
-    WHERE j.id = %(id)s AND j.status IN ('queued', 'running')
+    WHERE j.id = %(id)s AND j.status IN ('queued', 'waiting', 'running')
     RETURNING j.*
 ),
 prior AS (

@@ -194,7 +194,14 @@ claimed AS (
                             LIMIT (SELECT a.n FROM allowed a)))
     RETURNING j.id, j.attempt, j.status, j.queue, j.task, j.args, j.max_attempts, j.priority,
               j.lock_key, j.lease_ttl_s, j.timeout_s, j.created_at, j.cancel_requested,
-              j.affinity_key
+              j.affinity_key, j.workflow_id, j.node,
+              -- A workflow node's parents (name -> status and result), for the
+              -- handler's ctx.parents: a plain job never runs the subquery.
+              CASE WHEN j.workflow_id IS NULL THEN NULL ELSE (
+                  SELECT jsonb_object_agg(p.node, jsonb_build_object('status', p.status,
+                                                                     'result', p.result))
+                  FROM __SCHEMA__.job_deps d JOIN __SCHEMA__.jobs p ON p.id = d.parent_id
+                  WHERE d.child_id = j.id) END AS parents
 ),
 claim_events AS (
     INSERT INTO __SCHEMA__.job_events (job_id, kind, from_status, to_status, attempt, worker_id)
@@ -205,13 +212,14 @@ claim_events AS (
 -- row saying the rate limit withheld picked jobs (retry when a token is due).
 SELECT true AS is_claim, c.id, c.attempt, c.status, c.queue, c.task, c.args, c.max_attempts,
        c.priority, c.lock_key, c.lease_ttl_s, c.timeout_s, c.created_at, c.cancel_requested,
-       c.affinity_key
+       c.affinity_key, c.workflow_id, c.node, c.parents
 FROM claimed c
 UNION ALL
 SELECT false, f.id, f.attempt, f.status, f.queue, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL
+       NULL, NULL, NULL, NULL, NULL
 FROM finished f CROSS JOIN (SELECT count(*) FROM wake) w
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL
 FROM allowed a
 WHERE a.n < (SELECT count(*) FROM pick)

@@ -3,7 +3,7 @@
 -- wake latency percentiles (started_at - created_at, in ms; unstarted jobs,
 -- whose started_at is NULL, are ignored by percentile_cont).
 SELECT count(*) AS total,
-       count(*) FILTER (WHERE status IN ('succeeded', 'failed', 'canceled', 'lost')) AS finished,
+       count(*) FILTER (WHERE status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')) AS finished,
        count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
        min(started_at) AS first_started,
        max(finished_at) AS last_finished,

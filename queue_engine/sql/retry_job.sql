@@ -1,5 +1,7 @@
--- Put a failed, canceled or lost job back in its queue with fresh attempts.
--- Returns nothing if the job is in another status (the caller reports why).
+-- Put a failed, canceled, lost or skipped job back in its queue with fresh attempts.
+-- Returns nothing if the job is in another status, or is a workflow's node (its
+-- descendants were canceled with it: `retry_workflow` re-runs them together;
+-- the caller reports why).
 WITH prior AS (
     SELECT id, status FROM __SCHEMA__.jobs WHERE id = %(id)s
 ),
@@ -16,7 +18,7 @@ upd AS (
         finished_at = NULL,
         duration_ms = NULL,
         result = NULL
-    WHERE j.id = %(id)s AND j.status IN ('failed', 'canceled', 'lost')
+    WHERE j.id = %(id)s AND j.status IN ('failed', 'canceled', 'lost', 'skipped') AND j.workflow_id IS NULL
     RETURNING j.*
 ),
 ev AS (

@@ -50,6 +50,10 @@ GRANT SELECT ON __SCHEMA__.queues, __SCHEMA__.worker_parks TO __WORKER_ROLE__;
 -- it through take_rate_tokens, a SECURITY DEFINER function: the worker can take
 -- tokens but not write the bucket itself (EXECUTE is revoked from PUBLIC).
 GRANT EXECUTE ON FUNCTION __SCHEMA__.take_rate_tokens(text, integer) TO __WORKER_ROLE__;
+-- The claim reads a workflow node's parents (their results, for ctx.parents)
+-- through the edges. Ending a node updates the workflow tables through the
+-- jobs_workflow_moved trigger, a SECURITY DEFINER function: no grant needed.
+GRANT SELECT ON __SCHEMA__.job_deps TO __WORKER_ROLE__;
 -- Not granted to any group: give_back_jobs (the lease reaper's and fast
 -- recovery's transition) is the orchestrator's, which runs as the owner.
 
@@ -60,6 +64,15 @@ GRANT USAGE ON SEQUENCE __SCHEMA__.jobs_id_seq TO __PRODUCER_ROLE__;
 GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timestamptz, integer,
     text, text, text, integer, integer, text, text) TO __PRODUCER_ROLE__;
 
+-- Workflows: start one and give an input node its value (both SECURITY
+-- DEFINER functions, EXECUTE revoked from PUBLIC), and read them back.
+GRANT EXECUTE ON FUNCTION __SCHEMA__.start_workflow(text, jsonb, text, text, text),
+    __SCHEMA__.provide_input(bigint, text, jsonb) TO __PRODUCER_ROLE__;
+GRANT SELECT ON __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps
+    TO __PRODUCER_ROLE__;
+
 -- Monitor: read everything the views and dashboards read.
 GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.job_events, __SCHEMA__.workers,
-    __SCHEMA__.job_transitions, __SCHEMA__.queues, __SCHEMA__.worker_parks TO __MONITOR_ROLE__;
+    __SCHEMA__.job_transitions, __SCHEMA__.queues, __SCHEMA__.worker_parks,
+    __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates
+    TO __MONITOR_ROLE__;

@@ -38,7 +38,7 @@ slice AS (
            j.duration_ms
     FROM __SCHEMA__.jobs j
     WHERE j.finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
-      AND j.status IN ('succeeded', 'failed', 'canceled', 'lost')
+      AND j.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
 ),
 job_agg AS (

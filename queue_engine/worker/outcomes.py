@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine.context import ClaimedJob
-from queue_engine.retry import DEFAULT_RETRY, Permanent, Snooze
+from queue_engine.retry import DEFAULT_RETRY, Permanent, Skip, Snooze
 from queue_engine.worker.executor import JobCanceled
 
 #: The stored traceback is capped at this many bytes (UTF-8); the tail is kept.
@@ -119,6 +119,8 @@ def succeeded(
     A result that cannot be stored would fail the same way on every attempt, so
     it fails at once rather than being retried.
     """
+    if isinstance(result, Skip):
+        return skipped(job, result, duration_ms, progress)
     if result is None:
         encoded = None
     else:
@@ -150,6 +152,29 @@ def succeeded(
     )
 
 
+def skipped(job: ClaimedJob, skip: Skip, duration_ms: int, progress: str | None = None) -> Outcome:
+    """The handler raised or returned :class:`Skip`: final, the reason kept as the result."""
+    reason = clean_text(skip.reason)[:MAX_MESSAGE_CHARS]
+    return Outcome(
+        job.id,
+        job.attempt,
+        "skipped",
+        "skipped",
+        result=encode_json({"skipped": reason}),
+        duration_ms=duration_ms,
+        progress=progress,
+        message=reason,
+    )
+
+
+def bad_reference(job: ClaimedJob, problem: str) -> Outcome:
+    """A ``$result`` reference in a node's args could not be resolved: fail it, no retry."""
+    message = f"bad reference in args: {problem}"[:MAX_MESSAGE_CHARS]
+    return Outcome(
+        job.id, job.attempt, "failed", "failed", error=message, duration_ms=0, message=message
+    )
+
+
 def from_exception(
     job: ClaimedJob,
     exc: BaseException,
@@ -164,6 +189,8 @@ def from_exception(
     common: dict[str, Any] = {"duration_ms": duration_ms, "progress": progress}
     if isinstance(exc, JobCanceled):
         return Outcome(job.id, job.attempt, "canceled", "canceled", message=str(exc), **common)
+    if isinstance(exc, Skip):
+        return skipped(job, exc, duration_ms, progress)
     if isinstance(exc, Snooze):
         return Outcome(
             job.id,

@@ -32,6 +32,7 @@ from queue_engine.worker.handler_connections import HandlerConnections
 from queue_engine.worker.jobs import HeldJob, HeldJobs
 from queue_engine.worker.settings import WorkerSettings
 from queue_engine.worker.watchdog import JobWatchdog, job_budget_s, stall_timeout_s
+from queue_engine.workflows import refs
 
 log = logging.getLogger("queue_engine.worker")
 
@@ -86,6 +87,13 @@ class JobRunner:
         if canceled:
             self.jobs.add_outcome(oc.canceled_before_start(job))
             return
+        args = job.args
+        if job.parents is not None and refs.has_references(args):
+            try:
+                args = refs.resolve(args, job.parents)
+            except refs.BadReference as exc:
+                self.jobs.add_outcome(oc.bad_reference(job, str(exc)))
+                return
         if job.lock_key is not None and not self._take_lock_key(held):
             self.jobs.add_outcome(oc.released(job))
             return
@@ -127,7 +135,7 @@ class JobRunner:
             watchdog.note_lost(job.id, job.attempt)
         started = time.perf_counter()
         try:
-            result = self.executor.run(definition, job.args, ctx)
+            result = self.executor.run(definition, args, ctx)
         except Exception as exc:
             outcome = oc.from_exception(
                 job,

@@ -212,6 +212,9 @@ def finish_and_claim(
                     created_at=row[12],
                     cancel_requested=row[13],
                     affinity_key=row[14],
+                    workflow_id=row[15],
+                    node=row[16],
+                    parents=row[17],
                 )
             )
         else:
