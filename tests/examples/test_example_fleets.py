@@ -6,6 +6,8 @@ locally: each file must be valid and its app must import with the file's
 folder: its two worker processes each load the model once for many jobs and
 record every job's progress; a worker killed with SIGKILL is restarted (and
 its successor loads the model once again); SIGINT stops everything with exit 0.
+The periodic-ETL fleet's scheduler syncs the app's ``@periodic`` schedule
+and its workers fetch and load a day.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -116,5 +119,31 @@ def test_the_warm_model_fleet_runs_restarts_a_killed_worker_and_stops_on_sigint(
         assert code == 0, text
         assert "all children stopped" in text
         assert alive(seen) == [], text
+    finally:
+        cleanup(proc, up, out)
+
+
+def test_the_periodic_etl_fleet_syncs_its_schedule_and_loads_a_day(
+    dsn: str, client: Client, conn: Any, tmp_path: Path
+) -> None:
+    """The fleet's scheduler imports the app through the file's pythonpath and syncs @periodic."""
+    proc, up, out = start_up(
+        "--config", str(EXAMPLES / "periodic_etl" / "fleet.toml"), "--dsn", dsn, cwd=tmp_path
+    )
+    try:
+        wait(
+            "the schedule to be synced",
+            lambda: conn.execute(
+                "SELECT app FROM queue_engine.schedules WHERE name = 'cbr-daily'"
+            ).fetchone(),
+        )
+        fetch = client.enqueue("cbr.fetch", queue="load.cbr", args={"date": "2026-11-20"})
+        wait("the fetch", lambda: client.get(fetch.id).status == "succeeded")
+        load_id = client.get(fetch.id).result["load_job"]
+        wait("the load", lambda: client.get(load_id).status == "succeeded")
+        rows = conn.execute("SELECT count(*) FROM cbr_rates WHERE day = '2026-11-20'").fetchone()
+        assert rows == (3,)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, read(out)
     finally:
         cleanup(proc, up, out)
