@@ -39,11 +39,26 @@ class AsyncClient:
         schema: str | None = None,
         conn: AsyncConnection | None = None,
         pool_size: int = 4,
+        prepared_statements: bool = True,
     ) -> None:
+        """Remember where to connect; the pool is opened on first use.
+
+        ``prepared_statements=False`` for a DSN through a transaction pooler
+        that cannot carry them (PgBouncer before 1.21, or without
+        ``max_prepared_statements``): each call then has its statement parsed
+        anew. It applies to the client's own pool; a connection you pass in is
+        yours to configure (``prepare_threshold=None``).
+        """
         self.schema = resolve_schema(schema)
         self._conn = conn
         self._dsn = resolve_dsn(dsn)
         self._pool_size = pool_size
+        self._pool_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "application_name": APPLICATION_NAME,
+        }
+        if not prepared_statements:
+            self._pool_kwargs["prepare_threshold"] = None
         self._pool: AsyncConnectionPool | None = None
 
     async def __aenter__(self) -> AsyncClient:
@@ -66,7 +81,7 @@ class AsyncClient:
                 self._dsn,
                 min_size=1,
                 max_size=self._pool_size,
-                kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
+                kwargs=self._pool_kwargs,
                 open=False,
                 name="queue-engine-async-client",
             )
