@@ -8,6 +8,7 @@ committed one differs, so the page cannot go stale. Regenerate it with::
 
 from __future__ import annotations
 
+import posixpath
 import sys
 from typing import Any
 
@@ -74,6 +75,10 @@ def _schema(name: str, schema: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: The guide the page links to, and where the page lives (the link is relative).
+GUIDE = "docs/guides/web.md"
+PAGE = "docs/reference/http-api.md"
+
 HEADER = """\
 # HTTP API reference
 
@@ -81,7 +86,7 @@ Generated from the OpenAPI document of `queue-web` (`python -m queue_engine.web.
 docs/reference/http-api.md`); a test fails when this page is stale. A running
 server serves the same document at `/openapi.json` and an explorer at `/docs`.
 How to run the server, configure credentials and secure it:
-[the web guide](../guides/web.md).
+[the web guide]({guide}).
 
 - **Authentication**: `Authorization: Bearer <token>` (tokens from
   `QUEUE_ENGINE_WEB_TOKENS`), or basic auth / the login cookie (logins from
@@ -107,7 +112,8 @@ How to run the server, configure credentials and secure it:
 
 def render_markdown(doc: dict[str, Any]) -> str:
     """The reference page for an OpenAPI document (deterministic: sorted by tag, then path)."""
-    lines = [HEADER]
+    guide = posixpath.relpath(GUIDE, posixpath.dirname(PAGE))
+    lines = [HEADER.replace("{guide}", guide)]
     by_tag: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
     for path, item in doc["paths"].items():
         for method in HTTP_METHODS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from orchestrator_procs import BIN, WAIT_S, procs, wait_for
 from psycopg.conninfo import make_conninfo
 
@@ -116,3 +118,23 @@ def test_bad_token_list_exits_2_without_echoing_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "QUEUE_ENGINE_WEB_TOKENS" in result.stderr and "unknown scope 'admin'" in result.stderr
     assert "secret-token-value" not in result.stderr
+
+
+UNIT = Path(__file__).resolve().parents[2] / "systemd" / "queue-web.service"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
+    copy = tmp_path / UNIT.name
+    copy.write_text(UNIT.read_text().replace("/opt/queue-engine/venv/bin/", f"{BIN}/"))
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "" and proc.stdout.strip() == "", proc.stderr + proc.stdout
+    text = UNIT.read_text()
+    assert "RestartPreventExitStatus=2" in text and "KillSignal=SIGTERM" in text
