@@ -267,3 +267,25 @@ def test_no_secret_in_any_body_or_log_line(dsn: str, caplog: pytest.LogCaptureFi
 def test_settings_repr_hides_secrets() -> None:
     settings = WebSettings(dsn="host=x password=hunter2-secret", tokens={"t" * 20: Scope.READ})
     assert "hunter2" not in repr(settings) and "t" * 20 not in repr(settings)
+
+
+def test_an_unexpected_error_is_a_500_problem_without_a_traceback(dsn: str) -> None:
+    with web_client(dsn) as api:
+
+        @api.app.get("/test-only/boom")  # type: ignore[attr-defined]
+        def boom() -> None:
+            raise RuntimeError("internal detail password=hunter2")
+
+        body = is_problem(api.get("/test-only/boom"), 500)
+        assert "RuntimeError" in body["detail"] and "hunter2" not in body["detail"]
+
+
+def test_monitor_role_cannot_read_schedules_as_documented(
+    dsn: str, role_dsns: dict[str, str]
+) -> None:
+    """docs/guides/web.md: with a read DSN, read-scope schedule listing is refused by the database."""
+    with web_client(dsn, read_dsn=role_dsns["monitor"]) as api:
+        assert is_problem(api.get("/api/v1/schedules", headers=READ), 403)["type"].endswith(
+            "database-refused"
+        )
+        assert api.get("/api/v1/schedules", headers=OPERATOR).status_code == 200
