@@ -36,6 +36,7 @@ def test_queues_list_and_controls(api: TestClient, client: Client, conn) -> None
     queues = api.get("/api/v1/queues", headers=READ).json()["queues"]
     infer = next(q for q in queues if q["queue"] == "infer")
     assert infer["queued"] == 1 and "throughput_per_s" in infer and "wait_p50_s" in infer
+    assert infer["replicas"]["suggested"] == 1  # undeclared fields pass through the model
     paused = api.post("/api/v1/queues/infer/pause", headers=OPERATOR)
     assert paused.status_code == 200 and paused.json()["was_paused"] is False
     assert api.get("/api/v1/queues/infer", headers=READ).json()["paused"] is True
@@ -77,6 +78,7 @@ def test_workers_list_park_unpark_stop(api: TestClient, conn) -> None:
     workers = api.get("/api/v1/workers", headers=READ).json()["workers"]
     assert {w["id"] for w in workers} == {"w-1", "w-2"}
     assert next(w for w in workers if w["id"] == "w-1")["load_1m"] == 0.5
+    assert all("stop_requested" in w and "started_at" in w for w in workers)
     parked = api.post("/api/v1/workers/w-1/park", headers=OPERATOR)
     assert parked.status_code == 200, parked.text
     assert parked.json()["worker_ids"] == ["w-1"]

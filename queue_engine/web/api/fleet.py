@@ -18,7 +18,13 @@ from fastapi import APIRouter, Depends, Path, Request
 
 from queue_engine import controls, stats
 from queue_engine.web.api.deps import API_PREFIX, connection
-from queue_engine.web.api.models import FleetTargetBody, RateBody, ScaleBody
+from queue_engine.web.api.models import (
+    FleetTargetBody,
+    QueuesOut,
+    RateBody,
+    ScaleBody,
+    WorkersOut,
+)
 from queue_engine.web.auth import Principal, require_operator, require_read
 
 router = APIRouter(prefix=API_PREFIX, tags=["fleet"])
@@ -41,7 +47,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-@router.get("/queues")
+@router.get("/queues", response_model=QueuesOut)
 def list_queues(request: Request, principal: Read) -> dict[str, Any]:
     """Every queue with depth (queued, delayed, running), throughput, wait and run times, controls."""
     with connection(request, principal) as conn:
@@ -95,7 +101,7 @@ def rate_queue(
     return {**plain(result), "changed": result.changed}
 
 
-@router.get("/workers")
+@router.get("/workers", response_model=WorkersOut)
 def list_workers(request: Request, principal: Read) -> dict[str, Any]:
     """Every worker, orchestrator and scheduler row: liveness, current job, host telemetry."""
     with connection(request, principal) as conn:

@@ -230,3 +230,81 @@ class FleetTargetBody(Strict):
     host: str | None = None
     queue: str | None = None
     worker_id: str | None = None
+
+
+class Open(BaseModel):
+    """An answer whose main fields are declared; more may follow (``extra="allow"``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class QueueOut(Open):
+    """One queue's figures (definitions: docs/operations.md), as ``queue-ctl stats --json``."""
+
+    queue: str
+    queued: int = Field(description="claimable now")
+    delayed: int = Field(description="queued, available later")
+    running: int
+    in_1m: int = Field(description="jobs created in the last minute")
+    out_1m: int = Field(description="jobs finished in the last minute")
+    oldest_queued_s: float | None
+    wait_p50_s: float | None
+    wait_p95_s: float | None
+    run_p50_s: float | None
+    run_p95_s: float | None
+    workers_live: int
+    workers_parked: int
+    paused: bool
+    scale_limit: int | None
+    rate_limit: float | None
+    throughput_per_s: dict[str, float]
+
+
+class QueuesOut(BaseModel):
+    """Every queue with jobs or controls."""
+
+    queues: list[QueueOut]
+
+
+class WorkerOut(Open):
+    """One row of the workers table (workers, orchestrators, schedulers)."""
+
+    id: str
+    role: str
+    host: str
+    pid: int
+    queue: str | None
+    state: str
+    current_job_id: int | None
+    heartbeat_age_s: float
+    liveness: str
+    telemetry: dict[str, Any] | None = Field(description="host load, GPU use when reported")
+    load_1m: float | None
+
+
+class WorkersOut(BaseModel):
+    """Every worker row."""
+
+    workers: list[WorkerOut]
+
+
+class ScheduleOut(Open):
+    """One schedule, as ``queue-ctl schedules list --json``."""
+
+    name: str
+    expression: str
+    tz: str
+    task: str
+    queue: str
+    enabled: bool
+    source: str
+    last_slot: str | None
+    last_job_id: int | None
+    next_fire: str | None
+
+
+class SchedulesOut(BaseModel):
+    """Every schedule; ``errors`` lists rows that no longer validate."""
+
+    schedules: list[ScheduleOut]
+    errors: list[str]

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Path, Request
 
 from queue_engine.scheduler import store
 from queue_engine.web.api.deps import API_PREFIX, connection
+from queue_engine.web.api.models import SchedulesOut
 from queue_engine.web.auth import Principal, require_operator, require_read
 
 router = APIRouter(prefix=f"{API_PREFIX}/schedules", tags=["schedules"])
@@ -23,7 +24,7 @@ Operator = Annotated[Principal, Depends(require_operator)]
 Name = Annotated[str, Path(description="the schedule's name")]
 
 
-@router.get("")
+@router.get("", response_model=SchedulesOut)
 def list_schedules(request: Request, principal: Read) -> dict[str, Any]:
     """Every schedule with its next fire time and last slot; rows that no longer validate as errors."""
     with connection(request, principal) as conn:
