@@ -129,3 +129,12 @@ def request(method: str, headers: dict[str, str]) -> Request:
 def test_csrf_rule(method: str, headers: dict[str, str], refused: bool) -> None:
     why = refusal(request(method, headers), frozenset({"https://trusted.example"}))
     assert (why is not None) is refused, why
+
+
+def test_outage_warning_at_most_once_a_minute() -> None:
+    from queue_engine.web.state import WebState
+
+    state = WebState(WebSettings())
+    assert state.outage_warning_due(now=100.0)
+    assert not state.outage_warning_due(now=130.0)
+    assert state.outage_warning_due(now=161.0)
