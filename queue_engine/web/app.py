@@ -53,7 +53,9 @@ def create_app(settings: WebSettings) -> FastAPI:
         version=version("queue-engine"),
         description=API_DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        # Swagger UI loads its scripts from a CDN into this origin, where the
+        # dashboard's login cookie lives: only when asked for.
+        docs_url="/docs" if settings.api_explorer else None,
         redoc_url=None,
         openapi_url="/openapi.json",
     )
