@@ -21,6 +21,7 @@ from queue_engine.service import log_event
 from queue_engine.web import openapi, problems
 from queue_engine.web.api import router as api_router
 from queue_engine.web.csrf import csrf_middleware
+from queue_engine.web.limits import BodyLimit
 from queue_engine.web.pages import mount_pages
 from queue_engine.web.settings import WebSettings
 from queue_engine.web.state import WebState
@@ -62,6 +63,7 @@ def create_app(settings: WebSettings) -> FastAPI:
     app.state.web = state
     problems.install(app)
     app.middleware("http")(csrf_middleware)
+    app.add_middleware(BodyLimit)
     app.include_router(api_router)
     mount_pages(app)
     openapi.install(app)
