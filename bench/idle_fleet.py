@@ -124,11 +124,15 @@ def main() -> None:
     sizes = [int(x) for x in args.workers.split(",")]
     with big_server(max(sizes) * 2 + 50) as admin:
         with psycopg.connect(admin) as c:
-            print(f"# server {c.execute('SHOW server_version').fetchone()[0]}, "
-                  f"poll {os.environ.get('QUEUE_ENGINE_POLL_S', '1.0')} s, "
-                  f"heartbeat {os.environ.get('QUEUE_ENGINE_HEARTBEAT_S', '10')} s")
-        print("| workers | phase | DB CPU, % of one core | workers' CPU, % of one core "
-              "| transactions/s (fleet) | per job |")
+            print(
+                f"# server {c.execute('SHOW server_version').fetchone()[0]}, "
+                f"poll {os.environ.get('QUEUE_ENGINE_POLL_S', '1.0')} s, "
+                f"heartbeat {os.environ.get('QUEUE_ENGINE_HEARTBEAT_S', '10')} s"
+            )
+        print(
+            "| workers | phase | DB CPU, % of one core | workers' CPU, % of one core "
+            "| transactions/s (fleet) | per job |"
+        )
         print("|---|---|---|---|---|---|")
         for n in sizes:
             with fresh_database(admin) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
@@ -138,14 +142,19 @@ def main() -> None:
                     time.sleep(args.settle)
                     pids = [p.pid for p in procs]
                     idle = measure(conn, pids, args.window, None, 0)
-                    print(f"| {n} | idle | {idle['db_cpu_pct']:.2f} | "
-                          f"{idle['workers_cpu_pct']:.2f} | {idle['xact_per_s']:.0f} | |")
+                    print(
+                        f"| {n} | idle | {idle['db_cpu_pct']:.2f} | "
+                        f"{idle['workers_cpu_pct']:.2f} | {idle['xact_per_s']:.0f} | |"
+                    )
                     with Client(dsn) as client:
                         busy = measure(conn, pids, args.window, client, args.rate)
                     per_job = busy["xact_per_s"] * args.window / max(busy["jobs"], 1)
-                    print(f"| {n} | {args.rate:g} jobs/s | {busy['db_cpu_pct']:.2f} | "
-                          f"{busy['workers_cpu_pct']:.2f} | {busy['xact_per_s']:.0f} | "
-                          f"{per_job:.1f} transactions |", flush=True)
+                    print(
+                        f"| {n} | {args.rate:g} jobs/s | {busy['db_cpu_pct']:.2f} | "
+                        f"{busy['workers_cpu_pct']:.2f} | {busy['xact_per_s']:.0f} | "
+                        f"{per_job:.1f} transactions |",
+                        flush=True,
+                    )
                 finally:
                     stop_workers(procs)
 
