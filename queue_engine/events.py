@@ -139,6 +139,8 @@ _SCHEDULER: Final[dict[str, str]] = {
     "scheduler.stopped": "clean stop: the row marked stopped",
     "scheduler.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",
     "scheduler.enqueued": "a schedule's slot fired: one job enqueued",
+    "scheduler.workflow_started": "a workflow schedule's slot fired: its factory's workflow was started",
+    "scheduler.workflow_unavailable": "a workflow schedule's factory is not declared by this scheduler's app: its slots are left to the scheduler that has it",
     "scheduler.skipped": "a slot was skipped because the previous job still runs (overlap=skip)",
     "scheduler.missed": "slots passed while no scheduler ran and are beyond the schedule's catchup",
     "scheduler.schedule_failed": "one schedule's slots could not be settled; the others go on",
