@@ -400,7 +400,8 @@ def run_now(conn: Connection, schema: str, name: str, *, producer: str = "queue-
         if locked.spec.starts_workflow:
             raise ValidationError(
                 f"schedule {name!r} starts a workflow built by code ({locked.spec.workflow}), "
-                "which queue-ctl cannot run: start one with Client.start_workflow, or let "
+                "which `queue-ctl schedules run-now` cannot build: start one with "
+                "Client.start_workflow, or let "
                 "`queue-scheduler --app` run the schedule"
             )
         return enqueue(conn, schema, locked.spec, None, reason="manual", producer=producer)

@@ -242,7 +242,7 @@ def test_the_command_line_cannot_add_or_run_a_workflow_schedule(conn: Conn) -> N
     with pytest.raises(ValidationError, match="do not apply to a workflow schedule"):
         periodic("every 1m", name="bad", workflow=build_report, queue="q")
     declare(conn, "nightly", "0 2 * * *")
-    with pytest.raises(ValidationError, match="which queue-ctl cannot run"):
+    with pytest.raises(ValidationError, match="run-now` cannot build"):
         store.run_now(conn, SCHEMA, "nightly")
     # The table refuses it too, for SQL written by hand.
     with pytest.raises(psycopg.errors.CheckViolation):
