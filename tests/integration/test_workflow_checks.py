@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from queue_engine import Client, Workflow, finished, metrics
+from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
 from queue_engine.orchestrator.input_timeouts import InputTimeouts
 from queue_engine.orchestrator.stuck_nodes import StuckNodeCheck
 from queue_engine.tasks import TaskDefinition, TaskRegistry
@@ -199,3 +200,19 @@ def test_a_stuck_node_is_reported_as_an_engine_bug_and_left_alone(
     assert "queue_engine_workflow_stuck_checks_total 1.0" in text
     # Reported, not repaired.
     assert statuses(client, info.id)["approve"] == "waiting"
+
+
+def test_the_leader_runs_both_checks_and_workflow_check_s_0_turns_the_stuck_check_off(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("QUEUE_ENGINE_WORKFLOW_CHECK_S", raising=False)
+    monkeypatch.setenv("QUEUE_ENGINE_SWEEP_S", "2")
+    orch = Orchestrator(OrchestratorConfig.from_env(dsn, SCHEMA))
+    assert orch.input_timeouts in orch.leader_services
+    assert orch.input_timeouts.interval_s == 2.0  # the reaper's cadence
+    assert orch.stuck_nodes is not None and orch.stuck_nodes in orch.leader_services
+    assert orch.stuck_nodes.interval_s == 60.0
+    monkeypatch.setenv("QUEUE_ENGINE_WORKFLOW_CHECK_S", "0")
+    off = Orchestrator(OrchestratorConfig.from_env(dsn, SCHEMA))
+    assert off.stuck_nodes is None
+    assert not any(isinstance(s, StuckNodeCheck) for s in off.leader_services)
