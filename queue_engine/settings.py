@@ -476,6 +476,14 @@ RECOVERY_S = number(
 )
 ELECT_S = number("ELECT_S", 1, (ORCHESTRATOR,), "seconds between leadership checks", minimum=0.05)
 PRUNE_S = number("PRUNE_S", 60, (ORCHESTRATOR,), "seconds between pruner runs", minimum=0.05)
+WORKFLOW_CHECK_S = number(
+    "WORKFLOW_CHECK_S",
+    60,
+    (ORCHESTRATOR,),
+    "seconds between 'no stuck workflow node' checks; 0 turns the check off",
+    minimum=0.05,
+    zero_is_off=True,
+)
 RETAIN_SUCCEEDED_S = number(
     "RETAIN_SUCCEEDED_S",
     7 * 86400,
@@ -685,6 +693,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         RECOVERY_S,
         ELECT_S,
         PRUNE_S,
+        WORKFLOW_CHECK_S,
         RETAIN_SUCCEEDED_S,
         RETAIN_FAILED_S,
         RETAIN_LOST_S,
