@@ -342,6 +342,14 @@ def mark_stopped(conn: Connection, schema: str, *, worker_id: str) -> None:
     conn.execute(queries.query("worker_stop", schema), {"worker_id": worker_id})
 
 
+def any_due(conn: Connection, schema: str, *, queue: str) -> bool:
+    """True when a job of ``queue`` is due (the idle poll's cheap probe, ``any_due_job.sql``)."""
+    row = conn.execute(
+        queries.query("any_due_job", schema), {"queue": queue}, prepare=True
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def try_lock_key(conn: Connection, schema: str, lock_key: str) -> bool:
     """Take the session advisory lock of a lock key; False if another session holds it."""
     params = {"namespace": queries.lock_key_namespace(schema), "lock_key": lock_key}
