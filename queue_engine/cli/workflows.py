@@ -1,0 +1,207 @@
+"""``queue-ctl workflows``: list, show (the DAG), cancel, retry and provide-input.
+
+Each command is one :class:`~queue_engine.client.Client` call on the group's
+connection; the drawing is :mod:`queue_engine.cli.workflow_render` (pure). Bad
+input is one line and exit 2 (click's usage errors, a ``ValidationError``), a
+request that does not apply (no such workflow, an input node not ready yet)
+one line and exit 1, as for the job commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from queue_engine.cli import workflow_render
+from queue_engine.cli.context import CliContext, pass_cli
+from queue_engine.cli.render import print_json
+from queue_engine.errors import InvalidTransition, ValidationError
+from queue_engine.workflows.model import WorkflowState
+from queue_engine.workflows.operations import LIST_LIMIT_MAX
+
+
+def use_color(choice: str) -> bool:
+    """``always``/``never``, or ``auto``: a terminal on stdout and no ``NO_COLOR`` variable."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def color_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--color auto|always|never`` for the commands that colour states."""
+    return click.option(
+        "--color",
+        "color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        help="Colour states (auto: when stdout is a terminal and NO_COLOR is unset).",
+    )(func)
+
+
+def read_value(raw: str) -> Any:
+    """VALUE of ``provide-input``: JSON text, ``@file`` for a file's content, ``-`` for stdin."""
+    source = "VALUE"
+    if raw == "-":
+        source, raw = "stdin", sys.stdin.read()
+    elif raw.startswith("@"):
+        path = Path(raw[1:])
+        try:
+            raw = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ValidationError(f"cannot read VALUE from {path}: {reason}") from None
+        source = str(path)
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            f"VALUE ({source}) is not valid JSON: {exc.msg} at position {exc.pos} "
+            "(a string is quoted: '\"yes\"')"
+        ) from None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@click.group(name="workflows")
+def workflows() -> None:
+    """Workflows (DAGs of jobs): list, show the DAG, cancel, retry, provide an input."""
+
+
+@workflows.command(name="list")
+@click.option(
+    "--state", type=click.Choice([s.value for s in WorkflowState]), help="Only this state."
+)
+@click.option("--name", help="Only workflows of this name.")
+@click.option("--limit", type=click.IntRange(1, LIST_LIMIT_MAX), default=50, show_default=True)
+@click.option(
+    "--before-id",
+    type=click.IntRange(min=1),
+    help="Only workflows older than this id (the next page: the last id shown).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the workflows as a JSON array.")
+@color_option
+@pass_cli
+def list_cmd(
+    cli: CliContext,
+    state: str | None,
+    name: str | None,
+    limit: int,
+    before_id: int | None,
+    as_json: bool,
+    color: str,
+) -> None:
+    """List workflows, newest first, with their node counts."""
+    with cli.client() as client:
+        rows = client.list_workflows(state=state, name=name, limit=limit, before_id=before_id)
+    if as_json:
+        print_json([w.to_dict() for w in rows])
+        return
+    click.echo("\n".join(workflow_render.list_lines(rows, _now(), color=use_color(color))))
+    if not rows:
+        click.echo("(no workflows)")
+    elif len(rows) == limit:
+        click.echo(f"(more may follow: --before-id {rows[-1].id})", err=True)
+
+
+@workflows.command(name="show")
+@click.argument("workflow_id", type=click.IntRange(min=1))
+@click.option(
+    "--all",
+    "expand",
+    is_flag=True,
+    help=f"One line per node (default: {workflow_render.COLLAPSE_AT} or more "
+    "siblings with the same task and parents share one line).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the workflow and its nodes as JSON.")
+@color_option
+@pass_cli
+def show_cmd(cli: CliContext, workflow_id: int, expand: bool, as_json: bool, color: str) -> None:
+    """Show one workflow: its state and counts, then its DAG by level."""
+    with cli.client() as client:
+        info = client.get_workflow(workflow_id)
+        nodes = client.workflow_nodes(workflow_id)
+    if as_json:
+        print_json({**info.to_dict(), "nodes": [n.to_dict() for n in nodes]})
+        return
+    lines = workflow_render.show_lines(
+        info,
+        nodes,
+        _now(),
+        color=use_color(color),
+        collapse_at=0 if expand else workflow_render.COLLAPSE_AT,
+    )
+    click.echo("\n".join(lines))
+
+
+@workflows.command(name="cancel")
+@click.argument("workflow_id", type=click.IntRange(min=1))
+@pass_cli
+def cancel_cmd(cli: CliContext, workflow_id: int) -> None:
+    """Cancel every unfinished node; running nodes stop at their next checkpoint."""
+    with cli.client() as client:
+        canceled, stopping = client.cancel_workflow(
+            workflow_id, message="workflow canceled with queue-ctl"
+        )
+        info = client.get_workflow(workflow_id)
+    if not canceled and not stopping:
+        click.echo(f"workflow {workflow_id} is {info.state}: nothing to cancel")
+        return
+    text = f"workflow {workflow_id}: {canceled} node(s) canceled"
+    if stopping:
+        text += f", {stopping} running node(s) asked to stop at their next checkpoint"
+    click.echo(text)
+
+
+@workflows.command(name="retry")
+@click.argument("workflow_id", type=click.IntRange(min=1))
+@pass_cli
+def retry_cmd(cli: CliContext, workflow_id: int) -> None:
+    """Re-run the failed, canceled and lost nodes and their descendants (not succeeded ones)."""
+    with cli.client() as client:
+        rerun = client.retry_workflow(workflow_id, message="workflow retried with queue-ctl")
+        info = client.get_workflow(workflow_id)
+    if not rerun:
+        raise InvalidTransition(
+            f"workflow {workflow_id} is {info.state} with no failed, canceled or lost node: "
+            "nothing to re-run"
+        )
+    click.echo(f"workflow {workflow_id}: {rerun} node(s) to run again; it is {info.state}")
+
+
+@workflows.command(name="provide-input")
+@click.argument("workflow_id", type=click.IntRange(min=1))
+@click.argument("node")
+@click.argument("value")
+@pass_cli
+def provide_input_cmd(cli: CliContext, workflow_id: int, node: str, value: str) -> None:
+    """Give input node NODE its VALUE (JSON; @FILE reads a file, - reads stdin).
+
+    The value becomes the node's result and its children are released. A
+    second call changes nothing and says so (exit 0).
+    """
+    parsed = read_value(value)
+    status = "succeeded"
+    with cli.client() as client:
+        provided = client.provide_input(workflow_id, node, parsed)
+        if not provided:
+            status = next(
+                (n.status for n in client.workflow_nodes(workflow_id) if n.node == node), "?"
+            )
+    if provided:
+        click.echo(f"workflow {workflow_id}: input {node} provided; its children are released")
+    elif status == "succeeded":
+        click.echo(f"workflow {workflow_id}: input {node} was already provided; nothing changed")
+    else:
+        click.echo(f"workflow {workflow_id}: input {node} already ended {status}; nothing changed")
