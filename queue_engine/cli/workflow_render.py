@@ -271,7 +271,7 @@ def _single(group: Group, group_of: dict[str, Group], now: datetime) -> _Line:
     state = node_state(node)
     notes = []
     if node.error and state in BAD_STATES | {"skipped"}:
-        notes.append(f"error: {_first_line(node.error)}")
+        notes.append(f"error: {error_line(node.error)}")
     return _Line(
         level=group.level,
         name=group.label,
@@ -313,11 +313,17 @@ def _collapsed(group: Group, group_of: dict[str, Group], now: datetime) -> _Line
     )
 
 
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:200]
-    return text.strip()[:200]
+def error_line(text: str) -> str:
+    """The line of an error that says what happened, at most 200 characters.
+
+    A handler's error is stored as a traceback, whose first line says nothing
+    ("Traceback (most recent call last):") and whose last says what was raised.
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return line[:200]
 
 
 def dag_lines(

@@ -108,7 +108,9 @@ def list_cmd(
     if as_json:
         print_json([w.to_dict() for w in rows])
         return
-    click.echo("\n".join(workflow_render.list_lines(rows, _now(), color=use_color(color))))
+    coloured = use_color(color)
+    # color=coloured: click.echo strips escape codes off a pipe unless told otherwise.
+    click.echo("\n".join(workflow_render.list_lines(rows, _now(), color=coloured)), color=coloured)
     if not rows:
         click.echo("(no workflows)")
     elif len(rows) == limit:
@@ -135,14 +137,15 @@ def show_cmd(cli: CliContext, workflow_id: int, expand: bool, as_json: bool, col
     if as_json:
         print_json({**info.to_dict(), "nodes": [n.to_dict() for n in nodes]})
         return
+    coloured = use_color(color)
     lines = workflow_render.show_lines(
         info,
         nodes,
         _now(),
-        color=use_color(color),
+        color=coloured,
         collapse_at=0 if expand else workflow_render.COLLAPSE_AT,
     )
-    click.echo("\n".join(lines))
+    click.echo("\n".join(lines), color=coloured)
 
 
 @workflows.command(name="cancel")

@@ -191,9 +191,11 @@ def test_input_nodes_show_awaiting_input_or_waiting_and_no_attempt() -> None:
 
 
 def test_errors_of_failed_nodes_are_shown_on_their_first_line() -> None:
-    nodes = [node("a", status="failed", error="RuntimeError: boom\nTraceback ...\n")]
+    nodes = [node("a", status="failed", error="RuntimeError: boom\nmore\n")]
     out = wr.dag_lines(nodes, NOW, color=False)
     assert out[-1].strip() == "error: RuntimeError: boom"
+    traceback = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\n'
+    assert wr.error_line(traceback) == "ValueError: bad"
 
 
 def test_color_only_when_asked_and_alignment_ignores_escape_codes() -> None:
