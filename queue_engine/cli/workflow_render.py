@@ -278,7 +278,8 @@ def _single(group: Group, group_of: dict[str, Group], now: datetime) -> _Line:
         state=state,
         state_text=state,
         attempt="-" if node.task == INPUT_TASK else f"{node.attempt}/{node.max_attempts}",
-        duration=format_duration(node_duration(node, now)),
+        # An input node does not run: its recorded 0 ms would only mislead.
+        duration="-" if node.task == INPUT_TASK else format_duration(node_duration(node, now)),
         after=after_text(node, group_of),
         notes=notes,
     )
