@@ -38,10 +38,9 @@ from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
 from queue_engine.cli import demo_workflow
-from queue_engine.cli.common import embedded_folder_options
+from queue_engine.cli.common import embedded_folder_options, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
-from queue_engine.cli.workflows import use_color
 from queue_engine.client import Client
 from queue_engine.db import connect, describe_dsn
 from queue_engine.embedded import database_for

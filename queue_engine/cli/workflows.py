@@ -10,9 +10,7 @@ one line and exit 1, as for the job commands.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,32 +18,12 @@ from typing import Any
 import click
 
 from queue_engine.cli import workflow_render
+from queue_engine.cli.common import color_option, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
 from queue_engine.errors import InvalidTransition, ValidationError
 from queue_engine.workflows.model import WorkflowState
 from queue_engine.workflows.operations import LIST_LIMIT_MAX
-
-
-def use_color(choice: str) -> bool:
-    """``always``/``never``, or ``auto``: a terminal on stdout and no ``NO_COLOR`` variable."""
-    if choice == "always":
-        return True
-    if choice == "never":
-        return False
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-def color_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--color auto|always|never`` for the commands that colour states."""
-    return click.option(
-        "--color",
-        "color",
-        type=click.Choice(["auto", "always", "never"]),
-        default="auto",
-        show_default=True,
-        help="Colour states (auto: when stdout is a terminal and NO_COLOR is unset).",
-    )(func)
 
 
 def read_value(raw: str) -> Any:
