@@ -31,7 +31,7 @@ from queue_engine.workflows.spec import INPUT_TASK
 
 #: Siblings are collapsed into one line from this many on (fewer read better one by one).
 COLLAPSE_AT = 4
-#: At most this many names in one ``after:`` or ``not succeeded:`` list.
+#: At most this many names in one ``after:`` or ``failed, lost or canceled:`` list.
 MAX_NAMES = 6
 #: Terminal colour of each state (click.style's names); states not listed stay plain.
 STATE_COLOURS = {
@@ -300,7 +300,7 @@ def _collapsed(group: Group, group_of: dict[str, Group], now: datetime) -> _Line
     notes = []
     if bad:
         shown = ", ".join(bad[:MAX_NAMES]) + (f", {ELLIPSIS}" if len(bad) > MAX_NAMES else "")
-        notes.append(f"not succeeded: {shown} ({len(bad)})")
+        notes.append(f"failed, lost or canceled: {shown} ({len(bad)})")
     attempts = {n.attempt for n in group.nodes}
     return _Line(
         level=group.level,

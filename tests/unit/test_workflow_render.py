@@ -132,7 +132,7 @@ def test_a_wide_fan_out_collapses_into_one_line_with_counts() -> None:
     (group,) = [line for line in out if "parse-0 … parse-9999" in line and "nodes" in line]
     assert "(10000 nodes: 9990 succeeded, 10 failed)" in group
     assert group.endswith("after: fetch")
-    (failed,) = [line for line in out if "not succeeded:" in line]
+    (failed,) = [line for line in out if "failed, lost or canceled:" in line]
     assert "parse-7, parse-1007" in failed and "(10)" in failed
     (agg,) = [line for line in out if "aggregate" in line]
     assert agg.endswith("after: parse-0 … parse-9999")
