@@ -7,8 +7,10 @@ and the parents it comes ``after``. Siblings that differ only by name (same
 level, same task, same parents with the same requirements: a fan-out) are
 **collapsed** into one line, ``parse-0 … parse-9999 (10000 nodes: 9990
 succeeded, 10 failed)``, and a child after all of them names the group by
-that same label rather than 10,000 names. So a 10,000-node fan-out into one
-fan-in draws in four lines, and a chain draws one line per link.
+that same label rather than 10,000 names; parallel branches (each ``load-i``
+after its own ``parse-i``) collapse likewise, ``after: parse-0 … parse-9999
+(one each)``. So a 10,000-node fan-out into one fan-in draws in four lines,
+and a chain draws one line per link.
 
 Nothing here reads the database or the terminal: the command passes the
 records, the current time and whether to colour, and tests call these
@@ -175,10 +177,16 @@ def header_lines(info: WorkflowInfo, now: datetime, *, color: bool) -> list[str]
 
 @dataclass(slots=True)
 class Group:
-    """One line of the drawing: a single node, or siblings collapsed together."""
+    """One line of the drawing: a single node, or siblings collapsed together.
+
+    ``shared`` is True when every node of a collapsed group has the same
+    parents (a fan-out), False when each has its own parents in the same
+    collapsed groups (``post-i`` after ``part-i``: parallel branches).
+    """
 
     level: int
     nodes: list[NodeInfo] = field(default_factory=list)
+    shared: bool = True
 
     @property
     def collapsed(self) -> bool:
@@ -207,26 +215,97 @@ def levels(nodes: Sequence[NodeInfo]) -> dict[str, int]:
     return depth
 
 
+#: A node's parents for grouping: (("g", group number) or ("n", name), requires), sorted.
+Signature = tuple[tuple[tuple[str, str], str], ...]
+
+
 def group_nodes(nodes: Sequence[NodeInfo], *, collapse_at: int = COLLAPSE_AT) -> list[Group]:
     """The lines of the drawing, by level, then by first node; siblings collapsed.
 
     Siblings are nodes of one level with the same task and the same parents
-    (with the same requirements). A set of at least ``collapse_at`` of them is
-    one line; ``collapse_at=0`` draws every node on its own line.
+    (with the same requirements): a fan-out. Nodes of one level with the same
+    task whose parents differ but lie in the same collapsed groups (each
+    ``post-i`` after its ``part-i``) are parallel branches, collapsed too, so
+    a fan-out followed by a step per branch stays one line per step. A set of
+    at least ``collapse_at`` nodes is one line; ``collapse_at=0`` draws every
+    node on its own line. Levels are grouped in order, so a node's parents
+    have their groups before it is grouped.
     """
     depth = levels(nodes)
-    sets: dict[tuple[object, ...], Group] = {}
+    by_level: dict[int, list[NodeInfo]] = {}
     for node in nodes:
-        key = (depth[node.node], node.task, tuple(sorted(node.after)))
-        sets.setdefault(key, Group(depth[node.node])).nodes.append(node)
+        by_level.setdefault(depth[node.node], []).append(node)
+    group_of: dict[str, Group] = {}
+    index: dict[int, int] = {}  # id(group) -> its number, for parent signatures
     groups: list[Group] = []
-    for group in sets.values():
-        if collapse_at and len(group.nodes) >= collapse_at:
-            groups.append(group)
-        else:
-            groups.extend(Group(group.level, [n]) for n in group.nodes)
+
+    def keep(group: Group) -> None:
+        groups.append(group)
+        index[id(group)] = len(index)
+        for n in group.nodes:
+            group_of[n.node] = group
+
+    for level in sorted(by_level):
+        same_parents: dict[tuple[object, ...], list[NodeInfo]] = {}
+        for node in by_level[level]:
+            same_parents.setdefault((node.task, tuple(sorted(node.after))), []).append(node)
+        left: list[NodeInfo] = []
+        for members in same_parents.values():
+            if collapse_at and len(members) >= collapse_at:
+                keep(Group(level, members))
+            else:
+                left.extend(members)
+        parallel: dict[tuple[str, Signature], list[NodeInfo]] = {}
+        for node in left:
+            parallel.setdefault((node.task, _signature(node, group_of, index)), []).append(node)
+        for (_, signature), members in parallel.items():
+            in_groups = any(kind == "g" for (kind, _), _ in signature)
+            if collapse_at and len(members) >= collapse_at and in_groups:
+                keep(Group(level, sorted(members, key=lambda n: n.job_id), shared=False))
+            else:
+                for n in members:
+                    keep(Group(level, [n]))
     groups.sort(key=lambda g: (g.level, g.nodes[0].job_id))
     return groups
+
+
+def _signature(node: NodeInfo, group_of: dict[str, Group], index: dict[int, int]) -> Signature:
+    """A node's parents with each one in a collapsed group replaced by that group."""
+    keys = []
+    for parent, requires in node.after:
+        group = group_of.get(parent)
+        if group is not None and group.collapsed:
+            keys.append((("g", str(index[id(group)])), requires))
+        else:
+            keys.append((("n", parent), requires))
+    return tuple(sorted(keys))
+
+
+def parallel_after_text(group: Group, group_of: dict[str, Group]) -> str:
+    """The parents of parallel branches: ``part-0 … part-9 (one each)``."""
+    counts: Counter[tuple[int, str]] = Counter()
+    names: list[str] = []
+    seen: set[tuple[int, str]] = set()
+    first = group.nodes[0]
+    for parent, requires in first.after:
+        parent_group = group_of.get(parent)
+        if parent_group is not None and parent_group.collapsed:
+            counts[(id(parent_group), requires)] += 1
+    for parent, requires in first.after:
+        mark = " (finished)" if requires == "finished" else ""
+        parent_group = group_of.get(parent)
+        if parent_group is None or not parent_group.collapsed:
+            names.append(f"{parent}{mark}")
+            continue
+        key = (id(parent_group), requires)
+        if key in seen:
+            continue
+        seen.add(key)
+        each = "one" if counts[key] == 1 else str(counts[key])
+        names.append(f"{parent_group.label}{mark} ({each} each)")
+    if len(names) > MAX_NAMES:
+        names = [*names[:MAX_NAMES], f"{ELLIPSIS} {len(names) - MAX_NAMES} more"]
+    return ", ".join(names)
 
 
 def after_text(node: NodeInfo, group_of: dict[str, Group]) -> str:
@@ -309,7 +388,11 @@ def _collapsed(group: Group, group_of: dict[str, Group], now: datetime) -> _Line
         state_text="",
         attempt=f"{min(attempts)}-{max(attempts)}" if len(attempts) > 1 else str(min(attempts)),
         duration=duration,
-        after=after_text(group.nodes[0], group_of),
+        after=(
+            after_text(group.nodes[0], group_of)
+            if group.shared
+            else parallel_after_text(group, group_of)
+        ),
         notes=notes,
     )
 

@@ -243,3 +243,27 @@ def test_header_and_list() -> None:
 def test_show_lines_and_no_nodes() -> None:
     out = wr.show_lines(info(), [], NOW, color=False)
     assert out[-2:] == ["", "(no nodes)"]
+
+
+def test_parallel_branches_collapse_per_step_and_say_one_each() -> None:
+    n = 1000
+    nodes = [node("fetch")]
+    nodes += [node(f"part-{i}", after=["fetch"], task="t.part") for i in range(n)]
+    nodes += [
+        node(f"post-{i}", after=[f"part-{i}"], task="t.post", status="running", duration_ms=None)
+        for i in range(n)
+    ]
+    nodes.append(node("merge", after=[f"post-{i}" for i in range(n)], status="waiting"))
+    out = wr.dag_lines(nodes, NOW, color=False)
+    assert len(out) == 8, out
+    post = next(line for line in out if "post-0 … post-999" in line and "nodes" in line)
+    assert f"({n} nodes: {n} running)" in post
+    assert post.endswith("after: part-0 … part-999 (one each)")
+    assert out[-1].endswith("after: post-0 … post-999")
+
+
+def test_branches_after_plain_nodes_are_not_collapsed() -> None:
+    nodes = [node(f"a{i}", task=f"t{i}") for i in range(5)]
+    nodes += [node(f"b{i}", after=[f"a{i}"], task="t.b") for i in range(5)]
+    out = plain(wr.dag_lines(nodes, NOW, color=False))
+    assert "…" not in out and all(f"─ b{i} " in out for i in range(5))
