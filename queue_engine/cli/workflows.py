@@ -25,6 +25,10 @@ from queue_engine.errors import InvalidTransition, ValidationError
 from queue_engine.workflows.model import WorkflowState
 from queue_engine.workflows.operations import LIST_LIMIT_MAX
 
+#: A workflow id as the schema stores it (bigint): a larger number is a usage
+#: error here, not a server error (exit 70) later.
+WORKFLOW_ID = click.IntRange(1, 2**63 - 1)
+
 
 def read_value(raw: str) -> Any:
     """VALUE of ``provide-input``: JSON text, ``@file`` for a file's content, ``-`` for stdin."""
@@ -65,7 +69,7 @@ def workflows() -> None:
 @click.option("--limit", type=click.IntRange(1, LIST_LIMIT_MAX), default=50, show_default=True)
 @click.option(
     "--before-id",
-    type=click.IntRange(min=1),
+    type=WORKFLOW_ID,
     help="Only workflows older than this id (the next page: the last id shown).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the workflows as a JSON array.")
@@ -96,7 +100,7 @@ def list_cmd(
 
 
 @workflows.command(name="show")
-@click.argument("workflow_id", type=click.IntRange(min=1))
+@click.argument("workflow_id", type=WORKFLOW_ID)
 @click.option(
     "--all",
     "expand",
@@ -127,7 +131,7 @@ def show_cmd(cli: CliContext, workflow_id: int, expand: bool, as_json: bool, col
 
 
 @workflows.command(name="cancel")
-@click.argument("workflow_id", type=click.IntRange(min=1))
+@click.argument("workflow_id", type=WORKFLOW_ID)
 @pass_cli
 def cancel_cmd(cli: CliContext, workflow_id: int) -> None:
     """Cancel every unfinished node; running nodes stop at their next checkpoint."""
@@ -146,7 +150,7 @@ def cancel_cmd(cli: CliContext, workflow_id: int) -> None:
 
 
 @workflows.command(name="retry")
-@click.argument("workflow_id", type=click.IntRange(min=1))
+@click.argument("workflow_id", type=WORKFLOW_ID)
 @pass_cli
 def retry_cmd(cli: CliContext, workflow_id: int) -> None:
     """Re-run the failed, canceled and lost nodes and their descendants (not succeeded ones)."""
@@ -162,7 +166,7 @@ def retry_cmd(cli: CliContext, workflow_id: int) -> None:
 
 
 @workflows.command(name="provide-input")
-@click.argument("workflow_id", type=click.IntRange(min=1))
+@click.argument("workflow_id", type=WORKFLOW_ID)
 @click.argument("node")
 @click.argument("value")
 @pass_cli

@@ -203,6 +203,8 @@ def test_cancel_and_retry_say_what_they_did(dsn: str, client: Client) -> None:
     [
         (("show", "abc"), 2, "'abc' is not a valid integer"),
         (("show", "0"), 2, "WORKFLOW_ID"),
+        (("show", str(2**63)), 2, "WORKFLOW_ID"),
+        (("list", "--before-id", str(2**63)), 2, "--before-id"),
         (("show", "999999"), 1, "workflow 999999 not found"),
         (("cancel", "999999"), 1, "workflow 999999 not found"),
         (("retry", "999999"), 1, "workflow 999999 not found"),
@@ -228,3 +230,9 @@ def test_bad_input_is_one_line_and_an_exit_code(
     line = one_error_line(result, code)
     assert says.replace("{wid}", wid) in line, line
     assert "Traceback" not in result.stderr
+
+
+def test_a_database_without_the_workflow_tables_says_migrate(empty_dsn: str) -> None:
+    for args in (("list",), ("show", "1"), ("cancel", "1"), ("provide-input", "1", "a", "1")):
+        line = one_error_line(queue_ctl("--dsn", empty_dsn, "workflows", *args), 3)
+        assert "queue-ctl migrate" in line, line
