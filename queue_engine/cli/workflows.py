@@ -112,7 +112,11 @@ def list_cmd(
 @color_option
 @pass_cli
 def show_cmd(cli: CliContext, workflow_id: int, expand: bool, as_json: bool, color: str) -> None:
-    """Show one workflow: its state and counts, then its DAG by level."""
+    """Show a workflow and draw its DAG.
+
+    Its state and counts, then its nodes by level, each with its state,
+    attempt, duration and the parents it comes after.
+    """
     with cli.client() as client:
         info = client.get_workflow(workflow_id)
         nodes = client.workflow_nodes(workflow_id)
@@ -134,7 +138,11 @@ def show_cmd(cli: CliContext, workflow_id: int, expand: bool, as_json: bool, col
 @click.argument("workflow_id", type=WORKFLOW_ID)
 @pass_cli
 def cancel_cmd(cli: CliContext, workflow_id: int) -> None:
-    """Cancel every unfinished node; running nodes stop at their next checkpoint."""
+    """Cancel a workflow's unfinished nodes.
+
+    Waiting and queued nodes are canceled at once; running nodes are asked to
+    stop at their next checkpoint.
+    """
     with cli.client() as client:
         canceled, stopping = client.cancel_workflow(
             workflow_id, message="workflow canceled with queue-ctl"
@@ -153,7 +161,10 @@ def cancel_cmd(cli: CliContext, workflow_id: int) -> None:
 @click.argument("workflow_id", type=WORKFLOW_ID)
 @pass_cli
 def retry_cmd(cli: CliContext, workflow_id: int) -> None:
-    """Re-run the failed, canceled and lost nodes and their descendants (not succeeded ones)."""
+    """Re-run a workflow's failed, canceled and lost nodes.
+
+    Their descendants that did not succeed run again too; succeeded nodes do not.
+    """
     with cli.client() as client:
         rerun = client.retry_workflow(workflow_id, message="workflow retried with queue-ctl")
         info = client.get_workflow(workflow_id)
@@ -171,10 +182,12 @@ def retry_cmd(cli: CliContext, workflow_id: int) -> None:
 @click.argument("value")
 @pass_cli
 def provide_input_cmd(cli: CliContext, workflow_id: int, node: str, value: str) -> None:
-    """Give input node NODE its VALUE (JSON; @FILE reads a file, - reads stdin).
+    """Give an input node its value.
 
-    The value becomes the node's result and its children are released. A
-    second call changes nothing and says so (exit 0).
+    VALUE is JSON ('{"by": "ana"}', '"yes"', true); @FILE reads it from a
+    file, - from stdin (a negative number goes after --: ... NODE -- -1). The
+    value becomes the node's result and its children are released. A second
+    call changes nothing and says so (exit 0).
     """
     parsed = read_value(value)
     status = "succeeded"
