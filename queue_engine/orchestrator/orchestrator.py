@@ -36,6 +36,7 @@ from queue_engine import metrics
 from queue_engine import settings as table
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
+from queue_engine.db import connect
 from queue_engine.migrate import Migration, Migrator
 from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
@@ -51,6 +52,7 @@ from queue_engine.orchestrator.reaper import (
     SWEEP_DEFAULT_S,
     Reaper,
 )
+from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.service import Service, log_event
 from queue_engine.systemd import SystemdNotifier
 
@@ -293,6 +295,8 @@ class Orchestrator:
         """
         self.runtime.systemd.status("migrating (waiting for the database if needed)")
         migrator = Migrator(self.config.dsn, schema=self.config.schema)
+        self.runtime.wait_for_database(lambda: connect(self.config.dsn).close())
+        refuse_shared_sessions(self.config.dsn, "queue-orchestrator")
         applied = self.runtime.wait_for_database(migrator.up)
         for migration in applied:
             log_event(

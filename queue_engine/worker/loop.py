@@ -53,6 +53,7 @@ from queue_engine.db import connect, first_line
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.exit_codes import ExitCode
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
+from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.service import log_event
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import store
@@ -262,6 +263,7 @@ class Worker:
 
     def _start(self) -> None:
         self._check_reachable()
+        refuse_shared_sessions(self.settings.dsn, "queue-claim-worker")
         wait_for_schema(
             self.settings.dsn,
             ENGINE_SCHEMA_VERSION,
