@@ -141,16 +141,13 @@ def cancel_cmd(cli: CliContext, workflow_id: int) -> None:
     """Cancel a workflow's unfinished nodes.
 
     Waiting and queued nodes are canceled at once; running nodes are asked to
-    stop at their next checkpoint.
+    stop at their next checkpoint. A workflow that has ended is refused (exit 1).
     """
     with cli.client() as client:
+        # An ended workflow is refused by the client (InvalidTransition: exit 1).
         canceled, stopping = client.cancel_workflow(
             workflow_id, message="workflow canceled with queue-ctl"
         )
-        info = client.get_workflow(workflow_id)
-    if not canceled and not stopping:
-        click.echo(f"workflow {workflow_id} is {info.state}: nothing to cancel")
-        return
     text = f"workflow {workflow_id}: {canceled} node(s) canceled"
     if stopping:
         text += f", {stopping} running node(s) asked to stop at their next checkpoint"
@@ -163,7 +160,8 @@ def cancel_cmd(cli: CliContext, workflow_id: int) -> None:
 def retry_cmd(cli: CliContext, workflow_id: int) -> None:
     """Re-run a workflow's failed, canceled and lost nodes.
 
-    Their descendants that did not succeed run again too; succeeded nodes do not.
+    Their descendants that did not succeed run again too; succeeded nodes do
+    not. Only an ended workflow is retried: a running one is refused (exit 1).
     """
     with cli.client() as client:
         rerun = client.retry_workflow(workflow_id, message="workflow retried with queue-ctl")

@@ -182,10 +182,12 @@ def test_cancel_and_retry_say_what_they_did(dsn: str, client: Client) -> None:
 
     rerun = ok(queue_ctl("--dsn", dsn, "workflows", "retry", str(wid)))
     assert rerun.strip() == f"workflow {wid}: 3 node(s) to run again; it is running"
+    running = one_error_line(queue_ctl("--dsn", dsn, "workflows", "retry", str(wid)), 1)
+    assert f"cannot retry workflow {wid}: it is still running" in running
     canceled = ok(queue_ctl("--dsn", dsn, "workflows", "cancel", str(wid)))
     assert canceled.strip() == f"workflow {wid}: 3 node(s) canceled"
-    twice = ok(queue_ctl("--dsn", dsn, "workflows", "cancel", str(wid)))
-    assert twice.strip() == f"workflow {wid} is canceled: nothing to cancel"
+    twice = one_error_line(queue_ctl("--dsn", dsn, "workflows", "cancel", str(wid)), 1)
+    assert twice.endswith(f"cannot cancel workflow {wid}: it has already ended")
     assert client.get_workflow(wid).state == "canceled"
 
     good = Workflow("good")
