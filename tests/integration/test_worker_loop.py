@@ -269,3 +269,31 @@ def test_stop_gives_back_unstarted_prefetched_jobs(
             "SELECT count(*) FROM queue_engine.job_events WHERE kind = 'released'"
         ).fetchone()
         assert released is not None and released[0] >= 1
+
+
+def test_an_idle_safety_poll_probes_and_claims_only_when_a_job_is_due(
+    dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle polls send the cheap probe; the claim runs for a due job (here a delayed
+    one, which no NOTIFY announces) and not otherwise."""
+    from queue_engine.worker import store
+
+    calls = {"claim": 0, "probe": 0}
+    real_claim, real_probe = store.finish_and_claim, store.any_due
+
+    def claim(*args: object, **kwargs: object) -> object:
+        calls["claim"] += 1
+        return real_claim(*args, **kwargs)  # type: ignore[arg-type]
+
+    def probe(*args: object, **kwargs: object) -> bool:
+        calls["probe"] += 1
+        return real_probe(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "finish_and_claim", claim)
+    monkeypatch.setattr(store, "any_due", probe)
+    with running_worker(dsn, poll_s=0.05):
+        wait_until(lambda: calls["probe"] >= 10, what="ten idle polls")
+        assert calls["claim"] <= 2  # the first claim at start, none per idle poll
+        delayed = client.enqueue("echo", queue=Q, delay=0.3).id
+        wait_until(lambda: statuses(dsn).get(delayed) == "succeeded", what="delayed job ran")
+    assert calls["claim"] >= 2
