@@ -143,6 +143,16 @@ _SCHEDULER: Final[dict[str, str]] = {
     "scheduler_listener.error": "the schedule-change listener raised; retried with backoff",
 }
 
+_WEB: Final[dict[str, str]] = {
+    "web.app_created": "the queue-web application was built (debug)",
+    "web.started": "queue-web starts listening on its host and port",
+    "web.stopping": "SIGTERM/SIGINT received; requests in flight finish, then the pools close",
+    "web.stopped": "clean stop: the server returned, exit 0",
+    "web.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",
+    "web.db_unavailable": "a request found the database unreachable or not migrated; answered 503",
+    "web.error": "a request raised an unexpected error; answered 500 (traceback at debug)",
+}
+
 #: The events grouped by the daemon(s) that emit them (the reference page's ``daemon`` column).
 EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
     {
@@ -150,6 +160,7 @@ EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
         "worker, orchestrator, scheduler": MappingProxyType(_EVERY_DAEMON),
         "orchestrator": MappingProxyType(_ORCHESTRATOR),
         "scheduler": MappingProxyType(_SCHEDULER),
+        "web": MappingProxyType(_WEB),
     }
 )
 
