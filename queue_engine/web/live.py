@@ -419,4 +419,3 @@ class Aggregator:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
-

@@ -78,7 +78,15 @@ def test_history_forgets_what_is_older_than_the_window() -> None:
     history = live.History(window_s=60, every_s=10)
     for t in range(0, 100, 10):
         history.add(float(t), [qs("a", queued=t)])
-    assert [at for at, _ in history.series("a", "queued")] == [30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0]
+    assert [at for at, _ in history.series("a", "queued")] == [
+        30.0,
+        40.0,
+        50.0,
+        60.0,
+        70.0,
+        80.0,
+        90.0,
+    ]
 
 
 def test_a_queue_that_disappeared_leaves_the_history_after_the_window() -> None:
@@ -159,8 +167,11 @@ class FakeAggregator(live.Aggregator):
     """An aggregator whose reads come from a list instead of the database."""
 
     def __init__(self, clock: list[float]) -> None:
-        super().__init__(lambda: pytest.fail("no connection in a unit test"), "queue_engine",
-                         clock=lambda: clock[0])
+        super().__init__(
+            lambda: pytest.fail("no connection in a unit test"),
+            "queue_engine",
+            clock=lambda: clock[0],
+        )
         self.figures: list[stats.QueueStats] = []
 
 

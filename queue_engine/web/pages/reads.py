@@ -99,8 +99,10 @@ class JobFilters:
     @property
     def any(self) -> bool:
         """True when at least one filter (not the page position) is set."""
-        return any(v is not None for v in (self.status, self.queue, self.task, self.args,
-                                           self.since, self.until))
+        return any(
+            v is not None
+            for v in (self.status, self.queue, self.task, self.args, self.since, self.until)
+        )
 
     @property
     def query_items(self) -> list[tuple[str, str]]:

@@ -14,7 +14,6 @@ from importlib import resources
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup, escape
 
 from queue_engine import stats
 from queue_engine.web import live
@@ -79,17 +78,19 @@ def pretty(value: Any) -> str:
 
 def waited(job: Any) -> float | None:
     """Seconds between available and started (None before the start)."""
-    if job.started_at is None or job.available_at is None:
+    started, available = job.started_at, job.available_at
+    if started is None or available is None:
         return None
-    return max(0.0, (job.started_at - job.available_at).total_seconds())
+    return max(0.0, float((started - available).total_seconds()))
 
 
 def ran(job: Any) -> float | None:
     """Run time: the recorded duration, else (running) time since the start."""
     if getattr(job, "duration_ms", None) is not None:
         return float(job.duration_ms) / 1000.0
-    if job.started_at is not None and job.status == "running":
-        return max(0.0, (_now() - job.started_at).total_seconds())
+    started = job.started_at
+    if started is not None and job.status == "running":
+        return max(0.0, float((_now() - started).total_seconds()))
     return None
 
 
@@ -132,20 +133,21 @@ def progress_of(value: Any) -> dict[str, Any] | None:
     return {"text": text, "fraction": fraction}
 
 
-def spark_svg(points: list[tuple[float, float | None]], css: str = "", end: float | None = None) -> Markup:
-    """An inline SVG sparkline of the last hour, or a dash while there is no sample."""
+def spark_data(
+    points: list[tuple[float, float | None]], css: str = "", end: float | None = None
+) -> dict[str, Any] | None:
+    """What the ``spark`` macro draws: the polyline, its box and a label; None: no sample yet."""
     line = live.sparkline(points, width=SPARK_WIDTH, height=SPARK_HEIGHT, end=end)
     if not line:
-        return Markup('<span class="spark-none">collecting…</span>')
+        return None
     top = max((v for _, v in points if v is not None), default=0.0)
-    label = escape(f"last hour, max {num(top)}")
-    return Markup(
-        f'<svg class="spark {escape(css)}" width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" '
-        f'viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" role="img" aria-label="{label}">'
-        f"<title>{label}</title>"
-        f'<line x1="0" y1="{SPARK_HEIGHT - 0.5}" x2="{SPARK_WIDTH}" y2="{SPARK_HEIGHT - 0.5}"/>'
-        f'<polyline points="{line}"/></svg>'
-    )
+    return {
+        "points": line,
+        "css": css,
+        "width": SPARK_WIDTH,
+        "height": SPARK_HEIGHT,
+        "label": f"last hour, max {num(top)}",
+    }
 
 
 def environment() -> Environment:

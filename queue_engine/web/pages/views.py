@@ -14,13 +14,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from queue_engine import stats
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.web.pages import reads
-from queue_engine.web.pages.context import PageContext, page_context
+from queue_engine.web.pages.context import Page, PageContext
 from queue_engine.web.pages.render import progress_of
 
 router = APIRouter(include_in_schema=False)
@@ -40,13 +40,13 @@ def _html(ctx: PageContext, template: str, **values: Any) -> HTMLResponse:
 
 
 @router.get("/", response_class=HTMLResponse)
-def overview(ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def overview(ctx: Page) -> HTMLResponse:
     """Per-queue depth, throughput, percentiles and the last hour's charts."""
     return _html(ctx, "overview.html", nav="overview", title="Overview")
 
 
 @router.get("/fragments/overview", response_class=HTMLResponse)
-def overview_fragment(ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def overview_fragment(ctx: Page) -> HTMLResponse:
     """The overview's live part."""
     return _html(ctx, "_overview.html")
 
@@ -55,13 +55,22 @@ def overview_fragment(ctx: PageContext = Depends(page_context)) -> HTMLResponse:
 
 
 @router.get("/jobs", response_class=HTMLResponse)
-def jobs(request: Request, ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def jobs(request: Request, ctx: Page) -> HTMLResponse:
     """Filtered, keyset-paginated jobs, with a bulk-action preview when asked."""
     try:
         filters = reads.JobFilters.parse(request.query_params)
     except reads.FilterError as exc:
-        return _html(ctx, "jobs.html", nav="jobs", title="Jobs", jobs=[], next_before=None,
-                     f=reads.JobFilters(), filter_error=str(exc), **_job_choices(ctx))
+        return _html(
+            ctx,
+            "jobs.html",
+            nav="jobs",
+            title="Jobs",
+            jobs=[],
+            next_before=None,
+            f=reads.JobFilters(),
+            filter_error=str(exc),
+            **_job_choices(ctx),
+        )
     preview_action = request.query_params.get("preview")
     with ctx.connection() as conn:
         rows = reads.list_jobs(conn, ctx.schema, filters, limit=reads.PAGE_SIZE + 1)
@@ -88,7 +97,7 @@ def _job_choices(ctx: PageContext) -> dict[str, Any]:
 
 
 @router.get("/jobs/go")
-def jump(request: Request, ctx: PageContext = Depends(page_context)) -> Response:
+def jump(request: Request, ctx: Page) -> Response:
     """The jump-to-id box: straight to the job's page."""
     raw = (request.query_params.get("id") or "").strip().lstrip("#")
     if not raw.isdigit():
@@ -97,7 +106,7 @@ def jump(request: Request, ctx: PageContext = Depends(page_context)) -> Response
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job(job_id: int, ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def job(job_id: int, ctx: Page) -> HTMLResponse:
     """Args, result, error with traceback, progress and the event timeline of one job."""
     values = _job_values(ctx, job_id)
     if values is None:
@@ -106,7 +115,7 @@ def job(job_id: int, ctx: PageContext = Depends(page_context)) -> HTMLResponse:
 
 
 @router.get("/fragments/jobs/{job_id}", response_class=HTMLResponse)
-def job_fragment(job_id: int, ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def job_fragment(job_id: int, ctx: Page) -> HTMLResponse:
     """A job's live part: facts, progress and timeline."""
     values = _job_values(ctx, job_id)
     if values is None:
@@ -149,13 +158,13 @@ def _not_found(ctx: PageContext, job_id: int) -> HTMLResponse:
 
 
 @router.get("/queues", response_class=HTMLResponse)
-def queues(ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def queues(ctx: Page) -> HTMLResponse:
     """Every queue with its controls."""
     return _html(ctx, "queues.html", nav="queues", title="Queues")
 
 
 @router.get("/fragments/queues", response_class=HTMLResponse)
-def queues_fragment(ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def queues_fragment(ctx: Page) -> HTMLResponse:
     """The queues table alone."""
     return _html(ctx, "_queues.html")
 
@@ -168,20 +177,21 @@ def _worker_values(request: Request, ctx: PageContext) -> dict[str, Any]:
 
 
 @router.get("/workers", response_class=HTMLResponse)
-def workers(request: Request, ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def workers(request: Request, ctx: Page) -> HTMLResponse:
     """Every process of the fleet, its heartbeat and host telemetry."""
-    return _html(ctx, "workers.html", nav="workers", title="Workers",
-                 **_worker_values(request, ctx))
+    return _html(
+        ctx, "workers.html", nav="workers", title="Workers", **_worker_values(request, ctx)
+    )
 
 
 @router.get("/fragments/workers", response_class=HTMLResponse)
-def workers_fragment(request: Request, ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def workers_fragment(request: Request, ctx: Page) -> HTMLResponse:
     """The workers table alone."""
     return _html(ctx, "_workers.html", **_worker_values(request, ctx))
 
 
 @router.get("/schedules", response_class=HTMLResponse)
-def schedules(ctx: PageContext = Depends(page_context)) -> HTMLResponse:
+def schedules(ctx: Page) -> HTMLResponse:
     """Every schedule with its next fire time and last slot."""
     now = ctx.now()
     with ctx.connection() as conn:
@@ -189,27 +199,35 @@ def schedules(ctx: PageContext = Depends(page_context)) -> HTMLResponse:
     described = []
     for row in rows:
         spec = row.spec
-        described.append({
-            "name": spec.name,
-            "expression": spec.expression,
-            "tz": spec.tz,
-            "task": spec.task,
-            "queue": spec.queue,
-            "enabled": spec.enabled,
-            "source": spec.source,
-            "next_fire": row.next_fire(now) if spec.enabled else None,
-            "last_slot": row.last_slot,
-            "last_job_id": row.last_job_id,
-        })
-    return _html(ctx, "schedules.html", nav="schedules", title="Schedules",
-                 schedules=described, broken=broken)
+        described.append(
+            {
+                "name": spec.name,
+                "expression": spec.expression,
+                "tz": spec.tz,
+                "task": spec.task,
+                "queue": spec.queue,
+                "enabled": spec.enabled,
+                "source": spec.source,
+                "next_fire": row.next_fire(now) if spec.enabled else None,
+                "last_slot": row.last_slot,
+                "last_job_id": row.last_job_id,
+            }
+        )
+    return _html(
+        ctx,
+        "schedules.html",
+        nav="schedules",
+        title="Schedules",
+        schedules=described,
+        broken=broken,
+    )
 
 
 # -- the event stream -------------------------------------------------------------
 
 
 @router.get("/events")
-async def events(request: Request, ctx: PageContext = Depends(page_context)) -> StreamingResponse:
+async def events(request: Request, ctx: Page) -> StreamingResponse:
     """Server-Sent Events: one ``fleet`` event per new snapshot of the shared aggregator."""
     aggregator = ctx.aggregator
     hub = aggregator.broadcaster
