@@ -30,7 +30,7 @@ if str(TESTS_DIR) not in sys.path:
 PgServer = TestServer
 
 #: Test kinds, one per folder of tests/ (see the markers in pyproject.toml).
-KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging")
+KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging", "browser")
 INVARIANT_PREFIX = "test_invariant_"
 
 

@@ -145,14 +145,33 @@ def _moment(label: str, value: str | None) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """One line of the jobs list (the columns ``dashboard_list_jobs`` reads)."""
+
+    id: int
+    queue: str
+    task: str
+    status: str
+    priority: int
+    attempt: int
+    max_attempts: int
+    args: dict[str, Any]
+    created_at: datetime
+    available_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: int | None
+
+
 def list_jobs(
     conn: psycopg.Connection[Any], schema: str, filters: JobFilters, limit: int = PAGE_SIZE
-) -> list[dict[str, Any]]:
+) -> list[JobRow]:
     """One page of jobs, newest first (``limit`` rows at most)."""
     params = filters.params() | {"before": filters.before, "limit": limit}
     with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
         cur.execute(queries.query("dashboard_list_jobs", schema), params)
-        return cur.fetchall()
+        return [JobRow(**row) for row in cur.fetchall()]
 
 
 def bulk_ids(

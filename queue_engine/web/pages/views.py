@@ -85,7 +85,7 @@ def jobs(request: Request, ctx: Page) -> HTMLResponse:
         title="Jobs",
         jobs=page,
         f=filters,
-        next_before=page[-1]["id"] if more and page else None,
+        next_before=page[-1].id if more and page else None,
         preview=preview,
         filter_error=None,
         **_job_choices(ctx),

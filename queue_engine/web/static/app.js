@@ -32,8 +32,14 @@
     });
   }
 
-  if (window.EventSource && document.body.dataset.events) {
-    var source = new EventSource(document.body.dataset.events);
+  var source = null;
+
+  function connect() {
+    if (source || !window.EventSource || !document.body.dataset.events) {
+      if (!source) { setLive(false); }
+      return;
+    }
+    source = new EventSource(document.body.dataset.events);
     source.addEventListener("open", function () { setLive(true); });
     source.addEventListener("error", function () { setLive(false); });
     source.addEventListener("fleet", function (ev) {
@@ -45,9 +51,18 @@
       }
       lastVersion = data.version;
     });
-  } else {
-    setLive(false);
   }
+
+  // Close the stream when the page goes away: a page kept in the back-forward
+  // cache would otherwise hold its connection open, and a browser allows only
+  // six per server over HTTP/1.1, so a few clicks later every request waits.
+  window.addEventListener("pagehide", function () {
+    if (source) { source.close(); source = null; }
+  });
+  window.addEventListener("pageshow", function (ev) {
+    if (ev.persisted) { lastVersion = null; connect(); htmx.trigger(document.body, "qe:fleet"); }
+  });
+  connect();
 
   // Bulk actions: ask for the preview count before anything is changed.
   document.addEventListener("submit", function (ev) {
