@@ -119,7 +119,8 @@ async def bulk(request: Request, ctx: Operator) -> RedirectResponse:
     def work(conn: Any) -> str:
         client = _client(ctx, conn)
         done = refused = 0
-        for job_id in reads.bulk_ids(conn, ctx.schema, filters, action, limit=cap):
+        window = reads.search_window(conn, ctx.schema, filters)
+        for job_id in reads.bulk_ids(conn, ctx.schema, filters, action, window, limit=cap):
             try:
                 if action == "cancel":
                     client.cancel(job_id, message=who)

@@ -28,6 +28,9 @@ from queue_engine.jobs import Job, JobStatus
 
 #: Rows per page of the jobs list.
 PAGE_SIZE = 50
+#: Ids a filtered search reads at most per page (the newest below its start):
+#: a filter that matches few rows never scans the whole table (bench/web_pages.py).
+SEARCH_WINDOW = 100_000
 #: Most jobs one bulk action touches (the preview says when more match).
 BULK_CAP = 1000
 #: Statuses each bulk action accepts.
@@ -164,11 +167,41 @@ class JobRow:
     duration_ms: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The ids a search reads: ``floor <= id < top`` (``floor`` None: no lower bound)."""
+
+    top: int
+    floor: int | None
+
+    @property
+    def more_below(self) -> bool:
+        """True when older ids exist below the window (the page offers to search on)."""
+        return self.floor is not None and self.floor > 1
+
+
+def search_window(
+    conn: psycopg.Connection[Any], schema: str, filters: JobFilters, size: int = SEARCH_WINDOW
+) -> Window:
+    """Where a search starts (``before``, else past the newest id) and, filtered, where it stops."""
+    top = filters.before
+    if top is None:
+        with schema_errors(schema):
+            row = conn.execute(queries.query("dashboard_max_job_id", schema)).fetchone()
+        top = (int(row[0]) if row and row[0] is not None else 0) + 1
+    floor = max(1, top - size) if filters.any else None
+    return Window(top, floor)
+
+
 def list_jobs(
-    conn: psycopg.Connection[Any], schema: str, filters: JobFilters, limit: int = PAGE_SIZE
+    conn: psycopg.Connection[Any],
+    schema: str,
+    filters: JobFilters,
+    window: Window,
+    limit: int = PAGE_SIZE,
 ) -> list[JobRow]:
-    """One page of jobs, newest first (``limit`` rows at most)."""
-    params = filters.params() | {"before": filters.before, "limit": limit}
+    """One page of jobs inside ``window``, newest first (``limit`` rows at most)."""
+    params = filters.params() | {"before": window.top, "floor": window.floor, "limit": limit}
     with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
         cur.execute(queries.query("dashboard_list_jobs", schema), params)
         return [JobRow(**row) for row in cur.fetchall()]
@@ -179,12 +212,18 @@ def bulk_ids(
     schema: str,
     filters: JobFilters,
     action: str,
+    window: Window,
     limit: int = BULK_CAP,
 ) -> list[int]:
-    """Ids of the jobs a bulk ``action`` would touch, newest first, at most ``limit``."""
+    """Ids in ``window`` a bulk ``action`` would touch, newest first, at most ``limit``."""
     if action not in BULK_STATUSES:
         raise FilterError(f"action: {action!r} is not one of {', '.join(BULK_STATUSES)}")
-    params = filters.params() | {"statuses": list(BULK_STATUSES[action]), "limit": limit}
+    params = filters.params() | {
+        "statuses": list(BULK_STATUSES[action]),
+        "before": window.top,
+        "floor": window.floor if window.floor is not None else 1,
+        "limit": limit,
+    }
     with schema_errors(schema):
         rows = conn.execute(queries.query("dashboard_bulk_ids", schema), params).fetchall()
     return [int(r[0]) for r in rows]
@@ -197,20 +236,31 @@ class BulkPreview:
     action: str
     count: int
     capped: bool
-    cap: int = BULK_CAP
+    cap: int
+    window: Window
 
     @property
     def verb(self) -> str:
-        """``cancel`` or ``retry``, for the sentence on the page."""
+        """``cancel`` or ``retry``, for the button."""
         return self.action
+
+    @property
+    def done(self) -> str:
+        """``canceled`` or ``retried``, for the sentence on the page."""
+        return {"cancel": "canceled", "retry": "retried"}[self.action]
 
 
 def bulk_preview(
-    conn: psycopg.Connection[Any], schema: str, filters: JobFilters, action: str
+    conn: psycopg.Connection[Any],
+    schema: str,
+    filters: JobFilters,
+    action: str,
+    window: Window,
+    cap: int = BULK_CAP,
 ) -> BulkPreview:
-    """Count the matching jobs, stopping one past the cap."""
-    ids = bulk_ids(conn, schema, filters, action, limit=BULK_CAP + 1)
-    return BulkPreview(action, min(len(ids), BULK_CAP), len(ids) > BULK_CAP)
+    """Count the matching jobs, stopping one past the cap (``QUEUE_ENGINE_WEB_BULK_MAX``)."""
+    ids = bulk_ids(conn, schema, filters, action, window, limit=cap + 1)
+    return BulkPreview(action, min(len(ids), cap), len(ids) > cap, cap, window)
 
 
 def get_job(conn: psycopg.Connection[Any], schema: str, job_id: int) -> Job | None:

@@ -73,11 +73,22 @@ def jobs(request: Request, ctx: Page) -> HTMLResponse:
         )
     preview_action = request.query_params.get("preview")
     with ctx.connection() as conn:
-        rows = reads.list_jobs(conn, ctx.schema, filters, limit=reads.PAGE_SIZE + 1)
+        window = reads.search_window(conn, ctx.schema, filters)
+        rows = reads.list_jobs(conn, ctx.schema, filters, window, limit=reads.PAGE_SIZE + 1)
         preview = None
         if ctx.can_operate and filters.any and preview_action in reads.BULK_STATUSES:
-            preview = reads.bulk_preview(conn, ctx.schema, filters, preview_action)
+            preview = reads.bulk_preview(
+                conn,
+                ctx.schema,
+                filters,
+                preview_action,
+                window,
+                cap=ctx.state.settings.bulk_max,
+            )
     page, more = rows[: reads.PAGE_SIZE], len(rows) > reads.PAGE_SIZE
+    # A full page continues below its last row; a short filtered page searched
+    # its whole window and offers the next one.
+    next_before = page[-1].id if more else (window.floor if window.more_below else None)
     return _html(
         ctx,
         "jobs.html",
@@ -85,7 +96,9 @@ def jobs(request: Request, ctx: Page) -> HTMLResponse:
         title="Jobs",
         jobs=page,
         f=filters,
-        next_before=page[-1].id if more and page else None,
+        window=window,
+        searched_all=not more and window.more_below,
+        next_before=next_before,
         preview=preview,
         filter_error=None,
         **_job_choices(ctx),
