@@ -18,7 +18,7 @@ from importlib.metadata import version
 from fastapi import FastAPI
 
 from queue_engine.service import log_event
-from queue_engine.web import problems
+from queue_engine.web import openapi, problems
 from queue_engine.web.api import router as api_router
 from queue_engine.web.csrf import csrf_middleware
 from queue_engine.web.pages import mount_pages
@@ -62,5 +62,6 @@ def create_app(settings: WebSettings) -> FastAPI:
     app.middleware("http")(csrf_middleware)
     app.include_router(api_router)
     mount_pages(app)
+    openapi.install(app)
     log_event(log, logging.DEBUG, "web.app_created", schema=settings.schema)
     return app

@@ -147,9 +147,12 @@ async def _known(request: Request, exc: Exception) -> JSONResponse:
     if response is None:
         return await _unexpected(request, exc)
     if response.status_code == 503:
+        # Every request fails the same way during an outage: warn once a minute, not per request.
+        state = getattr(request.app.state, "web", None)
+        quiet = state is not None and not state.outage_warning_due()
         log_event(
             log,
-            logging.WARNING,
+            logging.DEBUG if quiet else logging.WARNING,
             "web.db_unavailable",
             path=request.url.path,
             reason=str(exc) if isinstance(exc, QueueEngineError) else type(exc).__name__,

@@ -31,6 +31,9 @@ from queue_engine.web.settings import Scope, WebSettings
 
 Connection = psycopg.Connection[Any]
 
+#: During an outage every request answers 503; its warning is logged this often at most.
+OUTAGE_WARNING_EVERY_S = 60.0
+
 
 def _pool(dsn: str, name: str, settings: WebSettings) -> ConnectionPool:
     return ConnectionPool(
@@ -58,6 +61,8 @@ class WebState:
     settings: WebSettings
     started_monotonic: float = field(default_factory=time.monotonic)
     pools: dict[str, ConnectionPool] = field(default_factory=dict)
+    #: When the last outage warning was logged (monotonic; None: never).
+    outage_warned_at: float | None = None
 
     def open(self) -> None:
         """Create and start opening the pools (in the background: the database may be down)."""
@@ -87,6 +92,17 @@ class WebState:
     def uptime_s(self) -> float:
         """Seconds since the app was created."""
         return time.monotonic() - self.started_monotonic
+
+    def outage_warning_due(self, *, now: float | None = None) -> bool:
+        """True at most once per :data:`OUTAGE_WARNING_EVERY_S`: a 503 is logged at warning then."""
+        at = time.monotonic() if now is None else now
+        if (
+            self.outage_warned_at is not None
+            and at - self.outage_warned_at < OUTAGE_WARNING_EVERY_S
+        ):
+            return False
+        self.outage_warned_at = at
+        return True
 
     def pool_for(self, scope: Scope | None) -> ConnectionPool:
         """The pool a request of ``scope`` borrows from (see the module doc)."""

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from queue_engine.web.api import health
+from queue_engine.web.api import bulk, fleet, health, jobs, schedules
+
+#: The API's routers, in matching order (bulk before jobs: its fixed paths must
+#: win over the jobs routes' patterns). Their routes carry full paths.
+ROUTERS = (health.router, bulk.router, jobs.router, fleet.router, schedules.router)
 
 router = APIRouter()
-router.include_router(health.router)
+for _sub in ROUTERS:
+    router.include_router(_sub)
