@@ -193,9 +193,11 @@ def pages(ids: dict[str, Any]) -> list[tuple[str, str]]:
         ("jobs, queue emails, running", "/jobs?queue=emails&status=running"),
         ("jobs, task filter", "/jobs?task=task_3"),
         ("jobs, args contain", '/jobs?args={"customer":4242}'),
+        ("jobs, a filter matching nothing", "/jobs?task=no_such_task"),
         ("jobs, created range", "/jobs?since=2000-01-01T00:00&until=2100-01-01T00:00"),
         ("jobs, page in the middle", f"/jobs?before={middle}"),
         ("jobs, bulk preview (cancel)", "/jobs?queue=reports&status=queued&preview=cancel"),
+        ("jobs, bulk preview (retry failed)", "/jobs?status=failed&preview=retry"),
         ("job detail (failed)", f"/jobs/{ids['failed']}"),
         ("job detail fragment (running)", f"/fragments/jobs/{ids['running']}"),
         ("queues", "/queues"),
@@ -206,7 +208,7 @@ def pages(ids: dict[str, Any]) -> list[tuple[str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", default=os.environ.get("QUEUE_ENGINE_BENCH_DSN", ""))
+    parser.add_argument("--dsn", default="", help="an admin DSN (default: an embedded Postgres)")
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
