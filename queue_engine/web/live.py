@@ -38,6 +38,7 @@ import psycopg
 
 from queue_engine import sql as queries
 from queue_engine import stats
+from queue_engine.db import schema_errors
 from queue_engine.errors import QueueEngineError
 from queue_engine.service import log_event
 
@@ -133,6 +134,28 @@ class History:
             if not samples:
                 del self._samples[name]
         return True
+
+    def seed(self, rows: Sequence[tuple[str, float, float]], name: str = "out_1m") -> int:
+        """Fill the past from the database before the first sample: ``(queue, at, value)`` rows.
+
+        Only ``name`` is known for those moments (the others stay None, and a
+        chart skips them). Rows outside the window, or not older than the
+        samples already taken, are ignored. Returns how many were kept.
+        """
+        if name not in SAMPLED_FIELDS:
+            raise KeyError(f"{name!r} is not sampled")
+        kept = 0
+        for queue, at, value in sorted(rows, key=lambda r: r[1], reverse=True):
+            samples = self._samples.setdefault(queue, deque())
+            if samples and at >= samples[0].at:
+                continue
+            values: dict[str, float | None] = dict.fromkeys(SAMPLED_FIELDS)
+            values[name] = float(value)
+            samples.appendleft(Sample(at, values))
+            kept += 1
+        for queue in [q for q, samples in self._samples.items() if not samples]:
+            del self._samples[queue]
+        return kept
 
     def series(self, queue: str, name: str) -> list[tuple[float, float | None]]:
         """``(at, value)`` of one figure of one queue, oldest first."""
@@ -316,6 +339,7 @@ class Aggregator:
         self._conn: psycopg.Connection[Any] | None = None
         self.notified = False
         self.last_read: float | None = None
+        self.seeded = False
 
     @property
     def snapshot(self) -> FleetSnapshot:
@@ -374,7 +398,23 @@ class Aggregator:
                 self._conn.execute(
                     psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
                 )
+        if not self.seeded:
+            self.seed(self._conn)
         return self.read(self._conn)
+
+    def seed(self, conn: psycopg.Connection[Any]) -> int:
+        """Draw the last hour's throughput from the finished jobs (once per process)."""
+        with schema_errors(self.schema):
+            rows = conn.execute(
+                queries.query("dashboard_finished_per_minute", self.schema)
+            ).fetchall()
+        horizon = self.clock() - self.history.window_s
+        # A minute's count is what a sample at the minute's end would have read as out_1m.
+        points = [
+            (str(q), float(m) + 60.0, float(n)) for q, m, n in rows if float(m) + 60 > horizon
+        ]
+        self.seeded = True
+        return self.history.seed(points)
 
     def failed(self, exc: BaseException) -> FleetSnapshot:
         """Keep the last figures but say the read failed (the page shows why)."""

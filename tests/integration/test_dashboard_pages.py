@@ -193,3 +193,33 @@ def test_actions_change_the_fleet_and_a_forged_post_changes_nothing(
             f"SELECT DISTINCT status FROM {S}.jobs WHERE queue = 'acts'"
         ).fetchall()
         assert statuses == [("canceled",)]
+
+
+def test_aggregator_reads_the_fleet_and_draws_the_last_hour_from_finished_jobs(
+    dsn: str, client: Client, conn: psycopg.Connection[Any]
+) -> None:
+    from queue_engine.web import live
+
+    done = client.enqueue("t", queue="agg").id
+    client.enqueue("t", queue="agg")
+    conn.execute(
+        f"UPDATE {S}.jobs SET status = 'running', started_at = now() - interval '5 minutes',"
+        " attempt = 1, claimed_by = 'w' WHERE id = %s",
+        (done,),
+    )
+    conn.execute(
+        f"UPDATE {S}.jobs SET status = 'succeeded', finished_at = now() - interval '3 minutes',"
+        " duration_ms = 10 WHERE id = %s",
+        (done,),
+    )
+    aggregator = live.Aggregator(lambda: psycopg.connect(dsn, autocommit=True), S)
+    try:
+        snap = aggregator.run_once()
+        figures = snap.queue("agg")
+        assert figures is not None and figures.queued == 1
+        chart = aggregator.history.series("agg", "out_1m")
+        assert [value for _, value in chart][:1] == [1.0]  # the finished job, 3 minutes ago
+        assert snap.version == 1 and snap.error is None
+        assert aggregator.run_once().version == 2
+    finally:
+        aggregator.stop()

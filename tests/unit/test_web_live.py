@@ -184,3 +184,15 @@ def test_failed_read_keeps_the_figures_and_says_why() -> None:
     assert snap.error == "connection refused"
     assert snap.version == 2 and snap.queues == good.queues
     assert replace(snap, error=None, version=1) == good
+
+
+def test_seed_fills_the_past_before_the_first_samples() -> None:
+    history = live.History(window_s=600, every_s=10)
+    history.add(500.0, [qs("a", out_1m=9)])
+    kept = history.seed(
+        [("a", 400.0, 3.0), ("a", 460.0, 5.0), ("a", 500.0, 7.0), ("b", 480.0, 1.0)]
+    )
+    assert kept == 3  # the row at 500 is not older than the first sample
+    assert history.series("a", "out_1m") == [(400.0, 3.0), (460.0, 5.0), (500.0, 9.0)]
+    assert history.series("a", "queued") == [(400.0, None), (460.0, None), (500.0, 0.0)]
+    assert history.queues() == ["a", "b"]
