@@ -19,7 +19,7 @@ from queue_engine import stats
 from queue_engine.web import live
 
 #: Chart size on the overview (px).
-SPARK_WIDTH = 120
+SPARK_WIDTH = 104
 SPARK_HEIGHT = 26
 
 
