@@ -340,6 +340,7 @@ class Aggregator:
         self.notified = False
         self.last_read: float | None = None
         self.seeded = False
+        self._streams_ended = False
 
     @property
     def snapshot(self) -> FleetSnapshot:
@@ -365,10 +366,21 @@ class Aggregator:
         self.broadcaster.publish(closing=True)
         self._drop()
 
+    def end_streams(self) -> None:
+        """End every event stream now and refuse new ones (the server is stopping).
+
+        The server's graceful stop waits for open responses, and an event
+        stream never ends by itself: without this, one open dashboard would
+        hold a SIGTERM for minutes. Safe from a signal handler: it only sets a
+        flag and schedules wake-ups on the subscribers' loops.
+        """
+        self._streams_ended = True
+        self.broadcaster.publish(closing=True)
+
     @property
     def stopping(self) -> bool:
-        """True once :meth:`stop` was called."""
-        return self._stop.is_set()
+        """True once :meth:`stop` or :meth:`end_streams` was called."""
+        return self._stop.is_set() or self._streams_ended
 
     # one read ------------------------------------------------------------------
 

@@ -36,6 +36,13 @@ def make_aggregator(state: WebState) -> live.Aggregator:
     return live.Aggregator(open_connection, settings.schema)
 
 
+def end_event_streams(app: FastAPI) -> None:
+    """End the dashboard's open event streams (called by ``queue-web`` on its first SIGTERM)."""
+    aggregator = getattr(app.state, "live", None)
+    if isinstance(aggregator, live.Aggregator):
+        aggregator.end_streams()
+
+
 def mount_pages(app: FastAPI) -> None:
     """Mount the dashboard on ``app`` and tie its aggregator to the app's lifespan."""
     state: WebState = app.state.web

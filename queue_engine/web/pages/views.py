@@ -250,6 +250,8 @@ async def events(request: Request, ctx: Page) -> StreamingResponse:
         loop = asyncio.get_running_loop()
         ends = loop.time() + STREAM_MAX_S
         try:
+            if aggregator.stopping:
+                return
             yield "retry: 2000\n\n"
             yield _event(aggregator.snapshot.event())
             while not sub.closed and not aggregator.stopping and loop.time() < ends:
