@@ -606,6 +606,13 @@ WEB_READ_ONLY = choice(
     "on: every credential is held to the read scope; nothing can be changed",
     option="--read-only",
 )
+WEB_API_EXPLORER = choice(
+    "WEB_API_EXPLORER",
+    "off",
+    ("off", "on"),
+    (WEB,),
+    "on: serve the Swagger UI explorer at /docs (it loads its scripts from a CDN)",
+)
 WEB_SESSION_SECRET = optional_text(
     "WEB_SESSION_SECRET",
     (WEB,),
@@ -696,6 +703,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         WEB_USERS,
         WEB_ANONYMOUS,
         WEB_READ_ONLY,
+        WEB_API_EXPLORER,
         WEB_SESSION_SECRET,
         WEB_TRUSTED_ORIGINS,
         WEB_POOL_SIZE,

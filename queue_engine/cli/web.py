@@ -33,6 +33,11 @@ from queue_engine.service import log_event
 log = logging.getLogger("queue_engine.web")
 
 
+#: How long a stop waits for requests in flight before ending them (below the
+#: unit's TimeoutStopSec=30s, so the stop is a clean exit 0, not a SIGKILL).
+GRACEFUL_STOP_S = 25
+
+
 class ListenError(QueueEngineError):
     """The address cannot be listened on (``EX_UNAVAILABLE``: a systemd unit retries)."""
 
@@ -108,6 +113,7 @@ def web(
         lifespan="on",
         server_header=False,
         proxy_headers=False,
+        timeout_graceful_shutdown=GRACEFUL_STOP_S,
     )
     server = _Server(config)
 

@@ -84,7 +84,8 @@ HEADER = """\
 
 Generated from the OpenAPI document of `queue-web` (`python -m queue_engine.web.apidoc >
 docs/reference/http-api.md`); a test fails when this page is stale. A running
-server serves the same document at `/openapi.json` and an explorer at `/docs`.
+server serves the same document at `/openapi.json` (and the Swagger UI explorer
+at `/docs` with `QUEUE_ENGINE_WEB_API_EXPLORER=on`).
 How to run the server, configure credentials and secure it:
 [the web guide]({guide}).
 

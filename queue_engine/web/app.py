@@ -21,6 +21,7 @@ from queue_engine.service import log_event
 from queue_engine.web import openapi, problems
 from queue_engine.web.api import router as api_router
 from queue_engine.web.csrf import csrf_middleware
+from queue_engine.web.limits import BodyLimit
 from queue_engine.web.pages import mount_pages
 from queue_engine.web.settings import WebSettings
 from queue_engine.web.state import WebState
@@ -53,13 +54,16 @@ def create_app(settings: WebSettings) -> FastAPI:
         version=version("queue-engine"),
         description=API_DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        # Swagger UI loads its scripts from a CDN into this origin, where the
+        # dashboard's login cookie lives: only when asked for.
+        docs_url="/docs" if settings.api_explorer else None,
         redoc_url=None,
         openapi_url="/openapi.json",
     )
     app.state.web = state
     problems.install(app)
     app.middleware("http")(csrf_middleware)
+    app.add_middleware(BodyLimit)
     app.include_router(api_router)
     mount_pages(app)
     openapi.install(app)

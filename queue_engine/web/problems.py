@@ -13,6 +13,7 @@ request body/query/path invalid        422     FastAPI's validation, field by fi
 :class:`InvalidTransition`, exists     409     the job's status does not allow it
 :class:`~queue_engine.web.auth.Unauthorized`  401  with ``WWW-Authenticate``
 :class:`~queue_engine.web.auth.Forbidden`     403
+a body over the cap                    413     refused by ``web.limits`` before a route runs
 the database refuses (privilege,       403     the credential's database role may not
 read-only transaction)                         do this: read-only enforced by Postgres
 :class:`DatabaseUnavailable`,          503     with ``Retry-After``; the database is

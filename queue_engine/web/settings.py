@@ -123,6 +123,7 @@ class WebSettings:
     users: Mapping[str, User] = field(default_factory=dict, repr=False)
     anonymous: Scope | None = None
     read_only: bool = False
+    api_explorer: bool = False
     session_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     trusted_origins: frozenset[str] = frozenset()
     pool_size: int = table.WEB_POOL_SIZE.default
@@ -145,6 +146,7 @@ class WebSettings:
             if table.WEB_ANONYMOUS.read(environ) == "none"
             else Scope.parse(table.WEB_ANONYMOUS.read(environ)),
             "read_only": table.WEB_READ_ONLY.read(environ) == "on",
+            "api_explorer": table.WEB_API_EXPLORER.read(environ) == "on",
             "trusted_origins": parse_origins(table.WEB_TRUSTED_ORIGINS.read(environ)),
             "pool_size": table.WEB_POOL_SIZE.read(environ),
             "db_timeout_s": table.WEB_DB_TIMEOUT_S.read(environ),

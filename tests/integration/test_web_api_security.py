@@ -289,3 +289,28 @@ def test_monitor_role_cannot_read_schedules_as_documented(
             "database-refused"
         )
         assert api.get("/api/v1/schedules", headers=OPERATOR).status_code == 200
+
+
+def test_an_oversize_body_is_413_before_it_is_read(dsn: str, conn) -> None:
+    from queue_engine.web.limits import MAX_BODY_BYTES
+
+    with web_client(dsn) as api:
+        huge = b'{"task": "t", "args": {"x": "' + b"a" * MAX_BODY_BYTES + b'"}}'
+        announced = api.post(
+            "/api/v1/jobs", content=huge, headers={**PRODUCER, "content-type": "application/json"}
+        )
+        assert "request body over" in is_problem(announced, 413)["detail"]
+
+        def chunks():  # no Content-Length: counted as it arrives
+            yield b'{"task": "t", "args": {"x": "'
+            for _ in range(MAX_BODY_BYTES // (1024 * 1024) + 1):
+                yield b"a" * (1024 * 1024)
+            yield b'"}}'
+
+        chunked = api.post(
+            "/api/v1/jobs",
+            content=chunks(),
+            headers={**PRODUCER, "content-type": "application/json"},
+        )
+        assert is_problem(chunked, 413)
+    assert job_count(conn) == 0

@@ -1,12 +1,14 @@
 """The real ``queue-web`` binary: it serves /health and /ready, and a SIGTERM stops it with exit 0.
 
-Also: a port already taken exits 69, a malformed token list exits 2 without
+A second SIGTERM while the stop waits for a request in flight exits 130. Also:
+a port already taken exits 69, a malformed token list exits 2 without
 echoing it, and the JSON log carries the web.* events and never a secret.
 Waits are bounded polls; nothing is timed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -138,3 +140,51 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
     assert proc.stderr.strip() == "" and proc.stdout.strip() == "", proc.stderr + proc.stdout
     text = UNIT.read_text()
     assert "RestartPreventExitStatus=2" in text and "KillSignal=SIGTERM" in text
+
+
+def test_a_second_sigterm_during_a_stop_waiting_for_a_request_exits_130(
+    dsn: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """A request in flight holds the graceful stop; the second SIGTERM ends it at once."""
+    import threading
+
+    import psycopg
+
+    from queue_engine import Client
+
+    with Client(dsn) as client:
+        job_id = client.enqueue("t").id
+    port = free_port()
+    log = tmp_path / "web.log"
+    proc = spawn(dsn, port, log)
+    procs.append(proc)
+    wait_for("queue-web to answer /health", lambda: get(port, "/health")[0] == 200, procs)
+    with psycopg.connect(dsn) as locker, psycopg.connect(dsn, autocommit=True) as watch:
+        locker.execute("SELECT 1 FROM queue_engine.jobs WHERE id = %s FOR UPDATE", (job_id,))
+
+        def cancel() -> None:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/api/v1/jobs/{job_id}/cancel", method="POST"
+            )
+            request.add_header("Authorization", f"Bearer {TOKEN}")
+            with contextlib.suppress(OSError):  # the process is ended under it
+                urllib.request.urlopen(request, timeout=WAIT_S).read()
+
+        thread = threading.Thread(target=cancel, daemon=True)
+        thread.start()
+
+        def blocked() -> bool:
+            row = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'queue-engine-web' "
+                "AND wait_event_type = 'Lock'"
+            ).fetchone()
+            return row is not None and row[0] > 0
+
+        wait_for("the cancel to wait for the row lock", blocked, procs)
+        proc.send_signal(signal.SIGTERM)
+        wait_for("web.stopping", lambda: "web.stopping" in events(log), procs)
+        assert proc.poll() is None, "the stop should still wait for the request in flight"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=WAIT_S) == 130
+        locker.rollback()
+    assert "web.exit_now" in events(log) and "web.stopped" not in events(log)

@@ -48,6 +48,8 @@ def test_every_api_operation_needs_a_scope_and_writes_need_more_than_read() -> N
 def test_openapi_is_served_with_the_compatibility_routes() -> None:
     with TestClient(create_app(WebSettings(db_timeout_s=0.1))) as client:
         doc = client.get("/openapi.json").json()
+        assert client.get("/docs").status_code == 404  # the explorer is opt-in (CDN scripts)
+    with TestClient(create_app(WebSettings(db_timeout_s=0.1, api_explorer=True))) as client:
         assert client.get("/docs").status_code == 200
     assert {
         "/api/v1/jobs/trigger",

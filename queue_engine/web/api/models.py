@@ -92,8 +92,14 @@ class Triggered(BaseModel):
     status: str
 
 
-class JobOut(BaseModel):
-    """One job, as stored."""
+class Open(BaseModel):
+    """An answer whose main fields are declared; more may follow (``extra="allow"``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class JobOut(Open):
+    """One job, as stored (columns added by later schema versions pass through)."""
 
     id: int
     queue: str
@@ -230,12 +236,6 @@ class FleetTargetBody(Strict):
     host: str | None = None
     queue: str | None = None
     worker_id: str | None = None
-
-
-class Open(BaseModel):
-    """An answer whose main fields are declared; more may follow (``extra="allow"``)."""
-
-    model_config = ConfigDict(extra="allow")
 
 
 class QueueOut(Open):
