@@ -14,7 +14,19 @@ from threading import Thread
 from typing import Any
 
 import psycopg
-from conftest import OPERATOR, VIEWER, WebServer, free_port, login, screenshot, wait_for
+from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
+    OPERATOR,
+    VIEWER,
+    WebServer,
+    browser_fixture,
+    chromium_fixture,
+    free_port,
+    login,
+    screenshot,
+    wait_for,
+    web_server_fixture,
+    worker_fixture,
+)
 from qe_worker_helpers import wait_until
 
 from queue_engine import Client
@@ -22,6 +34,7 @@ from queue_engine.controls import pause_queue, resume_queue
 
 S = "queue_engine"
 Q = "wt"
+FIXTURES = (browser_fixture, chromium_fixture, web_server_fixture, worker_fixture)
 
 
 def by_id(driver: Any, element_id: str) -> Any:

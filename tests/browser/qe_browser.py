@@ -1,5 +1,9 @@
 """The dashboard in a real browser: headless Chromium (Debian's) driven by selenium.
 
+The fixtures and helpers of tests/browser (imported by the test modules: a
+``conftest.py`` in this folder would shadow ``tests/conftest.py`` for the
+modules that import it by name).
+
 Every test here runs a real ``queue-web`` process and, where it needs one, a
 real ``queue-claim-worker`` on the ``wt`` queue of the test apps, each on the
 test's own fresh database. Chromium and its driver come from Debian
@@ -49,8 +53,8 @@ def _have_browser() -> bool:
     return CHROMIUM.exists() and CHROMEDRIVER.exists()
 
 
-@pytest.fixture(scope="session")
-def chromium() -> Path:
+@pytest.fixture(scope="session", name="chromium")
+def chromium_fixture() -> Path:
     """Chromium and its driver, installed from Debian if missing; skip with the reason if impossible."""
     if not _have_browser() and INSTALLER.exists():
         subprocess.run(
@@ -95,8 +99,8 @@ class WebServer:
         self.log = log
 
 
-@pytest.fixture
-def web_server(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
+@pytest.fixture(name="web_server")
+def web_server_fixture(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
     """``queue-web`` on a free loopback port, with an operator and a read-only login."""
     port = free_port()
     log = tmp_path / "queue-web.log"
@@ -123,8 +127,8 @@ def web_server(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
         stop_process(proc, timeout=15)
 
 
-@pytest.fixture
-def worker(dsn: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+@pytest.fixture(name="worker")
+def worker_fixture(dsn: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """One ``queue-claim-worker`` on the ``wt`` queue."""
     proc = spawn_worker(dsn, log_file=tmp_path / "worker.log")
     try:
@@ -134,8 +138,8 @@ def worker(dsn: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
         kill_all([proc])
 
 
-@pytest.fixture
-def browser(chromium: Path, tmp_path: Path) -> Iterator[Any]:
+@pytest.fixture(name="browser")
+def browser_fixture(chromium: Path, tmp_path: Path) -> Iterator[Any]:
     """A fresh headless Chromium (its own profile folder), closed after the test."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
