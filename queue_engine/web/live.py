@@ -74,18 +74,23 @@ class RefreshPolicy:
         if self.poll_s <= 0 or self.min_gap_s < 0 or self.min_gap_s > self.poll_s:
             raise ValueError("need poll_s > 0 and 0 <= min_gap_s <= poll_s")
 
-    def due(self, now: float, last: float | None, notified: bool) -> bool:
-        """True when a read is due: never read, a notification past the gap, or the poll."""
+    def due(self, now: float, last: float | None, notified: bool, watched: bool = True) -> bool:
+        """True when a read is due: never read, a notification past the gap, or the poll.
+
+        With nobody watching (no open event stream) notifications are ignored
+        and only the poll reads: heartbeats notify every few seconds, and
+        nobody needs sub-second figures then (the charts sample on the poll).
+        """
         if last is None:
             return True
         elapsed = now - last
-        return elapsed >= self.poll_s or (notified and elapsed >= self.min_gap_s)
+        return elapsed >= self.poll_s or (notified and watched and elapsed >= self.min_gap_s)
 
-    def wait_s(self, now: float, last: float | None, notified: bool) -> float:
+    def wait_s(self, now: float, last: float | None, notified: bool, watched: bool = True) -> float:
         """Seconds to wait before the next read is due (0: read now)."""
         if last is None:
             return 0.0
-        target = last + (self.min_gap_s if notified else self.poll_s)
+        target = last + (self.min_gap_s if notified and watched else self.poll_s)
         return max(0.0, target - now)
 
 
@@ -458,12 +463,13 @@ class Aggregator:
     def _wait_for_next(self) -> None:
         conn = self._conn
         while not self._stop.is_set() and conn is not None:
-            wait = self.policy.wait_s(self.clock(), self.last_read, self.notified)
+            watched = len(self.broadcaster) > 0
+            wait = self.policy.wait_s(self.clock(), self.last_read, self.notified, watched)
             if wait <= 0:
                 return
             for _ in conn.notifies(timeout=min(wait, WAIT_SLICE_S), stop_after=1):
                 self.notified = True
-            if self.policy.due(self.clock(), self.last_read, self.notified):
+            if self.policy.due(self.clock(), self.last_read, self.notified, watched):
                 return
 
     def _drop(self) -> None:

@@ -196,3 +196,10 @@ def test_seed_fills_the_past_before_the_first_samples() -> None:
     assert history.series("a", "out_1m") == [(400.0, 3.0), (460.0, 5.0), (500.0, 9.0)]
     assert history.series("a", "queued") == [(400.0, None), (460.0, None), (500.0, 0.0)]
     assert history.queues() == ["a", "b"]
+
+
+def test_with_nobody_watching_notifications_wait_for_the_poll() -> None:
+    policy = live.RefreshPolicy(poll_s=10, min_gap_s=1)
+    assert not policy.due(103.0, 100.0, notified=True, watched=False)
+    assert policy.wait_s(103.0, 100.0, notified=True, watched=False) == 7.0
+    assert policy.due(110.0, 100.0, notified=True, watched=False)
