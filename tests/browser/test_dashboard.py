@@ -204,13 +204,14 @@ def test_read_only_login_sees_no_controls_and_a_forged_post_is_refused(
         browser.get(web_server.url + path)
         wait_for(browser, lambda d: d.find_elements(By.TAG_NAME, "h1"), what=path)
         assert post_forms(browser) == [], f"{path} shows mutating controls to a read-only login"
+        if path == "/workers":
+            screenshot(browser, "read-only-workers")
         assert not browser.find_elements(By.TAG_NAME, "button") or all(
             b.get_attribute("id") == "sign-out"
             or b.get_attribute("type") != "submit"
             or b.find_element(By.XPATH, "./ancestor::form").get_attribute("method") == "get"
             for b in browser.find_elements(By.TAG_NAME, "button")
         )
-    screenshot(browser, "read-only-workers")
     # The server refuses too: the viewer's own session posting a cancel gets 403.
     status = browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
