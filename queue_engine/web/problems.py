@@ -9,6 +9,7 @@ raised                                status  why
 request body/query/path invalid        422     FastAPI's validation, field by field
 :class:`ValidationError`               422     the engine's own checks (before any write)
 :class:`JobNotFound`, no schedule      404
+:class:`WorkflowNotFound` (or node)    404
 :class:`NoLiveWorker`                  404     a park/stop that names no live worker
 :class:`InvalidTransition`, exists     409     the job's status does not allow it
 :class:`~queue_engine.web.auth.Unauthorized`  401  with ``WWW-Authenticate``
@@ -48,6 +49,7 @@ from queue_engine.errors import (
     QueueEngineError,
     SchemaMissing,
     ValidationError,
+    WorkflowNotFound,
 )
 from queue_engine.scheduler.store import ScheduleExists, ScheduleNotFound
 from queue_engine.service import log_event
@@ -119,7 +121,7 @@ def for_error(exc: Exception) -> JSONResponse | None:
         return problem(403, exc.detail)
     if isinstance(exc, ValidationError):
         return problem(422, str(exc), kind="validation")
-    if isinstance(exc, JobNotFound | ScheduleNotFound | NoLiveWorker):
+    if isinstance(exc, JobNotFound | WorkflowNotFound | ScheduleNotFound | NoLiveWorker):
         return problem(404, str(exc))
     if isinstance(exc, InvalidTransition | ScheduleExists):
         return problem(409, str(exc))

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from queue_engine.web.api import bulk, fleet, health, jobs, schedules
+from queue_engine.web.api import bulk, fleet, health, jobs, schedules, workflows
 
 #: The API's routers, in matching order (bulk before jobs: its fixed paths must
 #: win over the jobs routes' patterns). Their routes carry full paths.
-ROUTERS = (health.router, bulk.router, jobs.router, fleet.router, schedules.router)
+ROUTERS = (
+    health.router,
+    bulk.router,
+    jobs.router,
+    fleet.router,
+    schedules.router,
+    workflows.router,
+)
 
 router = APIRouter()
 for _sub in ROUTERS:

@@ -11,11 +11,12 @@ silently dropped.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from queue_engine.jobs import Job
+from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 
 
 class Strict(BaseModel):
@@ -308,3 +309,157 @@ class SchedulesOut(BaseModel):
 
     schedules: list[ScheduleOut]
     errors: list[str]
+
+
+# -- workflows --------------------------------------------------------------------
+
+
+class WorkflowEdgeIn(Strict):
+    """An edge from a parent node; ``finished``: any end of the parent will do."""
+
+    node: str
+    requires: Literal["succeeded", "finished"] = "succeeded"
+
+
+class WorkflowNodeIn(Strict):
+    """One node: a job (``task`` and the enqueue options) or an input node (``input: true``).
+
+    ``idempotency_key`` and ``dedupe_key`` are accepted only to be refused by
+    the engine with a message that says why (the workflow's key stands for
+    its nodes), rather than as an unknown field.
+    """
+
+    node: str = Field(description="the node's name, unique in the workflow")
+    task: str | None = Field(None, description="required unless `input` is true")
+    after: list[str | WorkflowEdgeIn] = Field(
+        default_factory=list, description="parent node names, or `{node, requires}`"
+    )
+    input: bool = Field(
+        False, description="an input node: waits for `provide-input` (takes `timeout_s`, `queue`)"
+    )
+    queue: str | None = None
+    args: dict[str, Any] | None = Field(None, description="may hold `$result` references")
+    priority: int | None = None
+    run_at: datetime | None = None
+    delay: float | None = None
+    max_attempts: int | None = None
+    timeout_s: int | None = None
+    lease_ttl_s: int | None = None
+    idempotency_key: str | None = None
+    dedupe_key: str | None = None
+    lock_key: str | None = None
+    partition_key: str | None = None
+    producer: str | None = None
+    affinity_key: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The enqueue options that were given (``Workflow.add``'s keyword arguments)."""
+        return self.model_dump(exclude={"node", "task", "after", "input"}, exclude_none=True)
+
+
+class WorkflowCreate(Strict):
+    """A workflow to start: checked whole (names, edges, cycles, options) before any write."""
+
+    name: str
+    idempotency_key: str | None = Field(
+        None, description="or the `Idempotency-Key` header: a re-send returns the same workflow"
+    )
+    producer: str | None = None
+    nodes: list[WorkflowNodeIn] = Field(min_length=1, max_length=100_000)
+
+
+class WorkflowOut(BaseModel):
+    """One workflow: its state and per-state node counts (no scan of its jobs)."""
+
+    id: int
+    name: str
+    state: str
+    node_count: int
+    counts: dict[str, int]
+    idempotency_key: str | None
+    producer: str | None
+    schedule: str | None
+    cancel_requested: bool
+    created_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, info: WorkflowInfo) -> WorkflowOut:
+        """From the engine's record."""
+        return cls.model_validate(info.to_dict())
+
+
+class WorkflowPage(BaseModel):
+    """Workflows newest first; pass ``next_before_id`` as ``before_id`` for the next (null: the end)."""
+
+    items: list[WorkflowOut]
+    next_before_id: int | None
+
+
+class WorkflowEdgeOut(BaseModel):
+    """A node's parent and what the node requires of it."""
+
+    node: str
+    requires: str
+
+
+class WorkflowNodeOut(BaseModel):
+    """One node of a workflow: its job's state and its edges."""
+
+    job_id: int
+    node: str
+    task: str
+    queue: str
+    status: str
+    attempt: int
+    max_attempts: int
+    pending_parents: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: int | None
+    error: str | None
+    result: Any
+    after: list[WorkflowEdgeOut]
+
+    @classmethod
+    def of(cls, node: NodeInfo) -> WorkflowNodeOut:
+        """From the engine's record."""
+        return cls.model_validate(node.to_dict())
+
+
+class WorkflowNodes(BaseModel):
+    """Every node of one workflow, parents first."""
+
+    workflow_id: int
+    items: list[WorkflowNodeOut]
+
+
+class WorkflowCanceled(BaseModel):
+    """A cancel: nodes canceled at once, running nodes asked to stop."""
+
+    workflow_id: int
+    canceled: int
+    stopping: int
+
+
+class WorkflowRetried(BaseModel):
+    """A retry: how many nodes run again."""
+
+    workflow_id: int
+    rerun: int
+
+
+class InputIn(Strict):
+    """The value of an input node (any JSON value, at most 1 MiB)."""
+
+    node: str
+    value: Any = None
+
+
+class InputProvided(BaseModel):
+    """``provided``: given now; ``already``: the node had its value (a safe re-send)."""
+
+    workflow_id: int
+    node: str
+    provided: bool
+    already: bool
