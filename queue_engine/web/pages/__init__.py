@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from queue_engine.db import connect
 from queue_engine.web import live
-from queue_engine.web.pages import actions, login, views
+from queue_engine.web.pages import actions, login, views, workflows
 from queue_engine.web.pages.render import environment
 from queue_engine.web.state import WebState
 
@@ -53,6 +53,7 @@ def mount_pages(app: FastAPI) -> None:
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
     app.include_router(login.router)
     app.include_router(views.router)
+    app.include_router(workflows.router)
     app.include_router(actions.router)
 
     inner = app.router.lifespan_context

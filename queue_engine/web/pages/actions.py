@@ -1,4 +1,4 @@
-"""The dashboard's buttons: cancel, retry, bulk, pause, resume, scale, rate, park, stop, schedules.
+"""The dashboard's buttons: cancel, retry, bulk, pause, resume, scale, rate, park, stop, schedules, workflows.
 
 Every action is a plain HTML form POST answered by a 303 redirect back to
 the page it came from, with a one-line banner (``?done=`` or ``?failed=``):
@@ -15,6 +15,7 @@ urlencoded body, so the dashboard needs no multipart library.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -73,6 +74,52 @@ async def _run(
 
 def _client(ctx: PageContext, conn: Any) -> Client:
     return Client(ctx.state.settings.dsn, conn=conn, schema=ctx.schema)
+
+
+# -- workflows --------------------------------------------------------------------
+
+
+@router.post("/actions/workflows/{workflow_id}/cancel")
+async def cancel_workflow(workflow_id: int, ctx: Operator) -> RedirectResponse:
+    """Cancel every unfinished node of a workflow; running ones are asked to stop."""
+    who = f"workflow canceled from the dashboard by {ctx.principal.name}"
+
+    def work(conn: Any) -> str:
+        canceled, stopping = _client(ctx, conn).cancel_workflow(workflow_id, message=who)
+        return f"workflow {workflow_id}: {canceled} node(s) canceled, {stopping} asked to stop"
+
+    return await _run(ctx, f"/workflows/{workflow_id}", work)
+
+
+@router.post("/actions/workflows/{workflow_id}/retry")
+async def retry_workflow(workflow_id: int, ctx: Operator) -> RedirectResponse:
+    """Re-run an ended workflow's failed, canceled and lost nodes and their descendants."""
+    who = f"workflow retried from the dashboard by {ctx.principal.name}"
+
+    def work(conn: Any) -> str:
+        rerun = _client(ctx, conn).retry_workflow(workflow_id, message=who)
+        return f"workflow {workflow_id}: {rerun} node(s) run again"
+
+    return await _run(ctx, f"/workflows/{workflow_id}", work)
+
+
+@router.post("/actions/workflows/{workflow_id}/provide-input")
+async def provide_input(workflow_id: int, request: Request, ctx: Operator) -> RedirectResponse:
+    """Give an input node its value: the form's ``value`` as JSON (empty: null)."""
+    form = await form_of(request)
+    node, raw = form.get("node", "").strip(), form.get("value", "").strip()
+    path = f"/workflows/{workflow_id}"
+    try:
+        value = json.loads(raw) if raw else None
+    except json.JSONDecodeError as exc:
+        return _back(ctx, path, failed=f"value: not valid JSON ({exc.msg} at position {exc.pos})")
+
+    def work(conn: Any) -> str:
+        if _client(ctx, conn).provide_input(workflow_id, node, value):
+            return f"input {node} of workflow {workflow_id} provided"
+        return f"input {node} of workflow {workflow_id} had been provided already"
+
+    return await _run(ctx, path, work)
 
 
 # -- jobs -------------------------------------------------------------------------

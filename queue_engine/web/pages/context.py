@@ -31,6 +31,7 @@ from queue_engine.web.state import Connection, WebState
 NAV = (
     ("overview", "Overview", "/"),
     ("jobs", "Jobs", "/jobs"),
+    ("workflows", "Workflows", "/workflows"),
     ("queues", "Queues", "/queues"),
     ("workers", "Workers", "/workers"),
     ("schedules", "Schedules", "/schedules"),
