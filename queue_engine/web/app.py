@@ -29,8 +29,8 @@ from queue_engine.web.state import WebState
 log = logging.getLogger("queue_engine.web")
 
 API_DESCRIPTION = """\
-The queue-engine HTTP API: create, inspect, cancel and retry jobs, and operate
-queues, workers and schedules. Authenticate with `Authorization: Bearer <token>`
+The queue-engine HTTP API: create, inspect, cancel and retry jobs, start and
+operate workflows, and operate queues, workers and schedules. Authenticate with `Authorization: Bearer <token>`
 (scopes read, producer, operator). Errors are RFC 9457 `application/problem+json`.
 `POST /api/v1/jobs/trigger`, `GET /api/v1/jobs/{id}/status` and
 `POST /api/v1/jobs/{id}/cancel` keep the shape of HTTP-triggered ETL services.
