@@ -82,6 +82,15 @@ def test_the_pages_answer_and_a_read_only_visitor_gets_no_controls(
         assert "after part-0 … part-4 (finished)" in page
         assert page.count('class="dag-level"') == 4
         assert web.get("/workflows/999999", headers=REX).status_code == 404
+        for part in ("facts", "dag"):
+            live = web.get(f"/fragments/workflows/{info.id}/{part}", headers=REX)
+            assert live.status_code == 200 and posts(live.text) == [], part
+            assert web.get(f"/fragments/workflows/999999/{part}", headers=REX).status_code == 404
+        assert (
+            'id="workflow-counts"'
+            in web.get(f"/fragments/workflows/{info.id}/facts", headers=REX).text
+        )
+        assert "5 nodes" in web.get(f"/fragments/workflows/{info.id}/dag", headers=REX).text
         bad = web.get("/workflows?state=sleeping", headers=REX)
         assert bad.status_code == 200 and 'class="banner error"' in bad.text
 
@@ -121,6 +130,8 @@ def test_operator_cancel_and_retry_work_and_a_forged_post_changes_nothing(
         assert state_of(conn, info.id) == "canceled"
         page = web.get(done.headers["location"], headers=ADA).text
         assert "8 node(s) canceled" in page and 'id="retry-workflow"' in page
+        # The page's live parts stop polling once the workflow ended (htmx: 286).
+        assert web.get(f"/fragments/workflows/{info.id}/dag", headers=REX).status_code == 286
         again = web.post(f"/actions/workflows/{info.id}/cancel", headers=ADA)
         assert 'class="banner error"' in again.text and "already ended" in again.text
         retried = web.post(f"/actions/workflows/{info.id}/retry", headers=ADA)

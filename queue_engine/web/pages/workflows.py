@@ -198,33 +198,71 @@ def workflows(request: Request, ctx: Page) -> HTMLResponse:
     )
 
 
-@router.get("/workflows/{workflow_id}", response_class=HTMLResponse)
-def workflow(workflow_id: int, ctx: Page) -> HTMLResponse:
-    """One workflow: its state and counts, its DAG by level, and the operator's controls."""
+#: The answer of a live fragment once its workflow has ended: htmx swaps it in
+#: and stops polling (a 2xx code htmx reserves for that).
+STOP_POLLING = 286
+
+
+def _workflow_values(
+    ctx: PageContext, workflow_id: int, *, with_nodes: bool = True
+) -> dict[str, Any] | None:
+    """What the page and its fragments draw; None for an unknown workflow."""
     try:
         with ctx.connection() as conn:
             client = _client(ctx, conn)
             info = client.get_workflow(workflow_id)
-            nodes = list(client.workflow_nodes(workflow_id))
+            nodes = list(client.workflow_nodes(workflow_id)) if with_nodes else []
     except (WorkflowNotFound, ValidationError):
-        body = ctx.render(
-            "not_found.html",
-            nav="workflows",
-            title=f"Workflow {workflow_id} not found",
-            detail="No workflow has this id: it was never started, or retention pruned it.",
-            back=f"{ctx.prefix}/workflows",
-        )
-        return HTMLResponse(body, status_code=404)
-    now = ctx.now()
-    return HTMLResponse(
-        ctx.render(
-            "workflow.html",
-            nav="workflows",
-            title=f"Workflow {workflow_id}",
-            wf=info,
-            counts=layout.counts_text(info.counts),
-            levels=dag_levels(nodes, now),
-            inputs=awaiting_input(nodes) if ctx.can_operate else [],
-            took=(info.finished_at - info.created_at).total_seconds() if info.finished_at else None,
-        )
+        return None
+    took = (info.finished_at - info.created_at).total_seconds() if info.finished_at else None
+    return {
+        "wf": info,
+        "counts": layout.counts_text(info.counts),
+        "levels": dag_levels(nodes, ctx.now()),
+        "inputs": awaiting_input(nodes) if ctx.can_operate else [],
+        "took": took,
+    }
+
+
+def _not_found(ctx: PageContext, workflow_id: int) -> HTMLResponse:
+    body = ctx.render(
+        "not_found.html",
+        nav="workflows",
+        title=f"Workflow {workflow_id} not found",
+        detail="No workflow has this id: it was never started, or retention pruned it.",
+        back=f"{ctx.prefix}/workflows",
     )
+    return HTMLResponse(body, status_code=404)
+
+
+@router.get("/workflows/{workflow_id}", response_class=HTMLResponse)
+def workflow(workflow_id: int, ctx: Page) -> HTMLResponse:
+    """One workflow: its state and counts, its DAG by level, and the operator's controls."""
+    values = _workflow_values(ctx, workflow_id)
+    if values is None:
+        return _not_found(ctx, workflow_id)
+    return HTMLResponse(
+        ctx.render("workflow.html", nav="workflows", title=f"Workflow {workflow_id}", **values)
+    )
+
+
+def _fragment(
+    ctx: PageContext, workflow_id: int, template: str, *, with_nodes: bool
+) -> HTMLResponse:
+    values = _workflow_values(ctx, workflow_id, with_nodes=with_nodes)
+    if values is None:
+        return _not_found(ctx, workflow_id)
+    ended = values["wf"].state != WorkflowState.RUNNING
+    return HTMLResponse(ctx.render(template, **values), status_code=STOP_POLLING if ended else 200)
+
+
+@router.get("/fragments/workflows/{workflow_id}/facts", response_class=HTMLResponse)
+def workflow_facts(workflow_id: int, ctx: Page) -> HTMLResponse:
+    """A running workflow's state and counts (its row only), polled by its page."""
+    return _fragment(ctx, workflow_id, "_workflow_facts.html", with_nodes=False)
+
+
+@router.get("/fragments/workflows/{workflow_id}/dag", response_class=HTMLResponse)
+def workflow_dag(workflow_id: int, ctx: Page) -> HTMLResponse:
+    """A running workflow's DAG, polled by its page (286 once it ended: polling stops)."""
+    return _fragment(ctx, workflow_id, "_workflow_dag.html", with_nodes=True)
