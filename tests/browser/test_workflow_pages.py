@@ -113,3 +113,26 @@ def test_an_operator_follows_a_workflow_and_provides_its_input(
     wait_for(browser, lambda d: d.find_elements(By.ID, "dag"), what="the DAG, read-only")
     forms = browser.find_elements(By.CSS_SELECTOR, "main form[method=post]")
     assert forms == []
+
+
+def test_a_ten_thousand_node_workflow_reads_at_a_glance(
+    web_server: WebServer, browser: Any, client: Client
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    wf = Workflow("wide-fan")
+    wf.add("split", "echo", queue=Q)
+    for i in range(10_000):
+        wf.add(f"chunk-{i}", "echo", queue=Q, args={"chunk": i}, after=["split"])
+    wf.add("combine", "echo", queue=Q, after=[f"chunk-{i}" for i in range(10_000)])
+    info = client.start_workflow(wf)
+    client.cancel_workflow(info.id)
+    login(browser, web_server.url, OPERATOR)
+    browser.get(f"{web_server.url}/workflows/{info.id}")
+    wait_for(browser, lambda d: d.find_elements(By.ID, "dag"), what="the DAG")
+    boxes = browser.find_elements(By.CSS_SELECTOR, ".dag-node")
+    assert len(boxes) == 3
+    assert "10 000 nodes: 10 000 canceled" in boxes[1].text
+    assert "and 9 994 more" in boxes[1].text
+    assert "after chunk-0 … chunk-9999" in boxes[2].text
+    screenshot(browser, "workflow-wide")

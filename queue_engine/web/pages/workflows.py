@@ -41,6 +41,13 @@ def badge(state: str) -> str:
     return state.replace(" ", "-")
 
 
+def ordered_counts(counts: Counter[str] | dict[str, int]) -> list[tuple[str, int]]:
+    """The non-zero counts in the order ``queue-ctl`` prints them (the page formats the numbers)."""
+    order = [s for s in layout.STATE_ORDER if counts.get(s)]
+    order += sorted(s for s in counts if s not in layout.STATE_ORDER and counts[s])
+    return [(s, counts[s]) for s in order]
+
+
 @dataclass(frozen=True, slots=True)
 class Link:
     """A node's name and its job's id, for a link to the job page."""
@@ -59,7 +66,7 @@ class Box:
     task: str
     job_id: int
     last: Link | None
-    states: str
+    states: list[tuple[str, int]]
     attempt: str
     duration: float | None
     after: str
@@ -92,7 +99,7 @@ def _single(group: layout.Group, group_of: dict[str, layout.Group], now: datetim
         task="input" if is_input else node.task,
         job_id=node.job_id,
         last=None,
-        states="",
+        states=[],
         attempt="" if is_input else f"{node.attempt}/{node.max_attempts}",
         duration=None if is_input else layout.node_duration(node, now),
         after=layout.after_text(node, group_of),
@@ -119,7 +126,7 @@ def _folded(group: layout.Group, group_of: dict[str, layout.Group], now: datetim
         task=first.task,
         job_id=first.job_id,
         last=Link(last.node, last.job_id),
-        states=layout.counts_text(states),
+        states=ordered_counts(states),
         attempt=f"{min(attempts)}-{max(attempts)}" if len(attempts) > 1 else str(min(attempts)),
         duration=max(durations) if durations else None,
         after=(
@@ -217,7 +224,7 @@ def _workflow_values(
     took = (info.finished_at - info.created_at).total_seconds() if info.finished_at else None
     return {
         "wf": info,
-        "counts": layout.counts_text(info.counts),
+        "counts": ordered_counts(info.counts),
         "levels": dag_levels(nodes, ctx.now()),
         "inputs": awaiting_input(nodes) if ctx.can_operate else [],
         "took": took,
