@@ -220,6 +220,9 @@ def test_list_is_newest_first_filtered_and_keyset_paged(api: TestClient) -> None
     assert [w["id"] for w in canceled["items"]] == [ids[0]]
     assert canceled["items"][0]["counts"]["canceled"] == 6
     is_problem(api.get(BASE, params={"state": "sleeping"}, headers=READ), 422)
+    is_problem(api.get(BASE, params={"limit": 1001}, headers=READ), 422)
+    at_cap = api.get(BASE, params={"limit": 1000}, headers=READ).json()
+    assert len(at_cap["items"]) == 5 and at_cap["next_before_id"] is None
 
 
 def test_cancel_then_cancel_again_is_409_and_retry_reruns(api: TestClient) -> None:

@@ -127,15 +127,18 @@ def list_workflows(
     before_id: Annotated[
         int | None, Query(gt=0, description="the last id of the previous page")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX - 1)] = 50,
+    limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX)] = 50,
 ) -> WorkflowPage:
     """Workflows newest first, with their counts; keyset pages (``before_id``), never an offset."""
+    # One row more than asked says whether a next page exists; at the engine's
+    # cap a full page offers one (which may turn out empty).
+    ask = min(limit + 1, LIST_LIMIT_MAX)
     with client(request, principal) as c:
         rows = c.list_workflows(
-            state=str(state) if state else None, name=name, before_id=before_id, limit=limit + 1
+            state=str(state) if state else None, name=name, before_id=before_id, limit=ask
         )
     items = [WorkflowOut.of(w) for w in rows[:limit]]
-    more = len(rows) > limit
+    more = len(rows) > limit or (ask == limit and len(rows) == limit)
     return WorkflowPage(items=items, next_before_id=items[-1].id if more and items else None)
 
 
