@@ -612,14 +612,22 @@ BEGIN
                            AND (d.parent_id = ANY (rerun)
                                 OR NOT __SCHEMA__.workflow_final(pj.status))), 0)
              + coalesce((SELECT count(*) FROM __SCHEMA__.job_gates g
-                         WHERE g.child_id = j.id AND g.pending > 0), 0) AS n
+                         WHERE g.child_id = j.id AND g.pending > 0), 0) AS n,
+               -- A parent not re-run whose end says cancel or skip (the loop
+               -- below applies it): the node must wait for that verdict, not
+               -- be queued because it has nothing else to wait for.
+               EXISTS (SELECT 1 FROM __SCHEMA__.job_deps d
+                       JOIN __SCHEMA__.jobs pj ON pj.id = d.parent_id
+                       WHERE d.child_id = j.id AND d.requires = 'succeeded'
+                         AND NOT (d.parent_id = ANY (rerun))
+                         AND pj.status IN ('skipped', 'failed', 'canceled', 'lost')) AS doomed
         FROM __SCHEMA__.jobs j WHERE j.id = ANY (rerun)
         ORDER BY j.id
         FOR UPDATE OF j
     ),
     upd AS (
         UPDATE __SCHEMA__.jobs j SET
-            status = CASE WHEN p.n = 0 AND j.task <> 'queue-engine:input'
+            status = CASE WHEN p.n = 0 AND NOT p.doomed AND j.task <> 'queue-engine:input'
                           THEN 'queued' ELSE 'waiting' END,
             pending_parents = p.n,
             attempt = 0,
