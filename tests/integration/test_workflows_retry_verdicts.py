@@ -28,7 +28,7 @@ def end_running_node(conn: Conn, job_id: int, status: str) -> None:
     """What a worker's finish does to the row (the trigger does the rest)."""
     conn.execute(
         "UPDATE queue_engine.jobs SET status = %s, finished_at = now(),"
-        " result = '{\"skipped\": \"by the handler\"}' WHERE id = %s",
+        ' result = \'{"skipped": "by the handler"}\' WHERE id = %s',
         (status, job_id),
     )
 
