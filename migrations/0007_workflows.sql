@@ -515,20 +515,29 @@ $$;
 -- Cancel a workflow: every waiting or queued node ends 'canceled' in one
 -- statement; running nodes are asked to stop (cancel_requested and a NOTIFY on
 -- the cancel channel, as for a single job's cancel). Returns the number of
--- nodes canceled now and the number asked to stop; NULL when no such workflow.
+-- nodes canceled now and the number asked to stop; (-1, -1) when the workflow
+-- has already ended; no row when there is no such workflow.
+-- The nodes are locked before the workflow row: a worker ending a node holds
+-- that node's row and may then need the workflow row (its trigger closes a
+-- tally shard), so taking the workflow row first could deadlock with it.
 CREATE FUNCTION __SCHEMA__.cancel_workflow(
     p_workflow bigint, p_message text, p_cancel_channel text
 ) RETURNS TABLE (canceled bigint, stopping bigint)
 LANGUAGE plpgsql
 AS $$
+DECLARE
+    wf_state text;
 BEGIN
-    UPDATE __SCHEMA__.workflows SET cancel_requested = true WHERE id = p_workflow;
+    SELECT w.state INTO wf_state FROM __SCHEMA__.workflows w WHERE w.id = p_workflow;
     IF NOT FOUND THEN
+        RETURN;
+    ELSIF wf_state <> 'running' THEN
+        RETURN QUERY SELECT -1::bigint, -1::bigint;
         RETURN;
     END IF;
     RETURN QUERY
     WITH locked AS MATERIALIZED (
-        SELECT j.id FROM __SCHEMA__.jobs j
+        SELECT j.id, j.status AS before FROM __SCHEMA__.jobs j
         WHERE j.workflow_id = p_workflow AND j.status IN ('waiting', 'queued', 'running')
         ORDER BY j.id
         FOR UPDATE
@@ -539,9 +548,8 @@ BEGIN
             finished_at = CASE WHEN j.status = 'running' THEN j.finished_at ELSE now() END,
             cancel_requested = true,
             error = CASE WHEN j.status = 'running' THEN j.error ELSE p_message END
-        FROM (SELECT l.id, x.status AS before FROM locked l
-              JOIN __SCHEMA__.jobs x ON x.id = l.id) b
-        WHERE j.id = b.id
+        FROM locked b
+        WHERE j.id = b.id AND j.status IN ('waiting', 'queued', 'running')
         RETURNING j.id, j.status, b.before, j.attempt
     ),
     ev AS (
@@ -556,6 +564,12 @@ BEGIN
     SELECT count(*) FILTER (WHERE u.status = 'canceled'),
            count(*) FILTER (WHERE u.status = 'running')
     FROM upd u CROSS JOIN (SELECT count(*) FROM wake) w;
+    -- After the nodes: their ends (in the statement above) may already have
+    -- ended the workflow; it ends 'canceled' either way once all have ended.
+    UPDATE __SCHEMA__.workflows w SET
+        cancel_requested = true,
+        state = CASE WHEN w.state = 'running' THEN 'running' ELSE 'canceled' END
+    WHERE w.id = p_workflow;
 END;
 $$;
 
@@ -564,19 +578,24 @@ $$;
 -- node waits for its parents that are re-run or still running (its pending
 -- count and gates are recomputed) or is queued at once; an ended parent that
 -- is not re-run and whose edge says cancel or skip applies that verdict again.
--- Returns the number of nodes re-run; NULL when no such workflow.
+-- Only an ended workflow is retried (while nodes still run, a re-run node's
+-- parents could be changing under it). Returns the number of nodes re-run;
+-- -1 when the workflow is still running; NULL when there is no such workflow.
 CREATE FUNCTION __SCHEMA__.retry_workflow(p_workflow bigint, p_message text, p_jobs_channel text)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    rerun bigint[];
-    n     bigint;
-    par   record;
+    rerun    bigint[];
+    n        bigint;
+    par      record;
+    wf_state text;
 BEGIN
-    PERFORM 1 FROM __SCHEMA__.workflows WHERE id = p_workflow FOR UPDATE;
+    SELECT w.state INTO wf_state FROM __SCHEMA__.workflows w WHERE w.id = p_workflow FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
+    ELSIF wf_state = 'running' THEN
+        RETURN -1;
     END IF;
     WITH RECURSIVE r(id) AS (
         SELECT j.id FROM __SCHEMA__.jobs j

@@ -19,6 +19,7 @@ from queue_engine.errors import (
     QueueEngineError,
     SchemaMissing,
     ValidationError,
+    WorkflowNotFound,
 )
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.migrate import Migrator, wait_for_schema
@@ -52,6 +53,7 @@ __all__ = [
     "ValidationError",
     "Workflow",
     "WorkflowInfo",
+    "WorkflowNotFound",
     "WorkflowState",
     "__version__",
     "finished",

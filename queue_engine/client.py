@@ -21,11 +21,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from queue_engine import operations as ops
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import APPLICATION_NAME, connect, schema_errors
-from queue_engine.errors import DatabaseUnavailable, JobNotFound
+from queue_engine.errors import DatabaseUnavailable, JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
-from queue_engine.workflows.operations import WorkflowNotFound
 from queue_engine.workflows.spec import Workflow
 
 Connection = psycopg.Connection[Any]
@@ -41,11 +40,26 @@ class Client:
         schema: str | None = None,
         conn: Connection | None = None,
         pool_size: int = 4,
+        prepared_statements: bool = True,
     ) -> None:
+        """Remember where to connect; the pool is opened on first use.
+
+        ``prepared_statements=False`` for a DSN through a transaction pooler
+        that cannot carry them (PgBouncer before 1.21, or without
+        ``max_prepared_statements``): each call then has its statement parsed
+        anew. It applies to the client's own pool; a connection you pass in is
+        yours to configure (``prepare_threshold=None``).
+        """
         self.schema = resolve_schema(schema)
         self._conn = conn
         self._dsn = resolve_dsn(dsn)
         self._pool_size = pool_size
+        self._pool_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "application_name": APPLICATION_NAME,
+        }
+        if not prepared_statements:
+            self._pool_kwargs["prepare_threshold"] = None
         self._pool: ConnectionPool | None = None
 
     def __enter__(self) -> Client:
@@ -67,7 +81,7 @@ class Client:
                 self._dsn,
                 min_size=1,
                 max_size=self._pool_size,
-                kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
+                kwargs=self._pool_kwargs,
                 open=True,
                 name="queue-engine-client",
             )
@@ -282,12 +296,14 @@ class Client:
         conn: Connection | None = None,
         message: str = "workflow canceled by client",
     ) -> tuple[int, int]:
-        """Cancel every unfinished node; return (canceled now, running nodes asked to stop)."""
+        """Cancel every unfinished node; return (canceled now, running nodes asked to stop).
+
+        Refused (:class:`~queue_engine.errors.InvalidTransition`) for a workflow
+        that has already ended.
+        """
         with self._connection(conn) as c:
             row = self._fetch_one(c, wf_ops.cancel_statement(self.schema, workflow_id, message))
-        if row is None:
-            raise WorkflowNotFound(workflow_id)
-        return int(row["canceled"]), int(row["stopping"])
+        return wf_ops.cancel_outcome(workflow_id, row)
 
     def retry_workflow(
         self,
@@ -296,12 +312,13 @@ class Client:
         conn: Connection | None = None,
         message: str = "workflow retried by client",
     ) -> int:
-        """Re-run failed, canceled and lost nodes and their descendants; return how many."""
+        """Re-run failed, canceled and lost nodes and their descendants; return how many.
+
+        Only an ended workflow is retried (cancel a running one first).
+        """
         with self._connection(conn) as c:
             row = self._fetch_one(c, wf_ops.retry_statement(self.schema, workflow_id, message))
-        if row is None or row["rerun"] is None:
-            raise WorkflowNotFound(workflow_id)
-        return int(row["rerun"])
+        return wf_ops.retry_outcome(workflow_id, row)
 
     def provide_input(
         self, workflow_id: int, node: str, value: Any, *, conn: Connection | None = None

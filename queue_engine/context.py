@@ -9,19 +9,24 @@ application write, so ``ctx.connect()`` lends a separate, ordinary connection
 (from the worker's pool of handler connections, see
 :mod:`queue_engine.worker.handler_connections`; lent on first use and taken
 back when the job ends).
+
+``ctx.enqueue`` is the one write that *is* atomic with the job's success: it
+buffers a follow-up job that the worker's finish statement inserts together
+with the success, or not at all (:mod:`queue_engine.followups`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
 from queue_engine.db import connect
+from queue_engine.followups import FollowUpBuffer
 
 if TYPE_CHECKING:
     from queue_engine.client import Client
@@ -118,6 +123,8 @@ class JobContext:
         self._beat = beat
         self._connections = connections
         self._conn: psycopg.Connection[Any] | None = None
+        #: The follow-ups buffered by :meth:`enqueue` and :meth:`enqueue_many`.
+        self.followups = FollowUpBuffer(job.id, job.attempt)
 
     @property
     def workflow_id(self) -> int | None:
@@ -200,8 +207,72 @@ class JobContext:
                 self._conn = connect(self._dsn, application_name="queue-engine-handler")
         return self._conn
 
+    def enqueue(
+        self,
+        task: str,
+        *,
+        queue: str | None = None,
+        args: dict[str, Any] | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        timeout_s: int | None = None,
+        lease_ttl_s: int | None = None,
+        idempotency_key: str | None = None,
+        dedupe_key: str | None = None,
+        lock_key: str | None = None,
+        partition_key: str | None = None,
+        producer: str | None = None,
+        affinity_key: str | None = None,
+    ) -> None:
+        """Buffer a follow-up job, inserted if and only if this job's success is committed.
+
+        Takes :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`'s
+        options and validates them now, so a bad one raises
+        :class:`~queue_engine.errors.ValidationError` here, in the handler.
+        Nothing is written until the handler returns: the worker's finish
+        statement inserts the follow-ups in the transaction that records the
+        success; a failure, retry, snooze or cancel discards them. A job whose
+        idempotency or dedupe key is taken is skipped, as ``Client.enqueue``
+        would return the existing one. ``producer`` defaults to ``job:<id>``
+        of this job. At most :data:`~queue_engine.followups.MAX_FOLLOWUPS` per
+        attempt (docs/guides/follow-ups.md).
+        """
+        self.followups.add(
+            task,
+            {
+                "queue": queue,
+                "args": args,
+                "priority": priority,
+                "run_at": run_at,
+                "delay": delay,
+                "max_attempts": max_attempts,
+                "timeout_s": timeout_s,
+                "lease_ttl_s": lease_ttl_s,
+                "idempotency_key": idempotency_key,
+                "dedupe_key": dedupe_key,
+                "lock_key": lock_key,
+                "partition_key": partition_key,
+                "producer": producer,
+                "affinity_key": affinity_key,
+            },
+        )
+
+    def enqueue_many(self, jobs: Iterable[dict[str, Any]]) -> None:
+        """Buffer many follow-ups (dicts of :meth:`enqueue`'s options, ``task`` included).
+
+        Every item is validated first: a bad one raises and none is buffered.
+        """
+        self.followups.add_many(jobs)
+
     def client(self) -> Client:
-        """A :class:`~queue_engine.client.Client` on :meth:`connect`'s connection (for chains)."""
+        """A :class:`~queue_engine.client.Client` on :meth:`connect`'s connection.
+
+        Its enqueues are committed at once, whatever becomes of this job: a
+        crash before the job's finish commits runs the job again and enqueues
+        them again. Use :meth:`enqueue` to hand work on atomically.
+        """
         from queue_engine.client import Client
 
         return Client(conn=self.connect(), schema=self.schema)

@@ -12,6 +12,12 @@ one behaviour, and the demo's summary makes it visible:
 - ``demo.locked``: enqueued twice with one ``lock_key``, so the two never run
   at the same time even with two workers;
 - ``demo.report``: enqueued with a delay; it only becomes claimable later.
+
+``queue-ctl demo --workflow`` runs the ``demo.wf.*`` tasks as one workflow:
+``fetch`` lists items, one ``part`` per item (fan-out) gets its item through a
+``$result`` reference in its args, ``merge`` (fan-in) adds up the parts'
+results from ``ctx.parents``, an input node waits for an approval, and
+``publish`` reads that approval.
 """
 
 from __future__ import annotations
@@ -63,3 +69,35 @@ def locked(args: dict[str, Any]) -> dict[str, Any]:
 def report(args: dict[str, Any]) -> dict[str, Any]:
     """A delayed job: enqueued with a delay, it runs a couple of seconds later."""
     return {"report": "ready"}
+
+
+# -- the workflow demo (queue-ctl demo --workflow) -------------------------------------
+
+
+@task("demo.wf.fetch", queue=QUEUE)
+def wf_fetch(args: dict[str, Any]) -> dict[str, Any]:
+    """List the items to work on; each ``part`` node refers to one by ``$result``."""
+    time.sleep(float(args.get("sleep_s", 0.2)))
+    return {"items": [f"item-{i}" for i in range(int(args.get("items", 5)))]}
+
+
+@task("demo.wf.part", queue=QUEUE)
+def wf_part(args: dict[str, Any]) -> dict[str, Any]:
+    """Work on one item (its args hold the item itself, resolved from fetch's result)."""
+    time.sleep(float(args.get("sleep_s", 0.3)))
+    item = str(args["item"])
+    return {"item": item, "size": len(item) * 10}
+
+
+@task("demo.wf.merge", queue=QUEUE)
+def wf_merge(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Fan-in: add up every part's result, read from ``ctx.parents`` by node name."""
+    sizes = {name: p.result["size"] for name, p in ctx.parents.items() if p.result}
+    return {"parts": len(sizes), "total_size": sum(sizes.values())}
+
+
+@task("demo.wf.publish", queue=QUEUE)
+def wf_publish(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Publish once approved: the input node's value is its parent's result."""
+    approval = ctx.parent_results.get("approve") or {}
+    return {"published": True, "approved_by": approval.get("by")}

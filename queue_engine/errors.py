@@ -36,6 +36,18 @@ class JobNotFound(QueueEngineError, LookupError):
         self.job_id = job_id
 
 
+class WorkflowNotFound(QueueEngineError, LookupError):
+    """No workflow has that id (it never existed or was pruned), or it has no such node."""
+
+    def __init__(self, workflow_id: int, node: str | None = None) -> None:
+        what = (
+            f"workflow {workflow_id}" if node is None else f"node {node} of workflow {workflow_id}"
+        )
+        super().__init__(f"{what} not found")
+        self.workflow_id = workflow_id
+        self.node = node
+
+
 class InvalidTransition(QueueEngineError):
     """The requested operation does not apply to the job's current status."""
 

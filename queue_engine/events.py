@@ -120,6 +120,12 @@ _ORCHESTRATOR: Final[dict[str, str]] = {
     "pruner.error": "a retention run raised; retried with backoff",
     "analyzer.run": "one statistics check (info when a burst made it ANALYZE jobs, else debug)",
     "analyzer.error": "a statistics check raised; retried with backoff",
+    "workflow.input_timed_out": "input nodes whose value did not come within their timeout_s were failed; children that require them are canceled",
+    "input_timeouts.run": "one input-timeout sweep (info when it failed input nodes, else debug)",
+    "input_timeouts.error": "an input-timeout sweep raised; retried with backoff",
+    "workflow.stuck_node": "the 'no stuck node' check found waiting nodes whose parents have all ended: an engine bug to report; nothing is repaired",
+    "stuck_nodes.run": "one 'no stuck workflow node' check (info when it found some, else debug)",
+    "stuck_nodes.error": "a 'no stuck workflow node' check raised; retried with backoff",
     "metrics.serving": "the /metrics and /health HTTP server listens",
     "metrics.request": "one HTTP request to /metrics or /health (debug)",
     "metrics.scrape_failed": "a /metrics scrape could not read the database; queue_engine_database_up is 0",
@@ -133,6 +139,8 @@ _SCHEDULER: Final[dict[str, str]] = {
     "scheduler.stopped": "clean stop: the row marked stopped",
     "scheduler.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",
     "scheduler.enqueued": "a schedule's slot fired: one job enqueued",
+    "scheduler.workflow_started": "a workflow schedule's slot fired: its factory's workflow was started",
+    "scheduler.workflow_unavailable": "a workflow schedule's factory is not declared by this scheduler's app: its slots are left to the scheduler that has it",
     "scheduler.skipped": "a slot was skipped because the previous job still runs (overlap=skip)",
     "scheduler.missed": "slots passed while no scheduler ran and are beyond the schedule's catchup",
     "scheduler.schedule_failed": "one schedule's slots could not be settled; the others go on",
@@ -144,6 +152,16 @@ _SCHEDULER: Final[dict[str, str]] = {
     "scheduler_listener.error": "the schedule-change listener raised; retried with backoff",
 }
 
+_WEB: Final[dict[str, str]] = {
+    "web.app_created": "the queue-web application was built (debug)",
+    "web.started": "queue-web starts listening on its host and port",
+    "web.stopping": "SIGTERM/SIGINT received; requests in flight finish, then the pools close",
+    "web.stopped": "clean stop: the server returned, exit 0",
+    "web.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",
+    "web.db_unavailable": "a request found the database unreachable or not migrated; answered 503",
+    "web.error": "a request raised an unexpected error; answered 500 (traceback at debug)",
+}
+
 #: The events grouped by the daemon(s) that emit them (the reference page's ``daemon`` column).
 EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
     {
@@ -151,6 +169,7 @@ EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
         "worker, orchestrator, scheduler": MappingProxyType(_EVERY_DAEMON),
         "orchestrator": MappingProxyType(_ORCHESTRATOR),
         "scheduler": MappingProxyType(_SCHEDULER),
+        "web": MappingProxyType(_WEB),
     }
 )
 

@@ -17,6 +17,8 @@ Three kinds of figures:
   :func:`count` (``metrics.count("reaper_requeued", n)``). They live in this
   module in plain Python, so calling :func:`count` never needs
   prometheus-client; they are exposed as ``queue_engine_<name>_total``.
+  *Process gauges* (:func:`set_gauge`) are the same for a figure a leader
+  check measures, e.g. ``queue_engine_workflow_stuck_nodes``.
 
 :func:`start_metrics_server` serves ``/metrics`` (Prometheus text format) and
 ``/health`` (JSON: 200 ``{"status": "ok", "leader": ..., "db": "ok"}`` when the
@@ -76,11 +78,22 @@ KNOWN_COUNTERS: dict[str, str] = {
     "pruned_jobs": "Finished jobs deleted by retention.",
     "pruned_events": "Job events deleted with their jobs by retention.",
     "pruned_workers": "Stale worker rows deleted by retention.",
+    "pruned_workflows": "Finished workflows deleted as a whole by retention.",
+    "workflow_inputs_timed_out": "Input nodes failed because their value did not come in time.",
+    "workflow_stuck_checks": "Runs of the leader's 'no stuck workflow node' check.",
+}
+#: Gauges the orchestrator's leader sets; exported (as 0) from the start.
+KNOWN_GAUGES: dict[str, str] = {
+    "workflow_stuck_nodes": (
+        "Workflow nodes the last 'no stuck node' check found waiting with every parent ended "
+        "(an engine bug to report; always 0 in a healthy system)."
+    ),
 }
 _COUNTER_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 _counters_lock = threading.Lock()
 _counters: dict[str, float] = dict.fromkeys(KNOWN_COUNTERS, 0.0)
+_gauges: dict[str, float] = dict.fromkeys(KNOWN_GAUGES, 0.0)
 
 
 def count(name: str, amount: float = 1) -> None:
@@ -103,10 +116,32 @@ def counters() -> dict[str, float]:
 
 
 def reset_counters() -> None:
-    """Set every counter back to 0 (tests)."""
+    """Set every counter and process gauge back to 0 (tests)."""
     with _counters_lock:
         for name in list(_counters):
             _counters[name] = 0.0
+        for name in list(_gauges):
+            _gauges[name] = 0.0
+
+
+def set_gauge(name: str, value: float) -> None:
+    """Set the process gauge ``name`` (exported as ``queue_engine_<name>``).
+
+    For a figure a leader-only check measures (the last check's finding), not
+    one a scrape can read from the database cheaply.
+    """
+    if not _COUNTER_NAME.match(name):
+        raise ValueError(
+            f"invalid gauge name {name!r}: use snake_case, e.g. 'workflow_stuck_nodes'"
+        )
+    with _counters_lock:
+        _gauges[name] = float(value)
+
+
+def gauges() -> dict[str, float]:
+    """A snapshot of the process gauges."""
+    with _counters_lock:
+        return dict(_gauges)
 
 
 def _size(value: Any) -> int:
@@ -195,6 +230,12 @@ class QueueCollector:
             )
             family.add_metric([], value)
             yield family
+        for name, value in sorted(gauges().items()):
+            gauge = GaugeMetricFamily(
+                f"{PREFIX}_{name}", KNOWN_GAUGES.get(name, f"Process gauge {name}.")
+            )
+            gauge.add_metric([], value)
+            yield gauge
 
     def _from_database(self, conn: psycopg.Connection[Any]) -> Iterator[Metric]:
         from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily

@@ -7,9 +7,11 @@ reads the answer lives here once.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, LiteralString
 
 from queue_engine import sql as queries
@@ -193,11 +195,7 @@ def list_statement(
     if queue is not None:
         check_queue_name(queue)
     if status is not None:
-        try:
-            status = str(JobStatus(status))
-        except ValueError:
-            known = ", ".join(s.value for s in JobStatus)
-            raise ValidationError(f"unknown status {status!r}; known: {known}") from None
+        status = _check_status(status)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_LIMIT_MAX:
         raise ValidationError(f"limit must be an integer between 1 and {LIST_LIMIT_MAX}")
     if older_than_s is not None:
@@ -212,6 +210,92 @@ def list_statement(
             "older_than_s": older_than_s,
         },
     )
+
+
+#: Most jobs one page of :func:`page_statement` returns.
+PAGE_LIMIT_MAX = 1000
+
+
+def page_statement(
+    schema: str,
+    *,
+    statuses: Sequence[str] | None = None,
+    queue: str | None = None,
+    task: str | None = None,
+    args_contain: dict[str, Any] | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    after_id: int | None = None,
+    limit: int = 100,
+) -> Statement:
+    """Return one page of jobs newest first, after the cursor ``after_id`` (keyset, no offset).
+
+    ``args_contain``: a JSON object the job's args must contain (``@>``).
+    The next page starts after the last id of this one; jobs inserted in
+    between have larger ids and never shift it.
+    """
+    if queue is not None:
+        check_queue_name(queue)
+    checked = None if not statuses else [_check_status(s) for s in statuses]
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_LIMIT_MAX:
+        raise ValidationError(f"limit must be an integer between 1 and {PAGE_LIMIT_MAX}")
+    if after_id is not None:
+        _check_id(after_id)
+    if args_contain is not None and not isinstance(args_contain, dict):
+        raise ValidationError("args filter must be a JSON object")
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and value.tzinfo is None:
+            raise ValidationError(f"{name} must be a timezone-aware time")
+    return Statement(
+        queries.query("list_jobs_page", schema),
+        {
+            "after_id": after_id,
+            "statuses": checked,
+            "queue": queue,
+            "task": task,
+            "args": None if args_contain is None else json.dumps(args_contain),
+            "created_after": created_after,
+            "created_before": created_before,
+            "limit": limit,
+        },
+    )
+
+
+def _check_status(status: str) -> str:
+    try:
+        return str(JobStatus(status))
+    except ValueError:
+        known = ", ".join(s.value for s in JobStatus)
+        raise ValidationError(f"unknown status {status!r}; known: {known}") from None
+
+
+#: The fields an idempotent re-send must repeat unchanged (``run_at``/``delay``
+#: are left out: a relative delay cannot be compared once the job exists).
+IDEMPOTENT_FIELDS = (
+    "task",
+    "queue",
+    "args",
+    "priority",
+    "max_attempts",
+    "timeout_s",
+    "lease_ttl_s",
+    "dedupe_key",
+    "lock_key",
+    "partition_key",
+    "producer",
+    "affinity_key",
+)
+
+
+def idempotency_mismatch(existing: Job, spec: JobSpec) -> list[str]:
+    """The fields in which a request differs from the job already holding its idempotency key.
+
+    Empty: the request is a re-send of the same job (answer the existing
+    job); otherwise the key was reused for different work, which the caller
+    should refuse rather than silently return a job that is not the one asked for.
+    """
+    asked = {**spec.params(), "args": json.loads(spec.args_json)}
+    return [name for name in IDEMPOTENT_FIELDS if getattr(existing, name) != asked[name]]
 
 
 def _check_age(seconds: float) -> float:

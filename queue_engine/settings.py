@@ -40,8 +40,9 @@ CTL = "queue-ctl"
 WORKER = "queue-claim-worker"
 ORCHESTRATOR = "queue-orchestrator"
 SCHEDULER = "queue-scheduler"
+WEB = "queue-web"
 TESTS = "tests"
-PROCESSES = (LIBRARY, CTL, WORKER, ORCHESTRATOR, SCHEDULER, TESTS)
+PROCESSES = (LIBRARY, CTL, WORKER, ORCHESTRATOR, SCHEDULER, WEB, TESTS)
 DAEMONS = (WORKER, ORCHESTRATOR, SCHEDULER)
 COMMANDS = (CTL, *DAEMONS)
 EVERYWHERE = (LIBRARY, *COMMANDS)
@@ -280,14 +281,14 @@ def choice(
 DSN = text(
     "DSN",
     "",
-    (*EVERYWHERE,),
+    (*EVERYWHERE, WEB),
     "libpq connection string or URI; unset: libpq's defaults and PG* variables",
     option="--dsn",
 )
 SCHEMA = text(
     "SCHEMA",
     "queue_engine",
-    (*EVERYWHERE,),
+    (*EVERYWHERE, WEB),
     "Postgres schema of the engine's tables and prefix of its NOTIFY channels",
     option="--schema",
 )
@@ -300,7 +301,7 @@ LOG_LEVEL = choice(
     "LOG_LEVEL",
     "INFO",
     ("DEBUG", "INFO", "WARNING", "ERROR"),
-    (*DAEMONS,),
+    (*DAEMONS, WEB),
     "log verbosity",
     fold=str.upper,
     option="--log-level",
@@ -309,7 +310,7 @@ LOG_FORMAT = choice(
     "LOG_FORMAT",
     "text",
     ("text", "json"),
-    (*DAEMONS,),
+    (*DAEMONS, WEB),
     "text, or one JSON object per line",
     option="--log-format",
 )
@@ -475,6 +476,14 @@ RECOVERY_S = number(
 )
 ELECT_S = number("ELECT_S", 1, (ORCHESTRATOR,), "seconds between leadership checks", minimum=0.05)
 PRUNE_S = number("PRUNE_S", 60, (ORCHESTRATOR,), "seconds between pruner runs", minimum=0.05)
+WORKFLOW_CHECK_S = number(
+    "WORKFLOW_CHECK_S",
+    60,
+    (ORCHESTRATOR,),
+    "seconds between 'no stuck workflow node' checks; 0 turns the check off",
+    minimum=0.05,
+    zero_is_off=True,
+)
 RETAIN_SUCCEEDED_S = number(
     "RETAIN_SUCCEEDED_S",
     7 * 86400,
@@ -550,6 +559,98 @@ SCHEDULER_RUNS_KEEP_S = number(
     minimum=60,
 )
 
+# -- queue-web ------------------------------------------------------------------------
+
+WEB_HOST = text(
+    "WEB_HOST",
+    "127.0.0.1",
+    (WEB,),
+    "address queue-web listens on (loopback only unless changed)",
+    option="--host",
+)
+WEB_PORT = integer(
+    "WEB_PORT",
+    8080,
+    (WEB,),
+    "port queue-web listens on",
+    minimum=0,
+    maximum=65535,
+    option="--port",
+)
+WEB_READ_DSN = optional_text(
+    "WEB_READ_DSN",
+    (WEB,),
+    "DSN of a read-only (monitor) role, used for requests of the read scope",
+    option="--read-dsn",
+)
+WEB_PRODUCER_DSN = optional_text(
+    "WEB_PRODUCER_DSN",
+    (WEB,),
+    "DSN of an enqueue-only (producer) role, used for requests of the producer scope",
+    option="--producer-dsn",
+)
+WEB_TOKENS = optional_text(
+    "WEB_TOKENS",
+    (WEB,),
+    "API bearer tokens: comma-separated scope:token pairs (scopes read, producer, operator)",
+)
+WEB_USERS = optional_text(
+    "WEB_USERS",
+    (WEB,),
+    "dashboard logins: comma-separated name:scope:password entries",
+)
+WEB_ANONYMOUS = choice(
+    "WEB_ANONYMOUS",
+    "none",
+    ("none", "read"),
+    (WEB,),
+    "scope of a request without credentials: none (refused) or read",
+)
+WEB_READ_ONLY = choice(
+    "WEB_READ_ONLY",
+    "off",
+    ("off", "on"),
+    (WEB,),
+    "on: every credential is held to the read scope; nothing can be changed",
+    option="--read-only",
+)
+WEB_API_EXPLORER = choice(
+    "WEB_API_EXPLORER",
+    "off",
+    ("off", "on"),
+    (WEB,),
+    "on: serve the Swagger UI explorer at /docs (it loads its scripts from a CDN)",
+)
+WEB_SESSION_SECRET = optional_text(
+    "WEB_SESSION_SECRET",
+    (WEB,),
+    "key signing login cookies; unset: a random key per process (logins end at restart)",
+    minimum=16,
+)
+WEB_TRUSTED_ORIGINS = optional_text(
+    "WEB_TRUSTED_ORIGINS",
+    (WEB,),
+    "comma-separated origins (https://ops.example.com) also allowed to send mutating requests",
+)
+WEB_POOL_SIZE = integer(
+    "WEB_POOL_SIZE", 8, (WEB,), "database connections per pool", minimum=1, maximum=200
+)
+WEB_DB_TIMEOUT_S = number(
+    "WEB_DB_TIMEOUT_S",
+    5,
+    (WEB,),
+    "how long a request waits for a database connection before answering 503",
+    minimum=0.1,
+)
+WEB_BULK_MAX = integer(
+    "WEB_BULK_MAX",
+    1000,
+    (WEB,),
+    "most jobs one bulk cancel or retry request acts on",
+    minimum=1,
+    maximum=100_000,
+)
+
 # -- the test suite -------------------------------------------------------------------
 
 TEST_DSN = optional_text(
@@ -592,6 +693,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         RECOVERY_S,
         ELECT_S,
         PRUNE_S,
+        WORKFLOW_CHECK_S,
         RETAIN_SUCCEEDED_S,
         RETAIN_FAILED_S,
         RETAIN_LOST_S,
@@ -602,6 +704,20 @@ SETTINGS: dict[str, Setting[Any]] = {
         SCHEDULER_GRACE_S,
         SCHEDULER_POLL_S,
         SCHEDULER_RUNS_KEEP_S,
+        WEB_HOST,
+        WEB_PORT,
+        WEB_READ_DSN,
+        WEB_PRODUCER_DSN,
+        WEB_TOKENS,
+        WEB_USERS,
+        WEB_ANONYMOUS,
+        WEB_READ_ONLY,
+        WEB_API_EXPLORER,
+        WEB_SESSION_SECRET,
+        WEB_TRUSTED_ORIGINS,
+        WEB_POOL_SIZE,
+        WEB_DB_TIMEOUT_S,
+        WEB_BULK_MAX,
         TEST_DSN,
     )
 }

@@ -316,8 +316,20 @@ def workers(
         return [WorkerRow(**r) for r in cur.fetchall()]
 
 
-def job_events(conn: psycopg.Connection[Any], schema: str, job_id: int) -> list[JobEvent]:
-    """The job's events, oldest first (empty for an unknown or pruned job)."""
+def job_events(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    job_id: int,
+    *,
+    after: int | None = None,
+    limit: int | None = None,
+) -> list[JobEvent]:
+    """The job's events, oldest first (empty for an unknown or pruned job).
+
+    ``after``: only events after that event id (a cursor, for a timeline that
+    is read again as it grows); ``limit``: at most that many.
+    """
+    params = {"id": job_id, "after": after, "limit": limit}
     with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(queries.query("show_job_events", schema), {"id": job_id})
+        cur.execute(queries.query("show_job_events", schema), params)
         return [JobEvent(**r) for r in cur.fetchall()]

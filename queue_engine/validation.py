@@ -26,6 +26,10 @@ PRIORITY_RANGE = (0, 1000)
 MAX_ATTEMPTS_RANGE = (1, 1000)
 TIMEOUT_RANGE = (1, 7 * 24 * 3600)
 LEASE_TTL_RANGE = (1, 24 * 3600)
+#: The longest delay: Postgres cannot add much more than this to now() (``interval
+#: out of range`` past about 10^12 s), and that error would come from the
+#: statement (for a follow-up, the worker's finish) instead of from the call.
+MAX_DELAY_S = 10**11
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 100
 DEFAULT_MAX_ATTEMPTS = 5
@@ -232,6 +236,11 @@ def _delay_seconds(delay: Any) -> float:
         raise ValidationError(f"delay must be seconds or a timedelta, got {delay!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValidationError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
+    if seconds > MAX_DELAY_S:
+        raise ValidationError(
+            f"delay must be at most {MAX_DELAY_S} seconds (about 3,000 years), got {delay!r}; "
+            "for a job that should wait for something, enqueue it when that happens"
+        )
     return seconds
 
 

@@ -9,14 +9,16 @@ asks for ``dsn`` gets a fresh copy of it, so tests never see each other's jobs.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import psycopg
 import pytest
 
-from queue_engine import Client
+from queue_engine import AsyncClient, Client
 from queue_engine.testing.databases import TestServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +32,7 @@ if str(TESTS_DIR) not in sys.path:
 PgServer = TestServer
 
 #: Test kinds, one per folder of tests/ (see the markers in pyproject.toml).
-KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging")
+KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging", "examples")
 INVARIANT_PREFIX = "test_invariant_"
 
 
@@ -95,6 +97,13 @@ def client(dsn: str) -> Iterator[Client]:
 
 
 @pytest.fixture
+async def async_client(dsn: str) -> AsyncIterator[AsyncClient]:
+    """An AsyncClient on the test database, for ``@pytest.mark.anyio`` tests (its pool is the test's loop's)."""
+    async with AsyncClient(dsn) as c:
+        yield c
+
+
+@pytest.fixture
 def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """An autocommit connection to the test database, for assertions in SQL."""
     with psycopg.connect(dsn, autocommit=True) as c:
@@ -110,3 +119,36 @@ def _clean_registry() -> Iterator[None]:
     yield
     for name in set(registry.names()) - before:
         registry.unregister(name)
+
+
+EXAMPLES_DIR = REPO_ROOT / "examples"
+
+
+@pytest.fixture
+def load_example() -> Iterator[Callable[[str, str], ModuleType]]:
+    """``load_example(folder, module)``: import ``examples/<folder>/<module>.py`` afresh.
+
+    For the tests of the recipes (tests/examples). The folder goes on
+    ``sys.path`` (example modules have unique names) and the module is imported
+    anew, so its ``@task`` and ``@periodic`` declarations register during the
+    test and are undone after it (tasks by ``_clean_registry``, schedules
+    here), and module-level state (a loaded model) starts empty.
+    """
+    from queue_engine.scheduler import schedule_registry
+
+    schedules_before = {spec.name for spec in schedule_registry.specs()}
+    loaded: list[str] = []
+
+    def load(folder: str, module: str) -> ModuleType:
+        path = str(EXAMPLES_DIR / folder)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+        sys.modules.pop(module, None)
+        loaded.append(module)
+        return importlib.import_module(module)
+
+    yield load
+    for name in {spec.name for spec in schedule_registry.specs()} - schedules_before:
+        schedule_registry.remove(name)
+    for module in loaded:
+        sys.modules.pop(module, None)

@@ -4,7 +4,8 @@ Every test that drives the command line goes through :func:`queue_ctl`, so
 they all see the same thing: the console script of this virtualenv, an
 environment without the ``PG*`` and ``QUEUE_ENGINE_*`` variables of whoever
 runs the suite (a test that wants one passes it in ``env``), stdin closed (so
-``top`` never waits for a key) and text output captured.
+``top`` never waits for a key) unless a test gives it text (``stdin``), and
+text output captured.
 """
 
 from __future__ import annotations
@@ -27,9 +28,21 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def queue_ctl(
-    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``queue-ctl *args`` (write ``"--dsn", dsn`` as on the command line); never raises."""
+    if stdin is not None:
+        return subprocess.run(
+            [str(QUEUE_CTL), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=clean_env(env),
+            input=stdin,
+        )
     return subprocess.run(
         [str(QUEUE_CTL), *args],
         capture_output=True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -190,6 +191,27 @@ def embedded_folder_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--data-dir",
         type=click.Path(file_okay=False, path_type=Path),
         help="Folder of the embedded Postgres (default: a temp folder).",
+    )(func)
+
+
+def use_color(choice: str) -> bool:
+    """``always``/``never``, or ``auto``: a terminal on stdout and no ``NO_COLOR`` variable."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def color_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--color auto|always|never`` for the commands that colour states."""
+    return click.option(
+        "--color",
+        "color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        help="Colour states (auto: when stdout is a terminal and NO_COLOR is unset).",
     )(func)
 
 

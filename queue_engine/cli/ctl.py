@@ -40,6 +40,7 @@ from queue_engine.cli.roles import roles
 from queue_engine.cli.schedules import schedules
 from queue_engine.cli.up import up
 from queue_engine.cli.views import show_cmd, stats_cmd, top_cmd, workers_cmd
+from queue_engine.cli.workflows import workflows
 from queue_engine.config import validate_schema
 from queue_engine.errors import ConfigError
 from queue_engine.jobs import Job, JobStatus
@@ -291,7 +292,7 @@ def list_jobs(
 
 
 for _command in (
-    *(demo, bench, up, schedules, prune, roles),
+    *(demo, bench, up, schedules, workflows, prune, roles),
     *(stats_cmd, workers_cmd, show_cmd, top_cmd),
     *(pause_cmd, resume_cmd, scale_cmd, rate_cmd, park_cmd, unpark_cmd, stop_cmd, controls_cmd),
 ):

@@ -11,6 +11,11 @@ prints a summary with what happened, and stops everything in order: workers
 and orchestrator with SIGTERM (SIGKILL after a timeout), then the embedded
 Postgres. Ctrl-C stops everything the same way. The run is bounded by
 ``--timeout``; jobs still unfinished then make the exit code 1.
+
+With ``--workflow`` the same daemons run one workflow instead of the sample
+jobs (fan-out, fan-in and an input node the demo provides itself; see
+:mod:`queue_engine.cli.demo_workflow`), and the run ends by drawing its DAG;
+it exits 0 when the workflow succeeded.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
-from queue_engine.cli.common import embedded_folder_options
+from queue_engine.cli import demo_workflow
+from queue_engine.cli.common import embedded_folder_options, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
@@ -42,6 +48,7 @@ from queue_engine.errors import QueueEngineError
 from queue_engine.exit_codes import ExitCode
 from queue_engine.jobs import FINISHED_STATUSES, JobStatus
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, schema_version
+from queue_engine.workflows.model import WorkflowState
 
 DEMO_QUEUE = "demo"
 DEMO_APP = "queue_engine.demo_app"
@@ -228,6 +235,74 @@ def _print_summary(jobs: list[DemoJob], rows: dict[int, dict[str, Any]]) -> None
         )
 
 
+def _run_jobs(
+    url: str,
+    schema: str,
+    fleet: Fleet,
+    started: float,
+    deadline: float,
+    timeout: float,
+    log_dir: Path,
+) -> None:
+    """Enqueue the sample jobs, show their progress live, print the summary; raise unless all succeeded."""
+    with connect(url) as conn:
+        jobs = _enqueue(Client(conn=conn, schema=schema), secrets.token_hex(4))
+        ids = [j.id for j in jobs]
+        progress_id = next(j.id for j in jobs if j.task == "demo.progress")
+        screen = Screen(sys.stdout.isatty())
+        rows = _rows(conn, schema, ids)
+        try:
+            while True:
+                rows = _rows(conn, schema, ids)
+                screen.show(_status_line(rows, progress_id), time.monotonic() - started)
+                if all(r["status"] in FINISHED_STATUSES for r in rows.values()):
+                    break
+                _check_fleet(fleet)
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(REFRESH_S)
+        finally:
+            screen.done()
+        _print_summary(jobs, rows)
+    unfinished = [i for i, r in rows.items() if r["status"] not in FINISHED_STATUSES]
+    failed = [i for i, r in rows.items() if r["status"] != JobStatus.SUCCEEDED]
+    if unfinished:
+        raise DemoFailed(
+            f"{len(unfinished)} job(s) not finished after {timeout:g} s: {unfinished} "
+            f"(daemon logs in {log_dir})"
+        )
+    if failed:
+        raise DemoFailed(f"job(s) {failed} did not succeed (daemon logs in {log_dir})")
+
+
+def _run_workflow(
+    url: str,
+    schema: str,
+    fleet: Fleet,
+    started: float,
+    deadline: float,
+    timeout: float,
+    log_dir: Path,
+) -> None:
+    """Run the demo workflow (``--workflow``) and draw it; raise unless it succeeded."""
+    with connect(url) as conn:
+        info = demo_workflow.run(
+            Client(conn=conn, schema=schema),
+            DEMO_QUEUE,
+            screen=Screen(sys.stdout.isatty()),
+            check=lambda: _check_fleet(fleet),
+            started=started,
+            deadline=deadline,
+            color=use_color("auto"),
+        )
+    if info.state == WorkflowState.RUNNING:
+        raise DemoFailed(
+            f"workflow {info.id} not finished after {timeout:g} s (daemon logs in {log_dir})"
+        )
+    if info.state != WorkflowState.SUCCEEDED:
+        raise DemoFailed(f"workflow {info.id} ended {info.state} (daemon logs in {log_dir})")
+
+
 @click.command()
 @click.option(
     "--dsn",
@@ -244,6 +319,12 @@ def _print_summary(jobs: list[DemoJob], rows: dict[int, dict[str, Any]]) -> None
     show_default=True,
     help="Give up (exit 1) if the jobs are not finished after this many seconds.",
 )
+@click.option(
+    "--workflow",
+    "workflow",
+    is_flag=True,
+    help="Run one workflow (fan-out, fan-in, an input node) instead, and draw its DAG.",
+)
 @pass_cli
 def demo(
     cli: CliContext,
@@ -252,6 +333,7 @@ def demo(
     keep: bool,
     workers: int,
     timeout: float,
+    workflow: bool,
 ) -> int:
     """Run orchestrator + workers on sample jobs, with live progress and a summary."""
     started = time.monotonic()
@@ -287,34 +369,10 @@ def demo(
             ]
             click.echo(f"started queue-orchestrator (pid {orch.pid}) and {workers} workers {pids}")
             _wait_for_schema(url, schema, fleet, deadline)
-            with connect(url) as conn:
-                jobs = _enqueue(Client(conn=conn, schema=schema), secrets.token_hex(4))
-                ids = [j.id for j in jobs]
-                progress_id = next(j.id for j in jobs if j.task == "demo.progress")
-                screen = Screen(sys.stdout.isatty())
-                rows = _rows(conn, schema, ids)
-                try:
-                    while True:
-                        rows = _rows(conn, schema, ids)
-                        screen.show(_status_line(rows, progress_id), time.monotonic() - started)
-                        if all(r["status"] in FINISHED_STATUSES for r in rows.values()):
-                            break
-                        _check_fleet(fleet)
-                        if time.monotonic() > deadline:
-                            break
-                        time.sleep(REFRESH_S)
-                finally:
-                    screen.done()
-                _print_summary(jobs, rows)
-            unfinished = [i for i, r in rows.items() if r["status"] not in FINISHED_STATUSES]
-            failed = [i for i, r in rows.items() if r["status"] != JobStatus.SUCCEEDED]
-            if unfinished:
-                raise DemoFailed(
-                    f"{len(unfinished)} job(s) not finished after {timeout:g} s: {unfinished} "
-                    f"(daemon logs in {log_dir})"
-                )
-            if failed:
-                raise DemoFailed(f"job(s) {failed} did not succeed (daemon logs in {log_dir})")
+            if workflow:
+                _run_workflow(url, schema, fleet, started, deadline, timeout, log_dir)
+            else:
+                _run_jobs(url, schema, fleet, started, deadline, timeout, log_dir)
             ok = True
         finally:
             click.echo("stopping workers and orchestrator ...")

@@ -67,7 +67,7 @@ def prune(
     max_batches: int,
     as_json: bool,
 ) -> None:
-    """Delete finished jobs (and their events) past retention, and stale worker rows."""
+    """Delete finished jobs and whole finished workflows past retention, and stale worker rows."""
     retention = _retention(older_than)
     schema = cli.schema
     with cli.connect() as conn:

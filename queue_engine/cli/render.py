@@ -422,6 +422,12 @@ def prune_summary(result: PruneResult) -> str:
         f"{verb} {result.jobs_total} jobs ({by_status}), {result.events} events, "
         f"{result.workers} worker rows"
     )
+    if result.workflows_total or result.workflow_jobs:
+        by_state = ", ".join(f"{k} {v}" for k, v in sorted(result.workflows.items()))
+        text += (
+            f", {result.workflows_total} finished workflows ({by_state}) with "
+            f"{result.workflow_jobs} jobs"
+        )
     if not result.dry_run:
         text += f" in {result.batches} batches"
         if result.more:

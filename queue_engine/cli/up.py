@@ -15,6 +15,10 @@ flags (``--queue NAME=N``, ``--app MODULE``) or a TOML/JSON file
     [env]
     QUEUE_ENGINE_LOG_LEVEL = "DEBUG"
 
+A file may also say ``pythonpath = ["."]``: folders, relative to the file,
+put in front of the processes' ``PYTHONPATH``, so an app that lives beside its
+fleet file (the recipes under ``examples/``) runs from any working folder.
+
 Flags win over the file (``--app``; a ``--queue`` replaces that queue's count).
 With no DSN (``--dsn``, the group's ``--dsn`` or ``QUEUE_ENGINE_DSN``) an
 embedded Postgres is started for the run, as ``queue-ctl demo`` does.
@@ -46,7 +50,7 @@ from queue_engine.embedded import database_for
 from queue_engine.errors import ConfigError
 
 #: The keys a fleet file may have.
-FILE_KEYS = ("app", "queues", "env")
+FILE_KEYS = ("app", "queues", "env", "pythonpath")
 #: At most this many workers of one queue (a guard against a typo such as ``q=200``).
 MAX_PER_QUEUE = 64
 
@@ -58,6 +62,16 @@ class FleetConfig:
     app: str
     queues: dict[str, int]
     env: dict[str, str] = field(default_factory=dict)
+    #: Folders put in front of the processes' PYTHONPATH (absolute, resolved from the file's).
+    pythonpath: tuple[str, ...] = ()
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` with the file's ``env`` over it and its ``pythonpath`` in front."""
+        env = {**base, **self.env}
+        if self.pythonpath:
+            rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            env["PYTHONPATH"] = os.pathsep.join([*self.pythonpath, *rest])
+        return env
 
 
 def _count(queue: str, value: object, where: str) -> int:
@@ -114,9 +128,16 @@ def _check_keys(data: Mapping[str, Any], where: str) -> None:
 
 
 def build_config(
-    data: Mapping[str, Any], app: str | None, queue_flags: Iterable[str], where: str = "config"
+    data: Mapping[str, Any],
+    app: str | None,
+    queue_flags: Iterable[str],
+    where: str = "config",
+    folder: Path | None = None,
 ) -> FleetConfig:
-    """Merge a fleet file's ``data`` with the flags; a ConfigError (exit 2) on anything wrong."""
+    """Merge a fleet file's ``data`` with the flags; a ConfigError (exit 2) on anything wrong.
+
+    ``folder`` is the file's folder: its ``pythonpath`` entries are relative to it.
+    """
     _check_keys(data, where)
     file_app = data.get("app")
     if file_app is not None and (not isinstance(file_app, str) or not file_app.strip()):
@@ -136,12 +157,20 @@ def build_config(
         if isinstance(value, dict | list) or value is None:
             raise ConfigError(f"{where}: env {key!r} must be a string, number or boolean")
         env[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    pythonpath = _pythonpath(data.get("pythonpath", []), where, folder or Path.cwd())
     chosen = app or file_app
     if not chosen:
         raise ConfigError('no app module: pass --app MODULE or set app = "..." in --config')
     if not queues:
         raise ConfigError("no queue to work: pass --queue NAME=N or a [queues] table in --config")
-    return FleetConfig(app=chosen.strip(), queues=queues, env=env)
+    return FleetConfig(app=chosen.strip(), queues=queues, env=env, pythonpath=pythonpath)
+
+
+def _pythonpath(value: object, where: str, folder: Path) -> tuple[str, ...]:
+    entries = [value] if isinstance(value, str) else value
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+        raise ConfigError(f"{where}: 'pythonpath' must be a folder or a list of folders")
+    return tuple(str((folder / entry).resolve()) for entry in entries)
 
 
 def child_specs(
@@ -240,7 +269,7 @@ def throttled(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="A TOML (or .json) fleet file: app, [queues], [env].",
+    help="A TOML (or .json) fleet file: app, [queues], [env], pythonpath.",
 )
 @click.option(
     "--reload",
@@ -265,8 +294,9 @@ def up(
     one kills them and exits 130. For production, use the systemd units.
     """
     data = read_file(config_path) if config_path else {}
-    config = build_config(data, app, queue_flags, where=str(config_path or "config"))
-    env = {**os.environ, **config.env, "PYTHONUNBUFFERED": "1"}
+    folder = config_path.parent if config_path else None
+    config = build_config(data, app, queue_flags, where=str(config_path or "config"), folder=folder)
+    env = {**config.environment(os.environ), "PYTHONUNBUFFERED": "1"}
     watcher = None
     if reload:
         root = app_directory(config.app, env)

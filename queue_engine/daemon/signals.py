@@ -31,7 +31,7 @@ from queue_engine.service import log_event
 #: Exit code of a second SIGTERM/SIGINT (128 + SIGINT, the shell's "interrupted").
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 #: The roles whose stop signals this module handles (each logs ``<role>.exit_now``).
-SIGNAL_ROLES = ("orchestrator", "scheduler", "worker")
+SIGNAL_ROLES = ("orchestrator", "scheduler", "worker", "web")
 #: The signals that ask a daemon to stop.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -8,7 +8,13 @@
 - :mod:`~queue_engine.orchestrator.dead_workers` — flag silent workers that own jobs;
 - :mod:`~queue_engine.orchestrator.fast_recovery` — jobs of workers whose session
   ended back to the queue without waiting for the lease;
-- :mod:`~queue_engine.orchestrator.pruner` — retention of finished jobs and old worker rows;
+- :mod:`~queue_engine.orchestrator.pruner` — retention of finished jobs, finished
+  workflows (as a whole) and old worker rows;
+- :mod:`~queue_engine.orchestrator.analyzer` — ANALYZE ``jobs`` after a burst;
+- :mod:`~queue_engine.orchestrator.input_timeouts` — fail workflow input nodes whose
+  value did not come in time;
+- :mod:`~queue_engine.orchestrator.stuck_nodes` — report (never repair) a workflow node
+  left waiting after its parents ended: an engine bug;
 - :mod:`~queue_engine.orchestrator.orchestrator` — the services the
   ``queue-orchestrator`` command runs on the shared daemon runtime
   (:mod:`queue_engine.daemon`, which also keeps this process's workers row).

@@ -12,8 +12,10 @@ the orchestrator runs on it:
 - the leader-only services (the
   :class:`~queue_engine.orchestrator.reaper.Reaper`, the
   :class:`~queue_engine.orchestrator.dead_workers.DeadWorkerSweep`,
-  :class:`~queue_engine.orchestrator.fast_recovery.FastRecovery` and the
-  :class:`~queue_engine.orchestrator.pruner.Pruner`) are started when this
+  :class:`~queue_engine.orchestrator.fast_recovery.FastRecovery`, the
+  :class:`~queue_engine.orchestrator.pruner.Pruner`, the workflow
+  :class:`~queue_engine.orchestrator.input_timeouts.InputTimeouts` and
+  :class:`~queue_engine.orchestrator.stuck_nodes.StuckNodeCheck`) are started when this
   process is elected and stopped when it steps down, so exactly the leader
   sweeps;
 - optionally the ``/metrics`` and ``/health`` server.
@@ -36,10 +38,12 @@ from queue_engine import metrics
 from queue_engine import settings as table
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
+from queue_engine.db import connect
 from queue_engine.migrate import Migration, Migrator
 from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
 from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
+from queue_engine.orchestrator.input_timeouts import InputTimeouts
 from queue_engine.orchestrator.leader import (
     ELECT_INTERVAL_DEFAULT_S,
     RECONNECT_BACKOFF_MAX_S,
@@ -51,6 +55,8 @@ from queue_engine.orchestrator.reaper import (
     SWEEP_DEFAULT_S,
     Reaper,
 )
+from queue_engine.orchestrator.stuck_nodes import CHECK_DEFAULT_S, StuckNodeCheck
+from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.service import Service, log_event
 from queue_engine.systemd import SystemdNotifier
 
@@ -77,6 +83,8 @@ class OrchestratorConfig:
     dead_after_s: float | None = None
     #: Fast-recovery cadence; 0 turns it off (behind a transaction-pooling pgbouncer).
     recovery_s: float = RECOVERY_DEFAULT_S
+    #: "No stuck workflow node" check cadence; 0 turns it off.
+    workflow_check_s: float = CHECK_DEFAULT_S
     #: Serve /metrics and /health on this port (None: no HTTP server; 0: any free port).
     http_port: int | None = None
     http_host: str = "127.0.0.1"
@@ -116,6 +124,7 @@ ENV_FIELDS: dict[str, table.Setting[Any]] = {
     "connect_retry_s": table.CONNECT_RETRY_S,
     "dead_after_s": table.DEAD_AFTER_S,
     "recovery_s": table.RECOVERY_S,
+    "workflow_check_s": table.WORKFLOW_CHECK_S,
 }
 
 
@@ -229,6 +238,16 @@ class Orchestrator:
         # Statistics: ANALYZE jobs after a burst (orchestrator/analyzer.py, issue 16).
         self.analyzer = Analyzer(config.dsn, config.schema)
         self.leader_services.append(self.analyzer)
+        # Workflows: overdue input nodes fail with the reaper's cadence; the stuck-node
+        # check reports an engine bug if it ever finds one (orchestrator/stuck_nodes.py).
+        self.input_timeouts = InputTimeouts(config.dsn, config.schema, interval_s=config.sweep_s)
+        self.leader_services.append(self.input_timeouts)
+        self.stuck_nodes: StuckNodeCheck | None = None
+        if config.workflow_check_s > 0:
+            self.stuck_nodes = StuckNodeCheck(
+                config.dsn, config.schema, interval_s=config.workflow_check_s
+            )
+            self.leader_services.append(self.stuck_nodes)
         for service in self.leader_services:
             service.on_result = metrics.record_result
         self.elector = LeaderElector(
@@ -293,6 +312,8 @@ class Orchestrator:
         """
         self.runtime.systemd.status("migrating (waiting for the database if needed)")
         migrator = Migrator(self.config.dsn, schema=self.config.schema)
+        self.runtime.wait_for_database(lambda: connect(self.config.dsn).close())
+        refuse_shared_sessions(self.config.dsn, "queue-orchestrator")
         applied = self.runtime.wait_for_database(migrator.up)
         for migration in applied:
             log_event(

@@ -18,6 +18,16 @@ worker rows (last beat)    ``QUEUE_ENGINE_RETAIN_WORKERS_S``    1 day
 A retention of 0 keeps that status forever. Queued and running jobs are never
 touched (only rows with ``finished_at`` set and a final status qualify).
 
+Workflow nodes are never pruned one by one: a node of a running workflow is
+still read by its children (its result, its edges), so ``sql/prune_jobs.sql``
+skips every job with a ``workflow_id``. A *finished* workflow goes as a whole
+(``sql/prune_workflows.sql``: its row, tallies, jobs, their events, edges and
+gates, in one statement) once it finished longer ago than the retention of
+its final state: succeeded → ``RETAIN_SUCCEEDED_S``, failed →
+``RETAIN_FAILED_S``, canceled → ``RETAIN_CANCELED_S``. Its batches are bounded
+in jobs too (whole workflows while their nodes add up to ``batch_size``, at
+least one), so one huge workflow is one statement of its own.
+
 Each statement (``sql/prune_jobs.sql``) deletes at most ``batch_size`` jobs and
 their events, oldest first through ``jobs_finished_at_idx``, skipping rows
 someone else has locked; each is its own short transaction, so no lock is held
@@ -121,6 +131,22 @@ class Retention:
                 by_age.setdefault(seconds, []).append(str(status))
         return sorted(by_age.items())
 
+    def workflow_groups(self) -> list[tuple[float, list[str]]]:
+        """Workflow final states grouped by retention (the same settings as their jobs').
+
+        A workflow ends succeeded, failed or canceled (a lost node makes it
+        failed), so ``lost_s`` does not apply to workflows.
+        """
+        by_age: dict[float, list[str]] = {}
+        for state, seconds in (
+            ("succeeded", self.succeeded_s),
+            ("failed", self.failed_s),
+            ("canceled", self.canceled_s),
+        ):
+            if seconds > 0:
+                by_age.setdefault(seconds, []).append(state)
+        return sorted(by_age.items())
+
 
 @dataclass(frozen=True, slots=True)
 class PruneResult:
@@ -129,6 +155,9 @@ class PruneResult:
     jobs: dict[str, int] = field(default_factory=dict)
     events: int = 0
     workers: int = 0
+    #: Finished workflows deleted as a whole, by final state, and the jobs (nodes) they held.
+    workflows: dict[str, int] = field(default_factory=dict)
+    workflow_jobs: int = 0
     batches: int = 0
     #: True when the run stopped at ``max_batches`` with rows left to delete.
     more: bool = False
@@ -140,15 +169,23 @@ class PruneResult:
         return sum(self.jobs.values())
 
     @property
+    def workflows_total(self) -> int:
+        """Workflows deleted over all final states."""
+        return sum(self.workflows.values())
+
+    @property
     def did_work(self) -> bool:
         """True when something was (or would be) deleted."""
-        return bool(self.jobs_total or self.events or self.workers)
+        return bool(self.jobs_total or self.events or self.workers or self.workflows_total)
 
     def log_fields(self) -> dict[str, Any]:
         """Counts per kind of row and the number of statements."""
         return {
             "jobs": self.jobs_total,
             **{f"jobs_{k}": v for k, v in sorted(self.jobs.items())},
+            "workflows": self.workflows_total,
+            **{f"workflows_{k}": v for k, v in sorted(self.workflows.items())},
+            "workflow_jobs": self.workflow_jobs,
             "events": self.events,
             "workers": self.workers,
             "batches": self.batches,
@@ -161,6 +198,9 @@ class PruneResult:
             "dry_run": self.dry_run,
             "jobs": self.jobs_total,
             "jobs_by_status": dict(sorted(self.jobs.items())),
+            "workflows": self.workflows_total,
+            "workflows_by_state": dict(sorted(self.workflows.items())),
+            "workflow_jobs": self.workflow_jobs,
             "events": self.events,
             "workers": self.workers,
             "batches": self.batches,
@@ -188,35 +228,57 @@ def prune_once(
     now: datetime | None = None,
     stopping: Callable[[], bool] = lambda: False,
 ) -> PruneResult:
-    """Delete bounded batches of expired jobs (round robin over retention groups), then workers.
+    """Delete bounded batches of expired jobs and workflows (round robin over groups), then workers.
 
     ``conn`` must be in autocommit mode: each batch commits on its own.
     """
     if batch_size < 1 or max_batches < 1:
         raise ValueError("batch_size and max_batches must be >= 1")
-    groups = [
-        {"cutoff": _cutoff(conn, now, seconds), "statuses": statuses, "after": None}
+    groups: list[dict[str, Any]] = [
+        {"kind": "jobs", "cutoff": _cutoff(conn, now, seconds), "statuses": statuses, "after": None}
         for seconds, statuses in retention.groups()
+    ] + [
+        {
+            "kind": "workflows",
+            "cutoff": _cutoff(conn, now, seconds),
+            "states": states,
+            "after": None,
+        }
+        for seconds, states in retention.workflow_groups()
     ]
     jobs: dict[str, int] = {}
+    workflows: dict[str, int] = {}
     events = 0
+    workflow_jobs = 0
     #: Groups with rows left, in round-robin order: a batch takes the first and,
     #: if it was full, puts it back at the end.
     pending = deque(range(len(groups)))
-    statement = queries.query("prune_jobs", schema)
+    statements = {
+        "jobs": queries.query("prune_jobs", schema),
+        "workflows": queries.query("prune_workflows", schema),
+    }
 
     def batch() -> bool:
-        nonlocal events
+        nonlocal events, workflow_jobs
         index = pending.popleft()
         group = groups[index]
-        row = conn.execute(statement, {**group, "limit": batch_size}).fetchone()
+        params = {k: v for k, v in group.items() if k != "kind"}
+        row = conn.execute(statements[group["kind"]], {**params, "limit": batch_size}).fetchone()
         assert row is not None
-        by_status, deleted_events, scanned, last = row
+        if group["kind"] == "jobs":
+            by_status, deleted_events, scanned, last = row
+            more = scanned >= batch_size
+            for status, n in by_status.items():
+                jobs[status] = jobs.get(status, 0) + int(n)
+        else:
+            by_state, n_jobs, deleted_events, _edges, more, last = row
+            workflow_jobs += int(n_jobs)
+            for state, n in by_state.items():
+                workflows[state] = workflows.get(state, 0) + int(n)
         events += deleted_events
-        for status, n in by_status.items():
-            jobs[status] = jobs.get(status, 0) + int(n)
-        group["after"] = last
-        if scanned >= batch_size:
+        if last is not None:
+            group["after"] = last
+        if more:
             pending.append(index)
         return bool(pending)
 
@@ -234,7 +296,13 @@ def prune_once(
         assert row is not None
         workers_deleted = int(row[1])
     return PruneResult(
-        jobs=jobs, events=events, workers=workers_deleted, batches=batches, more=bool(pending)
+        jobs=jobs,
+        events=events,
+        workers=workers_deleted,
+        workflows=workflows,
+        workflow_jobs=workflow_jobs,
+        batches=batches,
+        more=bool(pending),
     )
 
 
@@ -252,6 +320,17 @@ def prune_dry_run(
         for status, n, n_events in rows:
             jobs[status] = int(n)
             events += int(n_events)
+    workflows: dict[str, int] = {}
+    workflow_jobs = 0
+    for seconds, states in retention.workflow_groups():
+        rows = conn.execute(
+            queries.query("prune_workflows_count", schema),
+            {"cutoff": _cutoff(conn, now, seconds), "states": states},
+        ).fetchall()
+        for state, n, n_jobs, n_events in rows:
+            workflows[state] = int(n)
+            workflow_jobs += int(n_jobs)
+            events += int(n_events)
     workers_matched = 0
     if retention.workers_s > 0:
         row = conn.execute(
@@ -264,7 +343,14 @@ def prune_dry_run(
         ).fetchone()
         assert row is not None
         workers_matched = int(row[0])
-    return PruneResult(jobs=jobs, events=events, workers=workers_matched, dry_run=True)
+    return PruneResult(
+        jobs=jobs,
+        events=events,
+        workers=workers_matched,
+        workflows=workflows,
+        workflow_jobs=workflow_jobs,
+        dry_run=True,
+    )
 
 
 class Pruner(SweepService[PruneResult]):
@@ -307,7 +393,8 @@ class Pruner(SweepService[PruneResult]):
                 now=self.now(),
                 stopping=lambda: self.stopping,
             )
-        metrics.count("pruned_jobs", result.jobs_total)
+        metrics.count("pruned_jobs", result.jobs_total + result.workflow_jobs)
+        metrics.count("pruned_workflows", result.workflows_total)
         metrics.count("pruned_events", result.events)
         metrics.count("pruned_workers", result.workers)
         return result

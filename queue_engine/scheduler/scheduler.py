@@ -33,6 +33,7 @@ from queue_engine.daemon import HEARTBEAT_DEFAULT_S, DaemonRuntime
 from queue_engine.db import connect
 from queue_engine.errors import ConfigError, MigrationError
 from queue_engine.migrate import engine_migrations_dir, load_chain, wait_for_schema
+from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.scheduler import store
 from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.scheduler.ticker import (
@@ -186,6 +187,7 @@ class Scheduler:
         them (with their next fire time) as soon as the scheduler runs.
         """
         self.runtime.wait_for_database(lambda: connect(self.config.dsn).close())
+        refuse_shared_sessions(self.config.dsn, "queue-scheduler")
         wait_for_schema(
             self.config.dsn,
             schedules_schema_version(),

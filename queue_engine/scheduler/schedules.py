@@ -1,7 +1,12 @@
 """Schedule definitions: the validated :class:`ScheduleSpec` and the ``@periodic`` decorator.
 
 A schedule says *when* (an expression and a time zone, see
-:mod:`queue_engine.scheduler.cron`) and *what* (a task, its queue and args).
+:mod:`queue_engine.scheduler.cron`) and *what*: a task, its queue and args, or
+a workflow factory (``@periodic(..., workflow=build)``, a function of the slot
+returning a :class:`~queue_engine.workflows.Workflow`). A factory is code in
+the app module, so only ``queue-scheduler --app`` that imported it can start
+such a schedule's workflows; a schedule added from the command line cannot
+name one.
 Schedules live in the ``schedules`` table; those declared in code with
 :func:`periodic` are collected in :data:`schedule_registry` when the app module
 is imported and synced (upserted) into the table when ``queue-scheduler
@@ -19,7 +24,8 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from queue_engine.errors import ConfigError, ValidationError
 from queue_engine.scheduler.cron import Trigger, parse
@@ -42,7 +48,27 @@ SOURCES = ("code", "cli")
 #: The reserved key of a scheduled job's args that says why it was enqueued.
 SCHEDULE_ARG = "_schedule"
 
+#: The ``task`` column of a schedule that starts a workflow (its ``workflow`` names the factory).
+WORKFLOW_TASK = "queue-engine:workflow"
+
+if TYPE_CHECKING:
+    from queue_engine.workflows import Workflow
+
+#: A workflow factory: called with the slot (a timezone-aware datetime), returns the workflow.
+WorkflowFactory = Callable[[datetime], "Workflow"]
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def factory_reference(factory: Callable[..., Any]) -> str:
+    """``module:qualname`` of a workflow factory: what the schedules table stores."""
+    module = getattr(factory, "__module__", None)
+    qualname = getattr(factory, "__qualname__", None)
+    if not callable(factory) or not module or not qualname:
+        raise ValidationError(
+            f"workflow= must be a function of the slot returning a Workflow, got {factory!r}"
+        )
+    return f"{module}:{qualname}"
 
 
 def check_schedule_name(name: Any) -> str:
@@ -80,6 +106,8 @@ class ScheduleSpec:
     overlap: str = "allow"
     enabled: bool = True
     source: str = "cli"
+    #: For a schedule that starts a workflow: its factory, ``module:qualname`` (task is WORKFLOW_TASK).
+    workflow: str | None = None
 
     def __post_init__(self) -> None:
         check_schedule_name(self.name)
@@ -107,6 +135,33 @@ class ScheduleSpec:
             )
         if self.source not in SOURCES:
             raise ValidationError(f"schedule {self.name!r}: source must be 'code' or 'cli'")
+        self._check_workflow()
+
+    def _check_workflow(self) -> None:
+        if self.workflow is None:
+            if self.task == WORKFLOW_TASK:
+                raise ValidationError(
+                    f"schedule {self.name!r}: task {WORKFLOW_TASK!r} is reserved for schedules "
+                    "that start a workflow; declare those in code with "
+                    "@periodic(..., workflow=factory)"
+                )
+            return
+        if self.source != "code":
+            raise ValidationError(
+                f"schedule {self.name!r} starts a workflow ({self.workflow}), which only code "
+                "can build: declare it with @periodic(..., workflow=factory) in the app module "
+                "and run `queue-scheduler --app MODULE`"
+            )
+        if self.task != WORKFLOW_TASK or not 1 <= len(self.workflow) <= 255:
+            raise ValidationError(
+                f"schedule {self.name!r}: a workflow schedule has task {WORKFLOW_TASK!r} and a "
+                "factory reference of 1-255 characters"
+            )
+
+    @property
+    def starts_workflow(self) -> bool:
+        """True when each slot starts a workflow (built by the factory) rather than a job."""
+        return self.workflow is not None
 
     @property
     def trigger(self) -> Trigger:
@@ -124,15 +179,29 @@ class ScheduleRegistry:
     def __init__(self) -> None:
         self._specs: dict[str, ScheduleSpec] = {}
         self._pending: list[tuple[Callable[..., Any], dict[str, Any]]] = []
+        self._factories: dict[str, WorkflowFactory] = {}
 
-    def add(self, spec: ScheduleSpec) -> None:
-        """Add a schedule; a second, different schedule under the same name is refused."""
+    def add(self, spec: ScheduleSpec, factory: WorkflowFactory | None = None) -> None:
+        """Add a schedule (and the factory of a workflow schedule); a different twin is refused."""
         existing = self._specs.get(spec.name)
         if existing is not None and existing != spec:
             raise ValidationError(
                 f"schedule {spec.name!r} is declared twice; give the second one another name="
             )
         self._specs[spec.name] = spec
+        if factory is not None:
+            self._factories[spec.name] = factory
+
+    def factory(self, spec: ScheduleSpec) -> WorkflowFactory | None:
+        """The factory this process holds for a workflow schedule (None: not declared here).
+
+        The stored reference must name the same function: a scheduler of another
+        app, or of an older version of it, leaves the schedule to the one that can.
+        """
+        factory = self._factories.get(spec.name)
+        if factory is None or spec.workflow != factory_reference(factory):
+            return None
+        return factory
 
     def defer(self, handler: Callable[..., Any], options: dict[str, Any]) -> None:
         """Remember a ``@periodic`` written below ``@task`` (it runs before the task registers)."""
@@ -157,11 +226,13 @@ class ScheduleRegistry:
     def remove(self, name: str) -> None:
         """Forget a schedule (tests use this to keep the registry clean)."""
         self._specs.pop(name, None)
+        self._factories.pop(name, None)
 
     def clear(self) -> None:
         """Forget every schedule."""
         self._specs.clear()
         self._pending.clear()
+        self._factories.clear()
 
     def __iter__(self) -> Iterator[ScheduleSpec]:
         return iter(self.specs())
@@ -219,6 +290,7 @@ def periodic(
     max_attempts: int | None = None,
     timeout_s: int | None = None,
     enabled: bool = True,
+    workflow: WorkflowFactory | None = None,
 ) -> Callable[[F], F]:
     """Declare a schedule in code: enqueue ``task`` at every slot of ``expression`` in ``tz``.
 
@@ -236,7 +308,39 @@ def periodic(
     --app`` starts. ``catchup=N`` enqueues up to N missed slots after the
     scheduler was down (default: skip them); ``overlap="skip"`` skips a slot
     while the schedule's previous job is still queued or running.
+
+    ``workflow=factory`` starts a workflow at each slot instead of a job::
+
+        def build_nightly(slot: datetime) -> Workflow: ...
+
+        periodic("0 2 * * *", name="nightly", workflow=build_nightly)
+
+    The factory is called with the slot by ``queue-scheduler --app`` (the only
+    process that has it) in the transaction that claims the slot, and its
+    workflow is started there with the idempotency key
+    ``schedule:<name>:<slot>``: one workflow per slot, however many schedulers
+    run. ``name`` defaults to the factory's name; task, queue, args and the job
+    options do not apply (the factory's nodes carry their own);
+    ``overlap="skip"`` skips a slot while the previous workflow still runs.
     """
+    if workflow is not None:
+        return _periodic_workflow(
+            expression,
+            workflow,
+            name=name,
+            tz=tz,
+            catchup=catchup,
+            overlap=overlap,
+            enabled=enabled,
+            job_options={
+                "task": task,
+                "queue": queue,
+                "args": args,
+                "priority": priority,
+                "max_attempts": max_attempts,
+                "timeout_s": timeout_s,
+            },
+        )
     options: dict[str, Any] = {
         "expression": expression,
         "name": name,
@@ -276,6 +380,44 @@ def periodic(
         return handler
 
     return decorate
+
+
+def _periodic_workflow(
+    expression: str,
+    factory: WorkflowFactory,
+    *,
+    name: str | None,
+    tz: str,
+    catchup: int,
+    overlap: str,
+    enabled: bool,
+    job_options: dict[str, Any],
+) -> Callable[[F], F]:
+    """``periodic(..., workflow=factory)``: register a schedule that starts a workflow."""
+    given = sorted(k for k, v in job_options.items() if v is not None)
+    if given:
+        raise ValidationError(
+            f"@periodic(workflow=...): {', '.join(given)} do not apply to a workflow schedule "
+            "(its nodes carry their own task, queue and options)"
+        )
+    reference = factory_reference(factory)
+    spec = ScheduleSpec(
+        name=name if name is not None else getattr(factory, "__name__", ""),
+        expression=expression,
+        task=WORKFLOW_TASK,
+        tz=tz,
+        catchup=catchup,
+        overlap=overlap,
+        enabled=enabled,
+        source="code",
+        workflow=reference,
+    )
+    schedule_registry.add(spec, factory)
+
+    def unchanged(target: F) -> F:
+        return target
+
+    return unchanged
 
 
 def load_schedules(module_name: str) -> list[ScheduleSpec]:

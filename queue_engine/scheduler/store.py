@@ -22,7 +22,14 @@ from queue_engine import sql as queries
 from queue_engine.config import validate_schema
 from queue_engine.errors import QueueEngineError, ValidationError
 from queue_engine.exit_codes import ExitCode
-from queue_engine.scheduler.schedules import SCHEDULE_ARG, ScheduleSpec, check_schedule_name
+from queue_engine.scheduler.schedules import (
+    SCHEDULE_ARG,
+    ScheduleSpec,
+    WorkflowFactory,
+    check_schedule_name,
+)
+from queue_engine.workflows import Workflow
+from queue_engine.workflows import operations as wf_ops
 
 Connection = psycopg.Connection[Any]
 
@@ -86,6 +93,7 @@ def spec_from_row(row: dict[str, Any]) -> ScheduleSpec:
         overlap=row["overlap"],
         enabled=bool(row["enabled"]),
         source=row.get("source") or "cli",
+        workflow=row.get("workflow"),
     )
 
 
@@ -105,6 +113,7 @@ def _params(spec: ScheduleSpec, app: str | None) -> dict[str, Any]:
         "enabled": spec.enabled,
         "source": spec.source,
         "app": app,
+        "workflow": spec.workflow,
     }
 
 
@@ -242,10 +251,13 @@ class LockedSchedule:
     spec: ScheduleSpec
     checked_until: datetime
     last_job_status: str | None
+    last_workflow_state: str | None = None
 
     @property
     def previous_active(self) -> bool:
-        """True while the schedule's latest job is queued or running (overlap)."""
+        """True while the schedule's latest job is queued or running, or its latest workflow runs."""
+        if self.spec.starts_workflow:
+            return self.last_workflow_state == "running"
         return self.last_job_status in ("queued", "running")
 
 
@@ -255,7 +267,12 @@ def lock(conn: Connection, schema: str, name: str) -> LockedSchedule | None:
         row = cur.execute(queries.query("schedule_lock", schema), {"name": name}).fetchone()
     if row is None:
         return None
-    return LockedSchedule(spec_from_row(row), row["checked_until"], row["last_job_status"])
+    return LockedSchedule(
+        spec_from_row(row),
+        row["checked_until"],
+        row["last_job_status"],
+        row["last_workflow_state"],
+    )
 
 
 def claim_slot(
@@ -316,6 +333,58 @@ def enqueue(
     return int(row[0])
 
 
+class WorkflowFactoryError(QueueEngineError):
+    """A workflow schedule's factory raised or returned something other than a Workflow."""
+
+
+def slot_idempotency_key(name: str, slot: datetime) -> str:
+    """The idempotency key of the workflow a schedule's slot starts: one per (schedule, slot)."""
+    return f"schedule:{name}:{slot.astimezone(UTC).isoformat()}"
+
+
+def start_workflow(
+    conn: Connection,
+    schema: str,
+    spec: ScheduleSpec,
+    slot: datetime,
+    factory: WorkflowFactory,
+    *,
+    producer: str,
+) -> tuple[int, bool]:
+    """Build the slot's workflow, start it and link it to the slot; return (id, created).
+
+    Runs in the caller's transaction, after :func:`claim_slot`: the slot is
+    recorded if and only if its workflow exists. The workflow's idempotency key
+    is the schedule's and the slot's (:func:`slot_idempotency_key`), whatever
+    the factory set, so even a slot record pruned and acted on again could not
+    start a second workflow for it.
+    """
+    try:
+        workflow = factory(slot)
+    except Exception as exc:
+        raise WorkflowFactoryError(
+            f"schedule {spec.name!r}: workflow factory {spec.workflow} raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(workflow, Workflow):
+        raise WorkflowFactoryError(
+            f"schedule {spec.name!r}: workflow factory {spec.workflow} returned "
+            f"{type(workflow).__name__}, not a Workflow"
+        )
+    workflow.idempotency_key = slot_idempotency_key(spec.name, slot)
+    if workflow.producer is None:
+        workflow.producer = producer
+    statement = wf_ops.start_statement(schema, workflow, schedule=spec.name)
+    row = conn.execute(statement.query, statement.params).fetchone()
+    assert row is not None  # start_workflow always answers one row
+    workflow_id, created = int(row[0]), bool(row[1])
+    conn.execute(
+        queries.query("schedule_record_workflow", schema),
+        {"name": spec.name, "slot": slot, "workflow_id": workflow_id},
+    )
+    return workflow_id, created
+
+
 def advance(conn: Connection, schema: str, name: str, through: datetime) -> None:
     """Mark every slot up to ``through`` settled."""
     conn.execute(queries.query("schedule_advance", schema), {"name": name, "through": through})
@@ -328,6 +397,13 @@ def run_now(conn: Connection, schema: str, name: str, *, producer: str = "queue-
         locked = lock(conn, schema, name)
         if locked is None:
             raise ScheduleNotFound(name)
+        if locked.spec.starts_workflow:
+            raise ValidationError(
+                f"schedule {name!r} starts a workflow built by code ({locked.spec.workflow}), "
+                "which `queue-ctl schedules run-now` cannot build: start one with "
+                "Client.start_workflow, or let "
+                "`queue-scheduler --app` run the schedule"
+            )
         return enqueue(conn, schema, locked.spec, None, reason="manual", producer=producer)
 
 
@@ -359,6 +435,7 @@ def describe(row: ScheduleRow, now: datetime) -> dict[str, Any]:
         if row.last_slot is None
         else row.last_slot.astimezone(spec.trigger.zone).isoformat(),
         "last_job_id": row.last_job_id,
+        "workflow": spec.workflow,
         "next_fire": None if nxt is None else nxt.isoformat(),
     }
 

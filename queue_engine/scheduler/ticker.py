@@ -18,6 +18,12 @@ considers every slot. For one schedule, a scheduler
    transaction, so the slot is recorded if and only if its job exists;
 3. moves the cursor past the slots it settled, and commits.
 
+A schedule that starts a workflow (``@periodic(..., workflow=factory)``) takes
+the same steps, with step 2 calling the factory and ``start_workflow`` (key
+``schedule:<name>:<slot>``) instead of inserting a job, in the same
+transaction. Only a scheduler whose app declares that factory acts on such a
+schedule; others leave it alone (said once in the log).
+
 A slot is *due* once ``now`` reaches it. A due slot older than ``grace_s`` is
 *missed* (the schedulers were down or the database was unreachable): by
 default it is skipped and logged; ``catchup=N`` enqueues the N newest missed
@@ -53,6 +59,7 @@ from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.scheduler import store
 from queue_engine.scheduler.cron import Trigger
+from queue_engine.scheduler.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     Clock,
@@ -161,6 +168,7 @@ class Fired:
     schedule: str
     slot: datetime
     job_id: int | None  # None: skipped because the previous job was still active
+    workflow_id: int | None = None  # a workflow schedule's workflow
 
 
 @dataclass(slots=True)
@@ -213,6 +221,7 @@ class Ticker(Service[TickResult]):
         wait: Wait = event_wait,
         rand: Callable[[], float] = random.random,
         outage: OutageProbe | None = None,
+        factories: Callable[[ScheduleSpec], WorkflowFactory | None] = schedule_registry.factory,
     ) -> None:
         super().__init__(
             interval_s=max_sleep_s,
@@ -235,6 +244,9 @@ class Ticker(Service[TickResult]):
         self._run_started = 0.0
         self._last_prune: float | None = None
         self._broken: frozenset[str] = frozenset()
+        #: The workflow factories of this process's app (None: not declared here).
+        self.factories = factories
+        self._unavailable: frozenset[str] = frozenset()
 
     # -- one run ---------------------------------------------------------------
 
@@ -248,6 +260,7 @@ class Ticker(Service[TickResult]):
             conn = self.db.get()
             rows, broken = store.list_rows(conn, self.schema)
             self._report_broken(broken)
+            rows = self._runnable(rows)
             for row in rows:
                 if not row.spec.enabled:
                     continue
@@ -306,6 +319,9 @@ class Ticker(Service[TickResult]):
                     last=_iso(plan.last_missed),
                     catchup=spec.catchup,
                 )
+            factory = self.factories(spec) if spec.starts_workflow else None
+            if spec.starts_workflow and factory is None:
+                return  # changed meanwhile to a factory this app does not declare
             active = locked.previous_active
             for slot in plan.fire:
                 outcome = "skipped" if spec.overlap == "skip" and active else "enqueued"
@@ -323,10 +339,26 @@ class Ticker(Service[TickResult]):
                         reason="overlap",
                     )
                     continue
+                active = True
+                if factory is not None:
+                    workflow_id, created = store.start_workflow(
+                        conn, self.schema, spec, slot, factory, producer="queue-scheduler"
+                    )
+                    result.enqueued.append(Fired(name, slot, None, workflow_id))
+                    log_event(
+                        log,
+                        logging.INFO,
+                        "scheduler.workflow_started",
+                        schedule=name,
+                        slot=_iso(slot),
+                        workflow_id=workflow_id,
+                        factory=spec.workflow,
+                        created=created,
+                    )
+                    continue
                 job_id = store.enqueue(
                     conn, self.schema, spec, slot, reason="schedule", producer="queue-scheduler"
                 )
-                active = True
                 result.enqueued.append(Fired(name, slot, job_id))
                 log_event(
                     log,
@@ -340,6 +372,33 @@ class Ticker(Service[TickResult]):
                 )
             if plan.through is not None:
                 store.advance(conn, self.schema, name, plan.through)
+
+    def _runnable(self, rows: list[store.ScheduleRow]) -> list[store.ScheduleRow]:
+        """Leave out workflow schedules whose factory this process lacks (said once each).
+
+        Their slots are for the scheduler whose app declares the factory; acting
+        on them here would either fail every slot or, worse, settle it unstarted.
+        """
+        kept: list[store.ScheduleRow] = []
+        unavailable: set[str] = set()
+        for row in rows:
+            if row.spec.starts_workflow and self.factories(row.spec) is None:
+                unavailable.add(row.name)
+                if row.name not in self._unavailable and row.spec.enabled:
+                    log_event(
+                        log,
+                        logging.WARNING,
+                        "scheduler.workflow_unavailable",
+                        schedule=row.name,
+                        factory=row.spec.workflow,
+                        app=row.app or "none",
+                        hint="this scheduler's app does not declare that factory; the slots "
+                        "are left to `queue-scheduler --app` of the app that does",
+                    )
+                continue
+            kept.append(row)
+        self._unavailable = frozenset(unavailable)
+        return kept
 
     def _report_broken(self, broken: list[str]) -> None:
         current = frozenset(broken)

@@ -24,6 +24,12 @@
 -- worker sends the variant without comments through a raw cursor ($n
 -- placeholders, converted once): see queue_engine/worker/store.py.
 --
+-- A third tag, --@followups (the "-- @followups begin/end" block), marks what
+-- only the statement of a batch carrying follow-ups has: a handler's buffered
+-- ctx.enqueue jobs, inserted here for the outcomes applied as successes, so
+-- they exist iff the success commits (docs/guides/follow-ups.md). A batch
+-- without follow-ups sends the statement without them and pays nothing.
+--
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
 -- stays busy until the next one.
@@ -71,6 +77,55 @@ finish_events AS (
     SELECT f.id, f.kind, 'running', f.status, f.attempt, %(worker_id)s, f.message
     FROM finished f
 ),
+-- @followups begin
+followup AS MATERIALIZED (
+    -- The follow-ups (%(followups)s, one JSON object each, queue_engine/followups.py)
+    -- of the outcomes this statement applied as successes, and only those: a
+    -- zombie's or a late finish matches nothing in "finished", so its follow-ups
+    -- are never inserted; a failure, retry or snooze sends none. Ids are drawn
+    -- here, after the sort (a volatile target-list expression runs after ORDER
+    -- BY), so follow-ups of one priority run in the order they were buffered and
+    -- the events below can name each one's parent.
+    SELECT nextval(pg_get_serial_sequence('__SCHEMA__.jobs', 'id')) AS new_id, x.*
+    FROM jsonb_to_recordset(%(followups)s::jsonb)
+        AS x(parent_id bigint, parent_attempt int, seq int, queue text, task text,
+             args jsonb, priority smallint, run_at timestamptz, delay_s float8,
+             max_attempts int, timeout_s int, lease_ttl_s int, idempotency_key text,
+             dedupe_key text, lock_key text, partition_key text, producer text,
+             affinity_key text)
+    JOIN finished f ON f.id = x.parent_id AND f.attempt = x.parent_attempt
+    WHERE f.status = 'succeeded'
+    ORDER BY x.parent_id, x.seq
+),
+followup_jobs AS (
+    -- As the client's enqueue: a follow-up whose idempotency or dedupe key is
+    -- taken (by a job, or by an earlier follow-up of this batch) is skipped.
+    -- The insert trigger wakes each queue's workers with one NOTIFY per statement.
+    INSERT INTO __SCHEMA__.jobs (
+        id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
+        idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key
+    )
+    SELECT fu.new_id, fu.queue, fu.task, fu.args, fu.priority,
+           coalesce(fu.run_at, now() + make_interval(secs => coalesce(fu.delay_s, 0))),
+           fu.max_attempts, fu.timeout_s, fu.lease_ttl_s, fu.idempotency_key, fu.dedupe_key,
+           fu.lock_key, fu.partition_key, fu.producer, fu.affinity_key
+    FROM followup fu
+    -- One global order of key locks, as enqueue_many.sql: two statements taking
+    -- overlapping keys in different orders would deadlock on the unique indexes.
+    ORDER BY fu.idempotency_key, fu.dedupe_key, fu.new_id
+    ON CONFLICT DO NOTHING
+    RETURNING id
+),
+followup_events AS (
+    -- Each follow-up's first event names the job (and attempt) whose success made it.
+    INSERT INTO __SCHEMA__.job_events
+        (job_id, kind, from_status, to_status, attempt, worker_id, message)
+    SELECT fu.new_id, 'created', NULL, 'queued', 0, %(worker_id)s,
+           'follow-up of job ' || fu.parent_id || ' (attempt ' || fu.parent_attempt || ')'
+    FROM followup fu
+    JOIN followup_jobs fj ON fj.id = fu.new_id
+),
+-- @followups end
 wake AS (
     -- Jobs given back to run at once wake the idle workers of their queue.
     SELECT pg_notify(%(jobs_channel)s, q.queue)

@@ -9,6 +9,9 @@
 --     makes a concurrent `retry` win either way.
 --   * The events go in the same statement, through job_events_job_id_idx, so a
 --     job and its timeline disappear together.
+--   * Workflow nodes are never deleted here (workflow_id IS NULL): a node of a
+--     running workflow is still read by its children (results, edges), and a
+--     finished workflow goes as a whole (prune_workflows.sql).
 -- Returns one row: jobs deleted by status, events deleted, rows scanned, and the
 -- newest finished_at scanned (the next batch's %(after)s).
 WITH doomed AS MATERIALIZED (
@@ -17,6 +20,7 @@ WITH doomed AS MATERIALIZED (
     WHERE j.finished_at < %(cutoff)s::timestamptz
       AND j.finished_at >= coalesce(%(after)s::timestamptz, '-infinity'::timestamptz)
       AND j.status = ANY (%(statuses)s::text[])
+      AND j.workflow_id IS NULL
     ORDER BY j.finished_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

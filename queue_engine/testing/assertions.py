@@ -1,8 +1,10 @@
 """Assertions on enqueued work: ``enqueued_jobs``, ``assert_enqueued``, ``refute_enqueued``.
 
 They read the jobs table through the same ``Client`` the code under test
-enqueued with (or a DSN), so a client bound to the test's own connection
-(``Client(conn=...)``) sees the jobs its uncommitted transaction wrote. A
+enqueued with (or its connection, or a DSN), so a client bound to the test's
+own connection (``Client(conn=...)``) sees the jobs its uncommitted
+transaction wrote. The asyncio twins (an ``AsyncClient`` or an
+``AsyncConnection``) are in :mod:`queue_engine.testing.async_assertions`. A
 failed assertion lists what *was* enqueued: the usual reason a test misses a
 job is a typo in the task name or an argument, and the listing shows it.
 """
@@ -25,8 +27,8 @@ from queue_engine.jobs import Job
 
 __all__ = ["Target", "assert_enqueued", "enqueued_jobs", "refute_enqueued"]
 
-#: What the kit works on: a Client, or a DSN (with ``schema=``).
-Target = Client | str
+#: What the kit works on: a Client, a connection, or a DSN (with ``schema=`` for the last two).
+Target = Client | psycopg.Connection[Any] | str
 
 #: The most jobs a failure message lists.
 LISTED_JOBS = 20
@@ -43,12 +45,15 @@ def connection_of(target: Target) -> Iterator[psycopg.Connection[Any]]:
         with target._connection(None) as conn:
             yield conn
         return
+    if isinstance(target, psycopg.Connection):
+        yield target  # the caller's, left open and in whatever transaction it is in
+        return
     with connect(target) as conn:
         yield conn
 
 
 def schema_of(target: Target, schema: str | None) -> str:
-    """The engine schema: the client's, or ``schema`` (else the configured one) for a DSN."""
+    """The engine schema: the client's, or ``schema`` (else the configured one)."""
     if isinstance(target, Client):
         return target.schema
     return resolve_schema(schema)
@@ -69,16 +74,23 @@ def enqueued_jobs(
     keys with these values (nested objects too, as jsonb ``@>``). ``status``
     defaults to ``queued`` (enqueued and not yet run); None matches any status.
     """
-    params = {
+    params = filter_params(task=task, queue=queue, args=args, status=status)
+    with connection_of(target) as conn, conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(queries.query("find_enqueued_jobs", schema_of(target, schema)), params)
+        return [Job.from_row(row) for row in cur.fetchall()]
+
+
+def filter_params(
+    *, task: str | None, queue: str | None, args: dict[str, Any] | None, status: str | None
+) -> dict[str, Any]:
+    """The parameters of ``sql/find_enqueued_jobs.sql`` (shared with the async assertions)."""
+    return {
         "task": task,
         "queue": queue,
         "status": None if status is None else str(status),
         "args": None if args is None else Jsonb(args),
         "limit": MAX_JOBS,
     }
-    with connection_of(target) as conn, conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(queries.query("find_enqueued_jobs", schema_of(target, schema)), params)
-        return [Job.from_row(row) for row in cur.fetchall()]
 
 
 def assert_enqueued(
@@ -99,9 +111,8 @@ def assert_enqueued(
     found = enqueued_jobs(target, task=task, queue=queue, args=args, status=status, schema=schema)
     if found:
         return found[0]
-    wanted = _describe_filters(task=task, queue=queue, args=args, status=status)
     everything = enqueued_jobs(target, status=None, schema=schema)
-    raise AssertionError(f"no job enqueued with {wanted}; {_listing(everything)}")
+    raise missing_job(everything, task=task, queue=queue, args=args, status=status)
 
 
 def refute_enqueued(
@@ -116,10 +127,22 @@ def refute_enqueued(
     """Fail, listing the matching jobs, when any job matches the filters."""
     found = enqueued_jobs(target, task=task, queue=queue, args=args, status=status, schema=schema)
     if found:
-        wanted = _describe_filters(task=task, queue=queue, args=args, status=status)
-        raise AssertionError(
-            f"expected no job enqueued with {wanted}, found {len(found)}: {_lines(found)}"
-        )
+        raise unexpected_jobs(found, task=task, queue=queue, args=args, status=status)
+
+
+def missing_job(everything: list[Job], **filters: Any) -> AssertionError:
+    """The failure of ``assert_enqueued``: what was wanted, and everything that was enqueued."""
+    return AssertionError(
+        f"no job enqueued with {_describe_filters(**filters)}; {_listing(everything)}"
+    )
+
+
+def unexpected_jobs(found: list[Job], **filters: Any) -> AssertionError:
+    """The failure of ``refute_enqueued``: what was not wanted, and the jobs that matched."""
+    return AssertionError(
+        f"expected no job enqueued with {_describe_filters(**filters)}, "
+        f"found {len(found)}: {_lines(found)}"
+    )
 
 
 def _describe_filters(**filters: Any) -> str:

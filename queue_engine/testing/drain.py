@@ -11,7 +11,9 @@ one snapshot, see ``sql/count_drain_jobs.sql``), after ``limit`` jobs, or at
 the first handler error when ``raise_errors``. With ``run_delayed`` the
 queue's delayed jobs (retries, snoozes, ``run_at``) are made due between
 rounds, so a test sees a failing-then-succeeding handler through to the end
-without waiting for its backoff.
+without waiting for its backoff. With ``at`` (a datetime or a
+:class:`~queue_engine.testing.clock.TestClock`) only those due by that instant
+are: time has moved to ``at`` for the queue, and a job delayed past it waits.
 
 Handlers are wrapped (in a private copy of the registry) only to observe:
 which job and attempt started, and the exception a handler raised, so that
@@ -33,11 +35,13 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from queue_engine import sql as queries
+from queue_engine.async_client import AsyncClient
 from queue_engine.db import connect
 from queue_engine.jobs import Job
 from queue_engine.retry import Snooze
 from queue_engine.tasks import TaskDefinition, TaskRegistry, registry
 from queue_engine.testing.assertions import Target, connection_of, schema_of
+from queue_engine.testing.clock import Instant, instant_of
 from queue_engine.validation import DEFAULT_QUEUE
 from queue_engine.worker import Worker, WorkerSettings
 
@@ -168,12 +172,13 @@ class _Observer:
 
 
 def drain(
-    target: Target,
+    target: Target | AsyncClient,
     *,
     queue: str = DEFAULT_QUEUE,
     tasks: TaskRegistry | None = None,
     limit: int | None = None,
     run_delayed: bool = False,
+    at: Instant | None = None,
     raise_errors: bool = False,
     schema: str | None = None,
     timeout_s: float = 60.0,
@@ -183,6 +188,8 @@ def drain(
     ``tasks`` is the registry whose handlers run (default: the ``@task``
     registry). ``limit`` stops after that many jobs have started;
     ``run_delayed`` makes retries, snoozes and future ``run_at`` due at once;
+    ``at`` (a datetime or a ``TestClock``, read each round) makes due only
+    the delayed jobs whose time is at or before it;
     ``raise_errors`` stops at the first handler exception and re-raises it
     here (its job is finished first, as the engine would: retried or failed).
     ``timeout_s`` bounds the whole drain (a handler that never ends, a job
@@ -190,16 +197,13 @@ def drain(
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit!r}")
-    schema = schema_of(target, schema)
+    if run_delayed and at is not None:
+        raise ValueError("give run_delayed=True (every delayed job) or at=... (those due by then)")
     observer = _Observer(limit, raise_errors)
     observed = TaskRegistry()
     for definition in tasks if tasks is not None else registry:
         observed.register(observer.wrap(definition))
-    with connection_of(target) as conn:
-        dsn = conn.info.dsn
-        password = conn.info.password
-    if password:  # conn.info.dsn leaves the password out
-        dsn = make_conninfo(dsn, password=password)
+    dsn, schema = _dsn_and_schema(target, schema)
     worker_errors: list[BaseException] = []
 
     def no_exit(code: int) -> None:
@@ -238,7 +242,7 @@ def drain(
         deadline = time.monotonic() + timeout_s
         try:
             while not observer.done.is_set() and thread.is_alive():
-                if _queue_settled(watch, schema, queue, run_delayed):
+                if _queue_settled(watch, schema, queue, run_delayed, at):
                     break
                 if time.monotonic() > deadline:
                     worker_errors.append(
@@ -260,16 +264,40 @@ def drain(
         watch.close()
 
 
-def _queue_settled(conn: Connection, schema: str, queue: str, run_delayed: bool) -> bool:
-    """True when nothing is due or running; with ``run_delayed``, delayed jobs are made due first."""
+def _dsn_and_schema(target: Target | AsyncClient, schema: str | None) -> tuple[str, str]:
+    """Where the drain's worker connects: the target's database, with its password."""
+    if isinstance(target, AsyncClient):
+        # Its connections live in an event loop; the worker needs only where they go.
+        bound = target._conn
+        if bound is None:
+            return target._dsn, target.schema
+        info = bound.info
+        return _with_password(info.dsn, info.password), target.schema
+    with connection_of(target) as conn:
+        dsn = _with_password(conn.info.dsn, conn.info.password)
+    return dsn, schema_of(target, schema)
+
+
+def _with_password(dsn: str, password: str | None) -> str:
+    # conn.info.dsn leaves the password out.
+    return make_conninfo(dsn, password=password) if password else dsn
+
+
+def _queue_settled(
+    conn: Connection, schema: str, queue: str, run_delayed: bool, at: Instant | None
+) -> bool:
+    """True when nothing is due or running; delayed jobs (all, or due by ``at``) are made due first."""
     due, running, delayed = conn.execute(
         queries.query("count_drain_jobs", schema), {"queue": queue}
     ).fetchone() or (0, 0, 0)
     if due or running:
         return False
-    if run_delayed and delayed:
-        conn.execute(queries.query("advance_delayed_jobs", schema), {"queue": queue})
-        return False
+    if delayed and (run_delayed or at is not None):
+        until = None if at is None else instant_of(at)
+        made_due = conn.execute(
+            queries.query("advance_delayed_jobs", schema), {"queue": queue, "until": until}
+        ).fetchall()
+        return not made_due
     return True
 
 

@@ -14,6 +14,12 @@ Fixtures:
   migrated into once;
 - ``qe_database``: the DSN of a fresh copy of it for this test, dropped after;
 - ``qe_client``: a :class:`~queue_engine.Client` on that database;
+- ``qe_async_client``: an :class:`~queue_engine.AsyncClient` on it, an async
+  fixture: it needs an async test runner (``@pytest.mark.anyio`` with the
+  ``anyio`` plugin, or ``pytest-asyncio``), which opens and closes its pool
+  in the test's own event loop;
+- ``qe_clock``: a :class:`~queue_engine.testing.TestClock` at the real
+  current time, for ``tick`` and ``drain(at=...)``;
 - ``qe_environ``: ``QUEUE_ENGINE_DSN`` pointed at that database for the test,
   so the application's own code (which reads its settings) uses it too.
 """
@@ -21,11 +27,13 @@ Fixtures:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from queue_engine.async_client import AsyncClient
 from queue_engine.client import Client
+from queue_engine.testing.clock import TestClock
 from queue_engine.testing.databases import TestServer
 
 
@@ -67,6 +75,19 @@ def qe_client(qe_database: str) -> Iterator[Client]:
     """A Client (with its own small pool) on the test's database."""
     with Client(qe_database) as client:
         yield client
+
+
+@pytest.fixture
+async def qe_async_client(qe_database: str) -> AsyncIterator[AsyncClient]:
+    """An AsyncClient on the test's database (its pool lives in the test's event loop)."""
+    async with AsyncClient(qe_database) as client:
+        yield client
+
+
+@pytest.fixture
+def qe_clock() -> TestClock:
+    """A clock at the real current time that moves only when the test says so."""
+    return TestClock()
 
 
 @pytest.fixture

@@ -220,6 +220,8 @@ class Flusher:
         if status == "canceled" and outcome.kind != "canceled":
             event = "job.canceled"
         if outcome.kind in ("succeeded", "released", "snoozed") and event != "job.canceled":
+            if outcome.followups:
+                fields["followups"] = len(outcome.followups)
             if outcome.kind == "snoozed":
                 fields["delay_s"] = outcome.delay_s
             log_event(log, logging.INFO, event, **fields)

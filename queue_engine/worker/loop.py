@@ -53,6 +53,7 @@ from queue_engine.db import connect, first_line
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.exit_codes import ExitCode
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
+from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.service import log_event
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import store
@@ -262,6 +263,7 @@ class Worker:
 
     def _start(self) -> None:
         self._check_reachable()
+        refuse_shared_sessions(self.settings.dsn, "queue-claim-worker")
         wait_for_schema(
             self.settings.dsn,
             ENGINE_SCHEMA_VERSION,
@@ -369,6 +371,7 @@ class Worker:
         prefetch = self.settings.prefetch
         jobs = self.jobs
         recycler = self.recycler
+        idle_poll = False
         while not self.stopping:
             self.liveness.mark_alive()
             self._apply_controls()
@@ -376,6 +379,11 @@ class Worker:
             if self.stopping or self._recycle_due():
                 break
             if not jobs.ready:
+                if idle_poll and not jobs.pending and not self._any_due():
+                    # A safety poll found nothing due: no claim statement at all.
+                    idle_poll = not self._wait_for_work(recycler.cap_wait(self.settings.poll_s))
+                    continue
+                idle_poll = False
                 self._wake.clear()
                 if self.gate.may_claim():
                     claimed = self.flusher.flush(claim_limit=recycler.claim_room(prefetch, 0))
@@ -384,7 +392,10 @@ class Worker:
                 if not claimed:
                     throttled = self.gate.throttled
                     wait_s = self.gate.rate_wait_s() if throttled else self.settings.poll_s
-                    self._wait_for_work(recycler.cap_wait(wait_s))  # an idle worker ages too
+                    # An idle worker ages too (cap_wait). A wait that times out
+                    # is a safety poll: the next round probes before it claims.
+                    woken = self._wait_for_work(recycler.cap_wait(wait_s))
+                    idle_poll = not woken and not throttled
                     continue
             elif (
                 jobs.pending
@@ -432,16 +443,25 @@ class Worker:
         elif step.parked and self.jobs.ready:
             self.flusher.flush(claim_limit=0, extra=self.jobs.take_unstarted())
 
-    def _wait_for_work(self, timeout_s: float | None = None) -> None:
-        """Block until a NOTIFY for our queue or controls, ``timeout_s`` (the poll interval), or stop."""
+    def _wait_for_work(self, timeout_s: float | None = None) -> bool:
+        """Block until a NOTIFY for our queue or controls, ``timeout_s`` (the poll interval), or stop.
+
+        True when a wake-up (NOTIFY, reconnect) ended the wait, False when it timed out.
+        """
         deadline = self._clock() + (self.settings.poll_s if timeout_s is None else timeout_s)
         while not self.stopping and not self._wake.is_set():
             now = self._clock()
             self.liveness.mark_alive()
             remaining = deadline - now
             if remaining <= 0:
-                return
+                return False
             self.connection.listen(min(remaining, WAIT_SLICE_S))
+        return self._wake.is_set()
+
+    def _any_due(self) -> bool:
+        """The idle poll's probe: is anything due on the queue (one index probe)?"""
+        queue = self.settings.queue
+        return self.connection.run(lambda conn: store.any_due(conn, self.schema, queue=queue))
 
     def _on_notify(self, notify: psycopg.Notify) -> None:
         if notify.channel == self.jobs_channel:

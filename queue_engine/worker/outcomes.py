@@ -50,6 +50,9 @@ class Outcome:
     duration_ms: int | None = None
     progress: str | None = None
     message: str | None = None
+    #: Follow-up jobs (JSON objects, :mod:`queue_engine.followups`) to insert
+    #: with this outcome; only a success carries any.
+    followups: tuple[str, ...] = ()
 
     @property
     def event(self) -> str:
@@ -85,9 +88,10 @@ def clean_text(text: str) -> str:
 
 def storage_failure(outcome: Outcome, error: BaseException) -> Outcome:
     """Replace an outcome the database refused to store by a failure that says why."""
-    message = clean_text(
-        f"the job's outcome ({outcome.kind}) could not be stored: {describe(error)}"
-    )
+    what = outcome.kind
+    if outcome.followups:
+        what += f", with {len(outcome.followups)} follow-up(s), none of them enqueued"
+    message = clean_text(f"the job's outcome ({what}) could not be stored: {describe(error)}")
     return Outcome(
         outcome.job_id,
         outcome.attempt,
@@ -112,12 +116,17 @@ def format_traceback(exc: BaseException) -> str:
 
 
 def succeeded(
-    job: ClaimedJob, result: Any, duration_ms: int, progress: str | None = None
+    job: ClaimedJob,
+    result: Any,
+    duration_ms: int,
+    progress: str | None = None,
+    followups: tuple[str, ...] = (),
 ) -> Outcome:
     """The outcome of a handler that returned ``result``; a result that is not JSON fails the job.
 
     A result that cannot be stored would fail the same way on every attempt, so
-    it fails at once rather than being retried.
+    it fails at once rather than being retried (and its ``followups`` are
+    dropped with the success they depended on).
     """
     if isinstance(result, Skip):
         return skipped(job, result, duration_ms, progress)
@@ -149,6 +158,7 @@ def succeeded(
         result=encoded,
         duration_ms=duration_ms,
         progress=progress,
+        followups=followups,
     )
 
 

@@ -7,7 +7,8 @@ another session holds (waited for; given back if the worker stops meanwhile).
 Otherwise the handler runs on the main thread with its context (``ctx``),
 armed in the job watchdog (budget, stall) at no cost per job; whatever it
 returns or raises becomes the job's :class:`~.outcomes.Outcome`, queued for
-the next finish-and-claim statement.
+the next finish-and-claim statement; a success carries the follow-ups the
+handler buffered (``ctx.enqueue``), any other outcome drops them.
 """
 
 from __future__ import annotations
@@ -145,7 +146,13 @@ class JobRunner:
                 progress=self.jobs.take_progress(held),
             )
         else:
-            outcome = oc.succeeded(job, result, _elapsed_ms(started), self.jobs.take_progress(held))
+            outcome = oc.succeeded(
+                job,
+                result,
+                _elapsed_ms(started),
+                self.jobs.take_progress(held),
+                ctx.followups.encoded(),
+            )
         finally:
             watchdog.disarm()
             self.jobs.current = None

@@ -54,6 +54,16 @@ def outcomes_json(outcomes: Sequence[Outcome]) -> str:
     return "[" + ",".join(items) + "]"
 
 
+def followups_json(outcomes: Sequence[Outcome]) -> str | None:
+    """The follow-ups of ``outcomes`` as one JSON array, or None when none carries any.
+
+    Only successes carry follow-ups (already encoded, :mod:`queue_engine.followups`);
+    the statement still inserts them only for the successes it applies.
+    """
+    items = [text for o in outcomes if o.followups for text in o.followups]
+    return "[" + ",".join(items) + "]" if items else None
+
+
 @dataclass(frozen=True, slots=True)
 class RawStatement:
     """A named query as sent to the server: ``$n`` placeholders and the parameter order."""
@@ -80,13 +90,15 @@ _BLOCK_TAG = re.compile(r"--\s*@(\w+)\s+(begin|end)\s*$")
 _LINE_TAG = re.compile(r"--@(\w+)\s*$")
 
 
-def select_variant(text: str, variant: str | None) -> str:
-    """Keep the lines of ``text`` that belong to ``variant``.
+def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
+    """Keep the lines of ``text`` that belong to ``variant`` (a tag, or several).
 
     A line ending in ``--@name`` and the lines between ``-- @name begin`` and
     ``-- @name end`` belong to variant ``name`` only; other lines to every
     variant. One file then holds every variant of a statement, side by side.
+    Tags combine: ``("cold", "followups")`` keeps the lines of either tag.
     """
+    tags = (variant,) if isinstance(variant, str) else (variant or ())
     kept: list[str] = []
     block: str | None = None
     for line in text.splitlines():
@@ -96,13 +108,15 @@ def select_variant(text: str, variant: str | None) -> str:
             continue
         tagged = _LINE_TAG.search(line)
         tag = tagged.group(1) if tagged is not None else block
-        if tag is None or tag == variant:
+        if tag is None or tag in tags:
             kept.append(line)
     return "\n".join(kept)
 
 
 @cache
-def raw_statement(name: str, schema: str, variant: str | None = None) -> RawStatement:
+def raw_statement(
+    name: str, schema: str, variant: str | tuple[str, ...] | None = None
+) -> RawStatement:
     """The named query's ``variant``, without comments and runs of whitespace, with ``$n``.
 
     Each distinct ``%(name)s`` becomes one ``$n`` (a name used twice is sent once).
@@ -174,6 +188,10 @@ def finish_and_claim(
     ``throttled`` says the queue's rate limit withheld due jobs. May raise
     ``UniqueViolation`` when another worker claimed a job of the same lock key
     at the same moment: then nothing was applied (see :func:`finish_only`).
+
+    Outcomes carrying follow-ups (``ctx.enqueue``) are sent with the
+    ``followups`` variant, which inserts them for the successes it applies; a
+    batch without any sends the statement that does not mention them.
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
@@ -189,8 +207,13 @@ def finish_and_claim(
         warm_key=gate.warm_key,
         affinity_wait_s=gate.affinity_wait_s,
     )
-    variant = "cold" if gate.warm_key is None else "warm"
-    statement = raw_statement("finish_and_claim_jobs", schema, variant)
+    claim = "cold" if gate.warm_key is None else "warm"
+    followups = followups_json(outcomes)
+    if followups is None:
+        statement = raw_statement("finish_and_claim_jobs", schema, claim)
+    else:
+        params["followups"] = followups
+        statement = raw_statement("finish_and_claim_jobs", schema, (claim, "followups"))
     rows = statement.execute(conn, params).fetchall()
     result = FinishClaimResult()
     for row in rows:
@@ -317,6 +340,14 @@ def register(
 def mark_stopped(conn: Connection, schema: str, *, worker_id: str) -> None:
     """Record a clean exit on this worker's row."""
     conn.execute(queries.query("worker_stop", schema), {"worker_id": worker_id})
+
+
+def any_due(conn: Connection, schema: str, *, queue: str) -> bool:
+    """True when a job of ``queue`` is due (the idle poll's cheap probe, ``any_due_job.sql``)."""
+    row = conn.execute(
+        queries.query("any_due_job", schema), {"queue": queue}, prepare=True
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def try_lock_key(conn: Connection, schema: str, lock_key: str) -> bool:

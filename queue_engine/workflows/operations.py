@@ -11,7 +11,12 @@ import json
 from typing import Any
 
 from queue_engine import sql as queries
-from queue_engine.errors import InvalidTransition, QueueEngineError, ValidationError
+from queue_engine.errors import (
+    InvalidTransition,
+    QueueEngineError,
+    ValidationError,
+    WorkflowNotFound,
+)
 from queue_engine.operations import Statement
 from queue_engine.workflows.model import WorkflowState
 from queue_engine.workflows.spec import NODE_PATTERN, Workflow
@@ -19,18 +24,6 @@ from queue_engine.workflows.spec import NODE_PATTERN, Workflow
 LIST_LIMIT_MAX = 1_000
 #: How big a provided input value may be (as JSON), like a job's args.
 MAX_INPUT_BYTES = 1024 * 1024
-
-
-class WorkflowNotFound(QueueEngineError):
-    """No workflow has this id (it never existed, or it was pruned)."""
-
-    def __init__(self, workflow_id: int, node: str | None = None) -> None:
-        what = (
-            f"workflow {workflow_id}" if node is None else f"node {node} of workflow {workflow_id}"
-        )
-        super().__init__(f"{what} not found")
-        self.workflow_id = workflow_id
-        self.node = node
 
 
 def check_workflow_id(workflow_id: Any) -> int:
@@ -131,6 +124,27 @@ def provide_input_statement(schema: str, workflow_id: int, node: str, value: Any
         queries.query("provide_input", schema),
         {"id": check_workflow_id(workflow_id), "node": node, "value": encoded},
     )
+
+
+def cancel_outcome(workflow_id: int, row: dict[str, Any] | None) -> tuple[int, int]:
+    """Read ``cancel_workflow``'s answer: (canceled now, asked to stop); else raise."""
+    if row is None:
+        raise WorkflowNotFound(workflow_id)
+    if row["canceled"] < 0:
+        raise InvalidTransition(f"cannot cancel workflow {workflow_id}: it has already ended")
+    return int(row["canceled"]), int(row["stopping"])
+
+
+def retry_outcome(workflow_id: int, row: dict[str, Any] | None) -> int:
+    """Read ``retry_workflow``'s answer: how many nodes run again; else raise."""
+    if row is None or row["rerun"] is None:
+        raise WorkflowNotFound(workflow_id)
+    if row["rerun"] < 0:
+        raise InvalidTransition(
+            f"cannot retry workflow {workflow_id}: it is still running "
+            "(cancel it first, or wait for it to end)"
+        )
+    return int(row["rerun"])
 
 
 #: provide_input's answers that are not errors: True when it was provided now.

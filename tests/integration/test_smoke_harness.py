@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from queue_engine import Client
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
+from queue_engine.testing import enqueued_jobs
 
 
-def test_test_database_is_migrated_and_empty(dsn: str, conn) -> None:
+def test_test_database_is_migrated_and_empty(dsn: str, client: Client) -> None:
     assert Migrator(dsn).current_version() == ENGINE_SCHEMA_VERSION
-    assert conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()[0] == 0
+    assert enqueued_jobs(client, status=None) == []
 
 
-def test_databases_are_isolated_between_tests_a(client: Client, conn) -> None:
+def test_databases_are_isolated_between_tests_a(client: Client) -> None:
     client.enqueue("isolation.a")
-    assert conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()[0] == 1
+    assert [j.task for j in enqueued_jobs(client, status=None)] == ["isolation.a"]
 
 
-def test_databases_are_isolated_between_tests_b(client: Client, conn) -> None:
+def test_databases_are_isolated_between_tests_b(client: Client) -> None:
     client.enqueue("isolation.b")
-    assert conn.execute("SELECT task FROM queue_engine.jobs").fetchall() == [("isolation.b",)]
+    assert [j.task for j in enqueued_jobs(client, status=None)] == ["isolation.b"]

@@ -264,15 +264,21 @@ def test_the_testing_guide_example_runs(
         first = block.splitlines()[0]
         if first.startswith("# ") and first.endswith(".py"):
             blocks[first[2:]] = block
-    assert set(blocks) == {"conftest.py", "myapp/jobs.py", "tests/test_signup.py"}
+    assert set(blocks) == {
+        "conftest.py",
+        "myapp/jobs.py",
+        "tests/test_signup.py",
+        "tests/test_schedules.py",
+        "tests/test_async_signup.py",
+    }
     for path, text in blocks.items():
         target = pytester.path / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     (pytester.path / "myapp" / "__init__.py").write_text("")
     monkeypatch.setenv("QUEUE_ENGINE_TEST_DSN", pg_server.admin_dsn)
-    result = pytester.runpytest_subprocess("-q", "tests/test_signup.py")
-    result.assert_outcomes(passed=3)
+    result = pytester.runpytest_subprocess("-q", "tests")
+    result.assert_outcomes(passed=6)
 
 
 def test_drain_with_a_client_in_an_open_transaction_runs_only_committed_jobs(dsn: str) -> None:

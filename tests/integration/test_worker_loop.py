@@ -19,12 +19,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
 import itertools
 
+import qe_worker_tasks
 from qe_worker_helpers import all_in, running_worker, statuses, wait_until
 
 from queue_engine import Client
 from queue_engine.migrate import Migrator
+from queue_engine.testing import drain
 
 Q = "wt"
+#: The test tasks, for the testing kit's drain (a real worker in a thread, like running_worker).
+TASKS = qe_worker_tasks.private_registry()
 
 
 def _job(conn: psycopg.Connection[tuple[object, ...]], job_id: int) -> dict[str, object]:
@@ -99,24 +103,20 @@ def test_retry_uses_the_task_backoff_then_succeeds(dsn: str, client: Client, con
     assert job["available_at"] == fail2 + timedelta(seconds=0.2)  # type: ignore[operator]
 
 
-def test_attempts_spent_fails_with_traceback(dsn: str, client: Client, conn) -> None:
+def test_attempts_spent_fails_with_traceback(client: Client, conn) -> None:
     job_id = client.enqueue("flaky", queue=Q, args={"fail_times": 5}, max_attempts=2).id
-    with running_worker(dsn):
-        wait_until(all_in(dsn, {"succeeded", "failed"}), what="flaky job finished")
-    job = _job(conn, job_id)
-    assert job["status"] == "failed" and job["attempt"] == 2
-    assert "RuntimeError: flaky failure on attempt 2" in str(job["error"])
-    assert "Traceback" in str(job["error"])
+    runs = drain(client, queue=Q, tasks=TASKS, run_delayed=True)
+    assert [(o.attempt, o.status) for o in runs] == [(1, "queued"), (2, "failed")]
+    error = str(client.get(job_id).error)
+    assert "RuntimeError: flaky failure on attempt 2" in error and "Traceback" in error
     assert [e[0] for e in _events(conn, job_id)][-1] == "failed"
 
 
-def test_permanent_fails_at_once(dsn: str, client: Client, conn) -> None:
+def test_permanent_fails_at_once(client: Client) -> None:
     job_id = client.enqueue("permanent", queue=Q, max_attempts=5).id
-    with running_worker(dsn):
-        wait_until(all_in(dsn, {"failed"}), what="permanent job failed")
-    job = _job(conn, job_id)
-    assert job["attempt"] == 1
-    assert "Permanent: this input can never work" in str(job["error"])
+    [run] = drain(client, queue=Q, tasks=TASKS)
+    assert (run.job_id, run.attempt, run.status) == (job_id, 1, "failed")
+    assert run.error == "Permanent: this input can never work"
 
 
 def test_snooze_requeues_without_spending_an_attempt(
@@ -164,11 +164,11 @@ def test_unknown_task_fails_naming_the_registered_tasks(dsn: str, client: Client
     assert "echo" in str(job["error"]) and "steps" in str(job["error"])
 
 
-def test_non_json_result_fails_with_a_clear_error(dsn: str, client: Client, conn) -> None:
+def test_non_json_result_fails_with_a_clear_error(client: Client) -> None:
     job_id = client.enqueue("bad_result", queue=Q).id
-    with running_worker(dsn):
-        wait_until(all_in(dsn, {"failed"}), what="bad result failed")
-    assert "not JSON-serialisable" in str(_job(conn, job_id)["error"])
+    [run] = drain(client, queue=Q, tasks=TASKS)
+    assert (run.job_id, run.status) == (job_id, "failed")
+    assert "not JSON-serialisable" in str(run.error)
 
 
 def test_values_postgres_cannot_store_fail_the_job_not_the_worker(
@@ -269,3 +269,31 @@ def test_stop_gives_back_unstarted_prefetched_jobs(
             "SELECT count(*) FROM queue_engine.job_events WHERE kind = 'released'"
         ).fetchone()
         assert released is not None and released[0] >= 1
+
+
+def test_an_idle_safety_poll_probes_and_claims_only_when_a_job_is_due(
+    dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle polls send the cheap probe; the claim runs for a due job (here a delayed
+    one, which no NOTIFY announces) and not otherwise."""
+    from queue_engine.worker import store
+
+    calls = {"claim": 0, "probe": 0}
+    real_claim, real_probe = store.finish_and_claim, store.any_due
+
+    def claim(*args: object, **kwargs: object) -> object:
+        calls["claim"] += 1
+        return real_claim(*args, **kwargs)  # type: ignore[arg-type]
+
+    def probe(*args: object, **kwargs: object) -> bool:
+        calls["probe"] += 1
+        return real_probe(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "finish_and_claim", claim)
+    monkeypatch.setattr(store, "any_due", probe)
+    with running_worker(dsn, poll_s=0.05):
+        wait_until(lambda: calls["probe"] >= 10, what="ten idle polls")
+        assert calls["claim"] <= 2  # the first claim at start, none per idle poll
+        delayed = client.enqueue("echo", queue=Q, delay=0.3).id
+        wait_until(lambda: statuses(dsn).get(delayed) == "succeeded", what="delayed job ran")
+    assert calls["claim"] >= 2

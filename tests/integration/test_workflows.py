@@ -17,10 +17,9 @@ import pytest
 
 from queue_engine import After, Client, Permanent, Skip, Workflow, finished, result_of
 from queue_engine.context import JobContext
-from queue_engine.errors import InvalidTransition, ValidationError
+from queue_engine.errors import InvalidTransition, ValidationError, WorkflowNotFound
 from queue_engine.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
-from queue_engine.workflows.operations import WorkflowNotFound
 
 Conn = psycopg.Connection[Any]
 Q = "wf"
@@ -338,3 +337,36 @@ def test_no_node_is_ever_stuck(client: Client, conn: Conn) -> None:
     assert (
         conn.execute("SELECT count(*) FROM queue_engine.stuck_workflow_nodes()").fetchone()[0] == 0
     )
+
+
+def test_cancel_of_an_ended_workflow_and_retry_of_a_running_one_are_refused(
+    client: Client,
+) -> None:
+    info = client.start_workflow(diamond())
+    with pytest.raises(InvalidTransition, match="still running"):
+        client.retry_workflow(info.id)
+    drain(client, queue=Q, tasks=registry(ok=ok))
+    with pytest.raises(InvalidTransition, match="already ended"):
+        client.cancel_workflow(info.id)
+    assert client.retry_workflow(info.id) == 0  # nothing failed: nothing to re-run
+    with pytest.raises(WorkflowNotFound):
+        client.cancel_workflow(info.id + 1000)
+    with pytest.raises(WorkflowNotFound):
+        client.retry_workflow(info.id + 1000)
+
+
+def test_cancel_asks_running_nodes_to_stop_and_the_workflow_ends_canceled(
+    client: Client, conn: Conn
+) -> None:
+    info = client.start_workflow(diamond())
+    fetch = client.workflow_nodes(info.id)[0].job_id
+    conn.execute("UPDATE queue_engine.jobs SET status = 'running' WHERE id = %s", (fetch,))
+    assert client.cancel_workflow(info.id) == (3, 1)
+    assert client.get_workflow(info.id).state == "running"  # fetch still runs
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'canceled', finished_at = now() WHERE id = %s",
+        (fetch,),
+    )
+    final = client.get_workflow(info.id)
+    assert final.state == "canceled" and final.cancel_requested
+    assert final.counts["canceled"] == 4

@@ -13,14 +13,18 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import IO
 
 import psutil
 import pytest
-from qe_ctl import QUEUE_CTL, clean_env, queue_ctl
+from qe_ctl import queue_ctl
+from qe_up import alive, start_up
+from qe_up import cleanup as _cleanup
+from qe_up import read as _read
+from qe_up import wait as _wait
+from qe_up import workers as _workers
 
 from queue_engine.client import Client
 
@@ -28,31 +32,10 @@ APPS = Path(__file__).resolve().parent.parent / "worker_apps"
 sys.path.insert(0, str(APPS))
 
 
-def _workers(up: psutil.Process) -> set[int]:
-    found = set()
-    for child in up.children():
-        try:
-            if any("queue-claim-worker" in part for part in child.cmdline()):
-                found.add(child.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
 def _two_workers(up: psutil.Process, without: int = 0) -> set[int] | None:
     """The pids of the two workers once there are two (none of them ``without``)."""
     pids = _workers(up)
     return pids if len(pids) == 2 and without not in pids else None
-
-
-def _wait(what: str, check, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_up_runs_jobs_restarts_a_killed_worker_and_stops_on_sigint(
@@ -95,6 +78,9 @@ def test_up_runs_jobs_restarts_a_killed_worker_and_stops_on_sigint(
             client.enqueue("poison.ok", queue="poison", args={"sleep": 0.05}).id for _ in range(4)
         ]
         _wait("more jobs", lambda: all(client.get(i).status == "succeeded" for i in more))
+        # The new worker may not have run any of them: wait until it is up (its signal
+        # handlers installed), or the SIGINT below could find it still importing.
+        _wait("the new worker to start", lambda: output().count("worker.started") >= 3)
 
         proc.send_signal(signal.SIGINT)
         code = proc.wait(60)
@@ -105,8 +91,7 @@ def test_up_runs_jobs_restarts_a_killed_worker_and_stops_on_sigint(
             if line.startswith("up") and " stopped: " in line:
                 assert "exit 0 (OK)" in line, line
         assert "worker:poison#1 |" in text and "orchestrator" in text and "scheduler" in text
-        alive = [p for p in seen if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
-        assert alive == [], text
+        assert alive(seen) == [], text
     finally:
         _cleanup(proc, up, out_file)
 
@@ -126,30 +111,7 @@ def test_up_bad_config_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
 def _start_up(
     *args: str, **extra: str
 ) -> tuple[subprocess.Popen[bytes], psutil.Process, IO[bytes]]:
-    env = clean_env({"PYTHONPATH": str(APPS), "QUEUE_ENGINE_POLL_S": "0.2", **extra})
-    out_file = tempfile.TemporaryFile()  # noqa: SIM115
-    proc = subprocess.Popen(
-        [str(QUEUE_CTL), "up", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=out_file,
-        stderr=subprocess.STDOUT,
-    )
-    return proc, psutil.Process(proc.pid), out_file
-
-
-def _read(out_file: IO[bytes]) -> str:
-    out_file.seek(0)
-    return out_file.read().decode(errors="replace")
-
-
-def _cleanup(proc: subprocess.Popen[bytes], up: psutil.Process, out_file: IO[bytes]) -> None:
-    if proc.poll() is None:
-        for child in up.children(recursive=True):
-            child.kill()
-        proc.kill()
-        proc.wait(10)
-    out_file.close()
+    return start_up(*args, **{"PYTHONPATH": str(APPS), **extra})
 
 
 def test_a_second_sigint_kills_the_children_and_exits_130(dsn: str, client: Client) -> None:
@@ -172,10 +134,7 @@ def test_a_second_sigint_kills_the_children_and_exits_130(dsn: str, client: Clie
         assert proc.poll() is None, "up must wait for the running job's graceful stop"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130, _read(out_file)
-        alive = [
-            p for p in children if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
-        ]
-        assert alive == []
+        assert alive(set(children)) == []
     finally:
         _cleanup(proc, up, out_file)
 

@@ -22,6 +22,8 @@ The layers (a module's layer comes from its path):
 
 - ``cli``: ``queue_engine.cli.*``, the console scripts, and ``queue_engine.testing.*``,
   the testing kit (user-facing tooling that runs a worker in-process); may import anything;
+- ``web``: ``queue_engine.web.*``, the HTTP API and dashboard of ``queue-web``, a top
+  layer like ``cli``: may import anything but ``cli``, and only ``cli`` imports it;
 - ``daemon``: ``worker``, ``orchestrator``, ``scheduler`` and the shared
   ``daemon`` runtime; may import core, the public API and the shared ``daemon``
   package, never ``cli`` nor another daemon's package;
@@ -72,6 +74,7 @@ NOT_LOADED_BY_PUBLIC_API = (
     "queue_engine.service",
     "queue_engine.daemon",
     "queue_engine.testing",
+    "queue_engine.web",
 )
 
 
@@ -181,10 +184,12 @@ def _cycles(edges: tuple[Edge, ...]) -> list[list[str]]:
 
 
 def layer(module: str) -> str:
-    """``cli``, ``daemon``, ``api`` or ``core``, from the module's path."""
+    """``cli``, ``web``, ``daemon``, ``api`` or ``core``, from the module's path."""
     if module == ROOT:
         return "api"
     top = module.split(".")[1]
+    if top == "web":
+        return "web"
     # The testing kit is user-facing tooling, like the command line: it runs a
     # real worker in the test's process (drain), and nothing imports it.
     if top in ("cli", "testing"):
@@ -205,6 +210,10 @@ def violation(source: str, target: str) -> str | None:
         return None
     if dst == "cli":
         return f"{src} module imports the command line"
+    if src == "web":
+        return None
+    if dst == "web":
+        return f"{src} module imports the web layer (only the command line may)"
     if src == "daemon":
         own = _daemon_package(source)
         if dst == "daemon" and _daemon_package(target) not in (own, SHARED_DAEMON_PACKAGE):
@@ -283,6 +292,12 @@ def test_no_import_cycles() -> None:
         ("queue_engine.client", "queue_engine", False),
         ("queue_engine.testing.drain", "queue_engine.worker.loop", True),
         ("queue_engine.worker.loop", "queue_engine.testing.drain", False),
+        ("queue_engine.web.app", "queue_engine.operations", True),
+        ("queue_engine.web.app", "queue_engine.scheduler.store", True),
+        ("queue_engine.web.app", "queue_engine.cli.common", False),
+        ("queue_engine.cli.web", "queue_engine.web.app", True),
+        ("queue_engine.operations", "queue_engine.web.app", False),
+        ("queue_engine.worker.loop", "queue_engine.web.state", False),
     ],
 )
 def test_layer_rules(source: str, target: str, allowed: bool) -> None:

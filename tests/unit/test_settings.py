@@ -234,9 +234,11 @@ def _commands() -> dict[str, click.Command]:
     from queue_engine.cli.ctl import ctl
     from queue_engine.cli.orchestrator import orchestrator
     from queue_engine.cli.scheduler import scheduler
+    from queue_engine.cli.web import web
     from queue_engine.cli.worker import worker
 
     return {
+        table.WEB: web,
         table.CTL: ctl,
         table.WORKER: worker,
         table.ORCHESTRATOR: orchestrator,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -105,6 +106,22 @@ def test_toml_and_json_files(tmp_path: Path) -> None:
     assert build_config(read_file(js), None, []).queues == {"q": 2}
 
 
+def test_pythonpath_is_relative_to_the_file_and_goes_first(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    toml = tmp_path / "fleet.toml"
+    toml.write_text('app = "a"\npythonpath = ["app", "."]\n[queues]\nq = 1\n')
+    config = build_config(read_file(toml), None, [], folder=tmp_path)
+    assert config.pythonpath == (str(tmp_path / "app"), str(tmp_path))
+    env = config.environment({"PYTHONPATH": "/already", "HOME": "/h"})
+    assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "app"), str(tmp_path), "/already"])
+    assert env["HOME"] == "/h"
+    single = build_config(
+        {"app": "a", "queues": {"q": 1}, "pythonpath": "."}, None, [], folder=tmp_path
+    )
+    assert single.pythonpath == (str(tmp_path),)
+    assert build_config({"app": "a", "queues": {"q": 1}}, None, []).environment({}) == {}
+
+
 @pytest.mark.parametrize(
     ("data", "flags", "message"),
     [
@@ -117,6 +134,7 @@ def test_toml_and_json_files(tmp_path: Path) -> None:
         ({"queues": {"q": 1}}, [], "no app module"),
         ({"app": "a"}, [], "no queue to work"),
         ({"app": "a", "queues": {"q": 1}, "env": {"K": [1]}}, [], "must be a string"),
+        ({"app": "a", "queues": {"q": 1}, "pythonpath": [1]}, [], "'pythonpath' must be a folder"),
     ],
 )
 def test_bad_config_is_one_clear_line(

@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 
+from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import Worker, WorkerSettings
 
 APPS_DIR = Path(__file__).resolve().parent
@@ -67,8 +68,13 @@ def create_log_table(dsn: str) -> None:
 
 
 @contextmanager
-def running_worker(dsn: str, **settings: Any) -> Iterator[Worker]:
-    """A Worker on the ``wt`` queue running in a thread; stopped and joined on exit."""
+def running_worker(
+    dsn: str, *, tasks: TaskRegistry | None = None, **settings: Any
+) -> Iterator[Worker]:
+    """A Worker on the ``wt`` queue running in a thread; stopped and joined on exit.
+
+    ``tasks``: the registry to run (default: ``qe_worker_tasks``'); give ``queue`` with it.
+    """
     import qe_worker_tasks
 
     options: dict[str, Any] = {
@@ -86,7 +92,8 @@ def running_worker(dsn: str, **settings: Any) -> Iterator[Worker]:
         # A watchdog trip must not end the test process: fail the test instead.
         errors.append(AssertionError(f"the job watchdog would have exited with {code}"))
 
-    worker = Worker(WorkerSettings(**options), qe_worker_tasks.private_registry(), exit=no_exit)
+    registry = tasks if tasks is not None else qe_worker_tasks.private_registry()
+    worker = Worker(WorkerSettings(**options), registry, exit=no_exit)
 
     def target() -> None:
         try:

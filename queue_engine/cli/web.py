@@ -1,0 +1,170 @@
+"""``queue-web``: the HTTP API and the dashboard, served by uvicorn until told to stop.
+
+Follows the daemon conventions: the first SIGTERM/SIGINT stops gracefully
+(uvicorn finishes the requests in flight, the pools close) and the process
+exits 0; a second one exits 130 at once. Logs go to stderr as text or JSON
+lines (``--log-format``), uvicorn's own loggers included. Exit codes
+(:class:`~queue_engine.exit_codes.ExitCode`): ``USAGE`` for a configuration
+error (a malformed token list, a bad schema), ``UNAVAILABLE`` when the port
+cannot be bound. A database that is down at start is *not* fatal: the server
+starts, ``/health`` answers and ``/ready`` says 503 until the database is back.
+
+It listens on 127.0.0.1 unless ``--host`` says otherwise: exposing it is a
+decision (put it behind TLS; see docs/guides/web.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import click
+
+from queue_engine import settings as table
+from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option, setting_option
+from queue_engine.config import validate_schema
+from queue_engine.daemon.signals import StopSignals
+from queue_engine.errors import ConfigError, QueueEngineError
+from queue_engine.exit_codes import ExitCode
+from queue_engine.logs import setup_logging
+from queue_engine.service import log_event
+
+log = logging.getLogger("queue_engine.web")
+
+
+#: How long a stop waits for requests in flight before ending them (below the
+#: unit's TimeoutStopSec=30s, so the stop is a clean exit 0, not a SIGKILL).
+GRACEFUL_STOP_S = 25
+
+
+class ListenError(QueueEngineError):
+    """The address cannot be listened on (``EX_UNAVAILABLE``: a systemd unit retries)."""
+
+    exit_code = ExitCode.UNAVAILABLE
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@dsn_option
+@schema_option
+@log_options
+@setting_option(table.WEB_HOST, help="Address to listen on (default: loopback only).")
+@setting_option(table.WEB_PORT, help="Port to listen on.")
+@setting_option(
+    table.WEB_READ_DSN, help="DSN of a read-only (monitor) role for read-scope requests."
+)
+@setting_option(
+    table.WEB_PRODUCER_DSN, help="DSN of an enqueue-only (producer) role for producer tokens."
+)
+@setting_option(
+    table.WEB_READ_ONLY, help="on: nothing can be changed through this server, whatever the token."
+)
+@click.version_option(package_name="queue-engine", prog_name="queue-web")
+def web(
+    dsn: str,
+    schema: str,
+    log_format: str,
+    log_level: str,
+    host: str,
+    port: int,
+    read_dsn: str | None,
+    producer_dsn: str | None,
+    read_only: str,
+) -> int:
+    """Serve the HTTP API (/api/v1, /health, /ready, /info) and the dashboard.
+
+    Credentials come from the environment only: API bearer tokens in
+    QUEUE_ENGINE_WEB_TOKENS as scope:token,... and dashboard logins in
+    QUEUE_ENGINE_WEB_USERS as name:scope:password,... (see docs/guides/web.md).
+    """
+    try:
+        validate_schema(schema)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--schema") from None
+    setup_logging(log_format, log_level)
+    # Imported here: without the [web] extra, `queue-web --help` still works
+    # and a missing extra is one clear line.
+    try:
+        import uvicorn
+
+        from queue_engine.web.app import create_app
+        from queue_engine.web.settings import WebSettings
+    except ImportError as exc:
+        raise ConfigError(
+            f"queue-web needs the web extra: pip install 'queue-engine[web]' ({exc.name} is missing)"
+        ) from None
+    settings = WebSettings.from_env(
+        dsn=dsn,
+        schema=schema,
+        host=host,
+        port=port,
+        read_dsn=read_dsn,
+        producer_dsn=producer_dsn,
+        read_only=read_only == "on",
+    )
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,  # keep the root logger setup_logging installed (text or JSON)
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=GRACEFUL_STOP_S,
+    )
+    server = _Server(config)
+    signals = StopSignals("web", on_first=server.request_stop, logger=log)
+    signals.install()
+    log_event(log, logging.INFO, "web.started", host=settings.host, port=settings.port)
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits 1 when it cannot bind
+        if server.started:
+            raise
+    if not server.started:
+        raise ListenError(
+            f"could not listen on {settings.host}:{settings.port} (in use, or not an address here)"
+        )
+    log_event(log, logging.INFO, "web.stopped")
+    return ExitCode.OK
+
+
+class _Server:
+    """uvicorn's server, with the stop signals handled by :class:`StopSignals`.
+
+    uvicorn installs its own handlers and, after a graceful stop, raises the
+    caught signal again so the process dies of it (exit -15, not 0); the
+    daemons' contract is exit 0 on a first SIGTERM, so the handlers stay ours.
+    """
+
+    def __init__(self, config: object) -> None:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                yield
+
+        assert isinstance(config, uvicorn.Config)
+        self._server = Server(config)
+
+    @property
+    def started(self) -> bool:
+        """True once uvicorn was listening."""
+        return bool(self._server.started)
+
+    def request_stop(self) -> None:
+        """What the first signal does: uvicorn finishes the requests in flight and returns."""
+        log_event(log, logging.INFO, "web.stopping")
+        self._server.should_exit = True
+
+    def run(self) -> None:
+        """Serve until stopped."""
+        self._server.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``queue-web`` console script."""
+    run_cli(web, "queue-web", argv)

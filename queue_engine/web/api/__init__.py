@@ -1,0 +1,15 @@
+"""The HTTP API: health and info at the root, everything else under ``/api/v1``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from queue_engine.web.api import bulk, fleet, health, jobs, schedules
+
+#: The API's routers, in matching order (bulk before jobs: its fixed paths must
+#: win over the jobs routes' patterns). Their routes carry full paths.
+ROUTERS = (health.router, bulk.router, jobs.router, fleet.router, schedules.router)
+
+router = APIRouter()
+for _sub in ROUTERS:
+    router.include_router(_sub)

@@ -1,0 +1,71 @@
+"""``create_app``: the ``queue-web`` ASGI application, the HTTP API and the dashboard.
+
+The app is built from a :class:`~queue_engine.web.settings.WebSettings` and
+holds one :class:`~queue_engine.web.state.WebState` in ``app.state.web``; its
+lifespan opens the database pools (in the background, so ``/health`` answers
+while the database is down) and closes them at shutdown. Layers: the web
+package sits at the top, like the command line: it imports the core (the same
+operations ``queue-ctl`` runs), and nothing in the core imports it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from fastapi import FastAPI
+
+from queue_engine.service import log_event
+from queue_engine.web import openapi, problems
+from queue_engine.web.api import router as api_router
+from queue_engine.web.csrf import csrf_middleware
+from queue_engine.web.limits import BodyLimit
+from queue_engine.web.pages import mount_pages
+from queue_engine.web.settings import WebSettings
+from queue_engine.web.state import WebState
+
+log = logging.getLogger("queue_engine.web")
+
+API_DESCRIPTION = """\
+The queue-engine HTTP API: create, inspect, cancel and retry jobs, and operate
+queues, workers and schedules. Authenticate with `Authorization: Bearer <token>`
+(scopes read, producer, operator). Errors are RFC 9457 `application/problem+json`.
+`POST /api/v1/jobs/trigger`, `GET /api/v1/jobs/{id}/status` and
+`POST /api/v1/jobs/{id}/cancel` keep the shape of HTTP-triggered ETL services.
+"""
+
+
+def create_app(settings: WebSettings) -> FastAPI:
+    """Build the app: state, error handlers, CSRF check, the API and the pages."""
+    state = WebState(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.open()
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = FastAPI(
+        title="queue-engine",
+        version=version("queue-engine"),
+        description=API_DESCRIPTION,
+        lifespan=lifespan,
+        # Swagger UI loads its scripts from a CDN into this origin, where the
+        # dashboard's login cookie lives: only when asked for.
+        docs_url="/docs" if settings.api_explorer else None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.web = state
+    problems.install(app)
+    app.middleware("http")(csrf_middleware)
+    app.add_middleware(BodyLimit)
+    app.include_router(api_router)
+    mount_pages(app)
+    openapi.install(app)
+    log_event(log, logging.DEBUG, "web.app_created", schema=settings.schema)
+    return app

@@ -1,0 +1,190 @@
+"""The real ``queue-web`` binary: it serves /health and /ready, and a SIGTERM stops it with exit 0.
+
+A second SIGTERM while the stop waits for a request in flight exits 130. Also:
+a port already taken exits 69, a malformed token list exits 2 without
+echoing it, and the JSON log carries the web.* events and never a secret.
+Waits are bounded polls; nothing is timed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from orchestrator_procs import BIN, WAIT_S, procs, wait_for
+from psycopg.conninfo import make_conninfo
+
+__all__ = ["procs"]  # a fixture: imported so that pytest finds it here
+
+TOKEN = "operator-token-for-the-process-test"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn(dsn: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
+    env["QUEUE_ENGINE_WEB_TOKENS"] = f"operator:{TOKEN}"
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(BIN / "queue-web"), "--dsn", dsn, "--port", str(port), "--log-format", "json"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+def get(port: int, path: str, token: str | None = None) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, {}
+
+
+def events(log: Path) -> list[str]:
+    out = []
+    for line in log.read_text().splitlines():
+        try:
+            out.append(json.loads(line)["event"])
+        except (ValueError, KeyError):
+            continue
+    return out
+
+
+def test_serves_health_and_ready_then_sigterm_exits_0(
+    dsn: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    port = free_port()
+    log = tmp_path / "web.log"
+    secret_dsn = make_conninfo(dsn, password="pw-must-not-leak-42")
+    proc = spawn(secret_dsn, port, log)
+    procs.append(proc)
+    wait_for("queue-web to answer /health", lambda: get(port, "/health")[0] == 200, procs)
+    assert get(port, "/health") == (200, {"status": "ok"})
+    status, ready = get(port, "/ready")
+    assert status == 200 and ready["status"] == "ok", ready
+    assert get(port, "/health?db=1")[1]["database"] == "ok"
+    status, jobs = get(port, "/api/v1/jobs", TOKEN)
+    assert status == 200 and jobs["items"] == []
+    assert get(port, "/api/v1/jobs")[0] == 401
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=WAIT_S) == 0
+    seen = events(log)
+    assert "web.started" in seen and "web.stopping" in seen and "web.stopped" in seen
+    text = log.read_text()
+    assert "pw-must-not-leak-42" not in text and TOKEN not in text
+
+
+def test_port_in_use_exits_69(
+    dsn: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = spawn(dsn, port, tmp_path / "web.log")
+        procs.append(proc)
+        assert proc.wait(timeout=WAIT_S) == 69
+    assert "could not listen" in (tmp_path / "web.log").read_text()
+
+
+def test_bad_token_list_exits_2_without_echoing_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
+    env["QUEUE_ENGINE_WEB_TOKENS"] = "admin:secret-token-value-123456"
+    result = subprocess.run(
+        [str(BIN / "queue-web"), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=WAIT_S,
+    )
+    assert result.returncode == 2
+    assert "QUEUE_ENGINE_WEB_TOKENS" in result.stderr and "unknown scope 'admin'" in result.stderr
+    assert "secret-token-value" not in result.stderr
+
+
+UNIT = Path(__file__).resolve().parents[2] / "systemd" / "queue-web.service"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
+    copy = tmp_path / UNIT.name
+    copy.write_text(UNIT.read_text().replace("/opt/queue-engine/venv/bin/", f"{BIN}/"))
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "" and proc.stdout.strip() == "", proc.stderr + proc.stdout
+    text = UNIT.read_text()
+    assert "RestartPreventExitStatus=2" in text and "KillSignal=SIGTERM" in text
+
+
+def test_a_second_sigterm_during_a_stop_waiting_for_a_request_exits_130(
+    dsn: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """A request in flight holds the graceful stop; the second SIGTERM ends it at once."""
+    import threading
+
+    import psycopg
+
+    from queue_engine import Client
+
+    with Client(dsn) as client:
+        job_id = client.enqueue("t").id
+    port = free_port()
+    log = tmp_path / "web.log"
+    proc = spawn(dsn, port, log)
+    procs.append(proc)
+    wait_for("queue-web to answer /health", lambda: get(port, "/health")[0] == 200, procs)
+    with psycopg.connect(dsn) as locker, psycopg.connect(dsn, autocommit=True) as watch:
+        locker.execute("SELECT 1 FROM queue_engine.jobs WHERE id = %s FOR UPDATE", (job_id,))
+
+        def cancel() -> None:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/api/v1/jobs/{job_id}/cancel", method="POST"
+            )
+            request.add_header("Authorization", f"Bearer {TOKEN}")
+            with contextlib.suppress(OSError):  # the process is ended under it
+                urllib.request.urlopen(request, timeout=WAIT_S).read()
+
+        thread = threading.Thread(target=cancel, daemon=True)
+        thread.start()
+
+        def blocked() -> bool:
+            row = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'queue-engine-web' "
+                "AND wait_event_type = 'Lock'"
+            ).fetchone()
+            return row is not None and row[0] > 0
+
+        wait_for("the cancel to wait for the row lock", blocked, procs)
+        proc.send_signal(signal.SIGTERM)
+        wait_for("web.stopping", lambda: "web.stopping" in events(log), procs)
+        assert proc.poll() is None, "the stop should still wait for the request in flight"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=WAIT_S) == 130
+        locker.rollback()
+    assert "web.exit_now" in events(log) and "web.stopped" not in events(log)
