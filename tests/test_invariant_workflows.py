@@ -22,6 +22,10 @@ The contracts (docs/guides/workflows.md, "Invariants"):
     after all its parents, and ends with every counter at zero.
 (e) A workflow canceled while nodes run, then retried, ends ``succeeded``;
     nodes that had succeeded do not run again, every re-run node runs once.
+    The same on random shapes whose failing nodes fail only once: the retried
+    workflow ends as the shape says with those nodes succeeding, and exactly
+    the nodes the retry must re-run (failed, canceled, lost, and descendants
+    that did not succeed) run again, once, after their parents.
 
 DAGs come from a seeded generator (random fan-out, fan-in over and under the
 16-parent gate threshold, random ``succeeded``/``finished`` edges, handlers
@@ -77,8 +81,12 @@ class Shape:
         self.parents[node] = after or []
         self.fates[node] = fate
 
-    def build(self, log: Path, rng: random.Random | None, **args: Any) -> Workflow:
+    def build(
+        self, log: Path, rng: random.Random | None, fail_as: str = "fail", **args: Any
+    ) -> Workflow:
+        """The workflow of this shape; ``fail_as`` is the handler's fate for a failing node."""
         wf = Workflow(self.name)
+        fates = {"ok": "ok", "skip": "skip", "fail": fail_as}
         for i, (node, after) in enumerate(self.parents.items()):
             # Random queues, or alternating ones: either way both queues' workers take part.
             queue = rng.choice(QUEUES) if rng else QUEUES[i % 2]
@@ -87,7 +95,7 @@ class Shape:
                 "wf.node",
                 queue=queue,
                 max_attempts=100,
-                args={"log": str(log), "fate": self.fates[node], **args},
+                args={"log": str(log), "fate": fates.get(self.fates[node], "ok"), **args},
                 after=[After(p, r) for p, r in after],  # type: ignore[arg-type]
             )
         return wf
@@ -315,21 +323,24 @@ def executions(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line]
 
 
-def node_rows(conn: Conn, wf_id: int) -> dict[str, dict[str, Any]]:
-    """Every node of a workflow: id, status, finished_at (epoch), first claim, last end event."""
+def node_rows(conn: Conn, wf_id: int, since_event: int = 0) -> dict[str, dict[str, Any]]:
+    """Every node of a workflow: id, status, finished_at (epoch), first claim, last end event.
+
+    Claims are counted from the event after ``since_event`` (a retry's start).
+    """
     rows = conn.execute(
         """
         SELECT j.node, j.id, j.status, extract(epoch FROM j.finished_at)::float8,
                (SELECT min(e.id) FROM queue_engine.job_events e
-                WHERE e.job_id = j.id AND e.kind = 'claimed'),
+                WHERE e.job_id = j.id AND e.kind = 'claimed' AND e.id > %(since)s),
                (SELECT max(e.id) FROM queue_engine.job_events e
                 WHERE e.job_id = j.id AND e.to_status = ANY (%(final)s)),
                (SELECT count(*) FROM queue_engine.job_events e
-                WHERE e.job_id = j.id AND e.kind = 'claimed'),
+                WHERE e.job_id = j.id AND e.kind = 'claimed' AND e.id > %(since)s),
                j.pending_parents
         FROM queue_engine.jobs j WHERE j.workflow_id = %(wf)s
         """,
-        {"wf": wf_id, "final": list(FINAL)},
+        {"wf": wf_id, "final": list(FINAL), "since": since_event},
     ).fetchall()
     return {
         r[0]: {
@@ -346,10 +357,22 @@ def node_rows(conn: Conn, wf_id: int) -> dict[str, dict[str, Any]]:
 
 
 def check_ended_as_the_shape_says(
-    conn: Conn, shape: Shape, wf_id: int, runs: list[dict[str, Any]], *, exactly_once: bool
+    conn: Conn,
+    shape: Shape,
+    wf_id: int,
+    runs: list[dict[str, Any]],
+    *,
+    exactly_once: bool,
+    should_run: set[str] | None = None,
+    since_event: int = 0,
 ) -> Counter[str]:
-    """(b) and the final part of (a)/(c) for one ended workflow; returns its status counts."""
-    nodes = node_rows(conn, wf_id)
+    """(b) and the final part of (a)/(c) for one ended workflow; returns its status counts.
+
+    ``runs``: the executions to check (after ``since_event``, a retry's start,
+    whose claims alone count); ``should_run``: the nodes that must be among
+    them, by default every node the shape runs.
+    """
+    nodes = node_rows(conn, wf_id, since_event)
     assert set(nodes) == set(shape.parents)
     expected = shape.expected()
     wrong = {
@@ -360,7 +383,7 @@ def check_ended_as_the_shape_says(
     assert not wrong, f"{shape.name}: nodes ended otherwise than the shape says: {wrong}"
     mine = [r for r in runs if r["wf"] == wf_id]
     ran = Counter(r["node"] for r in mine)
-    should_run = shape.runs()
+    should_run = shape.runs() if should_run is None else should_run
     assert set(ran) == should_run, (
         f"{shape.name}: ran {sorted(set(ran) - should_run)} that should not have, "
         f"never ran {sorted(should_run - set(ran))}"
@@ -652,3 +675,70 @@ def test_sigkilled_workers_mid_dag_every_workflow_still_ends(dsn: str, tmp_path:
         f"{sum(len(s.parents) for s in shapes)} nodes, recovered {recovered}"
     )
     assert kills > 0 and recovered is not None and recovered[0] > 0, (kills, recovered)
+
+
+def test_a_failed_random_dag_retried_ends_as_if_its_failures_had_succeeded(fleet: Fleet) -> None:
+    """(e) on random shapes: nodes that fail once; retry re-runs exactly what it must.
+
+    First run: the ``fail_once`` nodes fail and the DAG ends as the shape says
+    with them failing. Retry: it must end as the shape says with them
+    succeeding; no node that succeeded (or ran and skipped) runs again, every
+    other node that the second shape runs runs once more, and no re-run node
+    starts before its parents (re-run or not) have ended.
+    """
+    rng = random.Random(17)
+    log = fleet.tmp / "retry.log"
+    first = [random_shape(rng, f"retry-{i}", rng.randint(40, 80)) for i in range(3)]
+    with Client(fleet.dsn) as client, psycopg.connect(fleet.dsn, autocommit=True) as conn:
+        ids = []
+        for shape in first:
+            # A failing node fails on its first run only.
+            ids.append(client.start_workflow(shape.build(log, rng, fail_as="fail_once")).id)
+        watch(conn, ids, timeout=90)
+        runs = executions(log)
+        before: dict[int, dict[str, str]] = {}
+        for shape, wf_id in zip(first, ids, strict=True):
+            counts = check_ended_as_the_shape_says(conn, shape, wf_id, runs, exactly_once=True)
+            before[wf_id] = {n: r["status"] for n, r in node_rows(conn, wf_id).items()}
+            assert workflow_state(conn, wf_id) == final_state(counts)
+        failed = [wf_id for wf_id in ids if workflow_state(conn, wf_id) == "failed"]
+        assert len(failed) >= 2, "the seed must make most of these workflows fail"
+        row = conn.execute("SELECT max(id) FROM queue_engine.job_events").fetchone()
+        since = int(row[0]) if row and row[0] is not None else 0
+        retried_at = time.time()
+        for wf_id in failed:
+            assert client.retry_workflow(wf_id) > 0
+        watch(conn, ids, timeout=90)
+        again = [r for r in executions(log) if r["t"] > retried_at]
+        for shape, wf_id in zip(first, ids, strict=True):
+            second = Shape(
+                shape.name,
+                shape.parents,
+                {n: "ok" if f == "fail" else f for n, f in shape.fates.items()},
+            )
+            # What the retry re-runs: failed, canceled and lost nodes, and their
+            # descendants that did not succeed (a skipped one included).
+            rerun = {n for n, st in before[wf_id].items() if st in ("failed", "canceled", "lost")}
+            grew = True
+            while grew:
+                grew = False
+                for node, after in shape.parents.items():
+                    if (
+                        node not in rerun
+                        and before[wf_id][node] != "succeeded"
+                        and any(p in rerun for p, _ in after)
+                    ):
+                        rerun.add(node)
+                        grew = True
+            counts = check_ended_as_the_shape_says(
+                conn,
+                second,
+                wf_id,
+                again,
+                exactly_once=True,
+                should_run=second.runs() & rerun,
+                since_event=since,
+            )
+            assert workflow_state(conn, wf_id) == final_state(counts)
+        assert not violations(conn, ids)
+        check_counters_at_zero(conn, ids)

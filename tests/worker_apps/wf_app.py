@@ -2,7 +2,8 @@
 
 One task, ``wf.node``, runs every node. Its fate is in its args (decided by the
 test's seeded generator, so the expected end of every node can be computed
-before the run): ``ok`` returns, ``fail`` raises :class:`Permanent`, ``skip``
+before the run): ``ok`` returns, ``fail`` raises :class:`Permanent` (``fail_once``
+only the first time the node runs: a retried workflow then succeeds), ``skip``
 raises :class:`Skip`. Before that, it appends one JSON line to the file
 ``args["log"]`` (a single ``write`` on an ``O_APPEND`` file: lines of
 concurrent processes never interleave) saying which attempt of which node ran
@@ -62,6 +63,13 @@ def node(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         ctx.beat()  # raises JobCanceled once the workflow's cancel reaches this node
         time.sleep(0.02)
     fate = args.get("fate", "ok")
+    if fate == "fail_once":
+        # Fails the first time this node runs, succeeds when re-run (a retry).
+        marker = f"{args['log']}.{ctx.job.id}.failed"
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            raise Permanent(f"node {ctx.node}: fails once")
+        fate = "ok"
     if fate == "fail":
         raise Permanent(f"node {ctx.node}: fate says fail")
     if fate == "skip":
