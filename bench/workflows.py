@@ -19,13 +19,17 @@ drifts of this shared machine hit them all; medians are printed.
   fan-nogate K=4 the same workflow with the join's gates removed before the
                  workers start (every part's finish decrements the join's own
                  row): the hot-row design the gates replace
+  fan-generic    (with --compare-generic) the fan with the release function's
+                 own plan_cache_mode reset, so it runs with the worker
+                 session's force_generic_plan, as before migration 0007 set it
   plain K=1      M no-op jobs, 1 worker (the reference for the chain)
   chain K=1      a workflow of M nodes, each after the one before, 1 worker
 
 For each 4-worker drain a sampler reads ``pg_stat_activity`` every 20 ms:
 "lock waits" is the share of the workers' busy backends found waiting on a
-lock (wait_event_type ``Lock``), by event; deadlocks come from
-``pg_stat_database``.
+lock (wait_event_type ``Lock``), by event; deadlocks and commits per job
+(the workers' transactions plus this script's and the sampler's polls) come
+from ``pg_stat_database``.
 
 Ready latency: with 4 idle workers, small workflows (8 parts -> join, and 32
 parts -> join through gates) are started one after another; each gives
@@ -79,6 +83,14 @@ FROM c WHERE j.id = c.child_id
 """
 
 
+#: The release as it was before it set its own plan_cache_mode: it then ran
+#: with the worker session's force_generic_plan.
+RELEASE_GENERIC = (
+    "ALTER FUNCTION queue_engine.workflow_release(bigint, text, text, text, boolean)"
+    " RESET plan_cache_mode"
+)
+
+
 @dataclass
 class Drain:
     """One drain: throughput, CPU per job, what the lock sampler saw."""
@@ -90,6 +102,9 @@ class Drain:
     lock_share: float
     lock_events: Counter[str] = field(default_factory=Counter)
     deadlocks: int = 0
+    #: Transactions committed in the database per job (the workers' statements,
+    #: plus the sampler's and this script's polls).
+    commits: float = 0.0
 
 
 class LockSampler(threading.Thread):
@@ -126,6 +141,15 @@ def deadlocks(conn: Conn) -> int:
     return int(row[0]) if row else 0
 
 
+def commits(conn: Conn) -> int:
+    """Committed transactions of this database (the statistics of this snapshot)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Drain:
     """Load a fresh database with ``load``, drain it with K workers, measure."""
     with fresh_database(admin) as dsn:
@@ -134,6 +158,7 @@ def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Dr
             conn.execute("ANALYZE")
             conn.execute("CHECKPOINT")
             dead_before = deadlocks(conn)
+            commits_before = commits(conn)
             server_before = cpu_seconds(server_pids(conn))
             sampler = LockSampler(dsn)
             sampler.start()
@@ -151,6 +176,8 @@ def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Dr
                 sampler.stop.set()
                 stop_workers(procs)
                 sampler.join()
+            time.sleep(0.6)  # the statistics of the workers' last transactions arrive
+            committed = commits(conn) - commits_before
             row = conn.execute(
                 "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*),"
                 " extract(epoch FROM max(finished_at) - min(started_at))"
@@ -168,6 +195,7 @@ def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Dr
                 lock_share=sampler.waiting / max(1, sampler.busy),
                 lock_events=sampler.events,
                 deadlocks=deadlocks(conn) - dead_before,
+                commits=committed / done,
             )
 
 
@@ -191,13 +219,17 @@ def fan_workflow(n: int, parents: int = 0) -> Workflow:
     return wf
 
 
-def fan(n: int, *, gates: bool) -> Callable[[str], None]:
+def fan(n: int, *, gates: bool, generic: bool = False) -> Callable[[str], None]:
+    """The fan-out/fan-in; ``generic``: the release runs with the worker's generic plans."""
+
     def load(dsn: str) -> None:
         with Client(dsn) as client:
             info = client.start_workflow(fan_workflow(n))
-        if not gates:
-            with psycopg.connect(dsn, autocommit=True) as conn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            if not gates:
                 conn.execute(UNGATE, {"wf": info.id})
+            if generic:
+                conn.execute(RELEASE_GENERIC)
 
     return load
 
@@ -290,12 +322,22 @@ def main() -> None:
     parser.add_argument("--chain", type=int, default=1_000, help="nodes of the chain")
     parser.add_argument("--latency-workflows", type=int, default=40)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--compare-generic",
+        action="store_true",
+        help="add 'fan-generic K=4': the release with the worker's generic plans",
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     opts = parser.parse_args()
     scenarios: dict[str, tuple[int, Callable[[str], None]]] = {
         "plain K=4": (4, plain_jobs(opts.fan + 2)),
         "fan K=4": (4, fan(opts.fan, gates=True)),
         "fan-nogate K=4": (4, fan(opts.fan, gates=False)),
+        **(
+            {"fan-generic K=4": (4, fan(opts.fan, gates=True, generic=True))}
+            if opts.compare_generic
+            else {}
+        ),
         "plain K=1": (1, plain_jobs(opts.chain)),
         "chain K=1": (1, chain(opts.chain)),
     }
@@ -317,7 +359,7 @@ def main() -> None:
                 print(
                     f"  round {r + 1} {name:<15} {d.rate:8,.0f} jobs/s  CPU ms/job server "
                     f"{d.server_ms:.3f} workers {d.worker_ms:.3f}  lock waits {d.lock_share:.1%} "
-                    f"{dict(d.lock_events)} deadlocks {d.deadlocks}",
+                    f"{dict(d.lock_events)} deadlocks {d.deadlocks} commits/job {d.commits:.2f}",
                     file=sys.stderr,
                 )
             for parents in latencies:
@@ -341,9 +383,11 @@ def main() -> None:
                 f"  {med([d.server_ms for d in ds]):.3f} / {med([d.worker_ms for d in ds]):.3f}"
                 f"  lock waits {med([d.lock_share for d in ds]):.1%} {dict(events)}"
                 f"  deadlocks {sum(d.deadlocks for d in ds)}"
+                f"  commits/job {med([d.commits for d in ds]):.2f}"
             )
         pairs = [
             ("fan K=4", "plain K=4"),
+            *([("fan-generic K=4", "plain K=4")] if opts.compare_generic else []),
             ("fan-nogate K=4", "plain K=4"),
             ("chain K=1", "plain K=1"),
         ]

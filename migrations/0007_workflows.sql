@@ -204,10 +204,15 @@ $$;
 -- them for ended parents it does not re-run).
 -- Lock order: gate rows by (child, gate), then child rows by id, so parents
 -- ending at once never deadlock on shared children.
+-- plan_cache_mode: a worker's session forces generic plans (for its own
+-- statement, queue_engine/worker/store.py), and this trigger runs inside the
+-- worker's finish; the generic plan of the release statement costs twice the
+-- custom one (0.5-0.7 against 0.25 ms a call, bench/README.md "workflows.py").
 CREATE FUNCTION __SCHEMA__.workflow_release(
     p_parent bigint, p_status text, p_node text, p_channel text, p_bad_only boolean
 ) RETURNS void
 LANGUAGE plpgsql
+SET plan_cache_mode = auto
 AS $$
 DECLARE
     ready_ids bigint[];
