@@ -11,8 +11,8 @@ measure over ``--window`` seconds
 
 - **idle**: no jobs at all. The database's CPU (user + system seconds of every
   server process, from ``/proc``, over the window) as a percentage of one
-  core; the statements per second the fleet sends (``xact_commit`` deltas of
-  ``pg_stat_database``); the workers' own CPU; the server connections held.
+  core; the statements per second the fleet sends (``pg_stat_statements``
+  calls, this script's own left out); the workers' own CPU.
 - **trickle**: ``--rate`` jobs per second enqueued one at a time: every job's
   NOTIFY reaches every idle worker on the queue, so this shows what the
   fan-out of one wake-up costs (statements per job).
@@ -50,7 +50,11 @@ def big_server(max_connections: int) -> Iterator[str]:
     from queue_engine.embedded import EmbeddedPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="qe-idle-"))
-    pg = EmbeddedPostgres(folder / "data", max_connections=max_connections)
+    pg = EmbeddedPostgres(
+        folder / "data",
+        max_connections=max_connections,
+        settings={"shared_preload_libraries": "pg_stat_statements"},
+    )
     try:
         yield pg.start()
     finally:
@@ -58,9 +62,9 @@ def big_server(max_connections: int) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def start_fleet(dsn: str, n: int) -> list[subprocess.Popen[bytes]]:
+def start_fleet(dsn: str, n: int, worker_bin: Path = WORKER_BIN) -> list[subprocess.Popen[bytes]]:
     """N workers on one queue, quiet logs."""
-    argv = [str(WORKER_BIN), f"--queue={QUEUE}", "--app", "queue_engine.bench_app"]
+    argv = [str(worker_bin), f"--queue={QUEUE}", "--app", "queue_engine.bench_app"]
     argv += ["--dsn", dsn, "--log-level", "WARNING"]
     return [
         subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -80,9 +84,12 @@ def wait_registered(conn: psycopg.Connection[tuple[object, ...]], n: int, timeou
     raise SystemExit(f"only some of {n} workers registered within {timeout:.0f}s")
 
 
-def commits(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+def statements(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+    """Statements run in this database so far (pg_stat_statements), other than this script's reads."""
     row = conn.execute(
-        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements"
+        " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND query NOT ILIKE '%pg_stat%'"
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -96,7 +103,7 @@ def measure(
 ) -> dict[str, float]:
     """DB CPU %, worker CPU %, transactions/s over ``window`` (enqueueing at ``rate`` if a client)."""
     servers = server_pids(conn)
-    db0, w0, c0, t0 = cpu_seconds(servers), cpu_seconds(fleet), commits(conn), time.monotonic()
+    db0, w0, c0, t0 = cpu_seconds(servers), cpu_seconds(fleet), statements(conn), time.monotonic()
     enqueued = 0
     while (elapsed := time.monotonic() - t0) < window:
         if client is not None and enqueued < elapsed * rate:
@@ -104,12 +111,10 @@ def measure(
             enqueued += 1
         time.sleep(0.005 if client is not None else 0.5)
     span = time.monotonic() - t0
-    # Our own statements (the enqueues, these reads) are in the commit count: remove them.
-    own = enqueued + 2
     return {
         "db_cpu_pct": 100 * (cpu_seconds(servers) - db0) / span,
         "workers_cpu_pct": 100 * (cpu_seconds(fleet) - w0) / span,
-        "xact_per_s": (commits(conn) - c0 - own) / span,
+        "xact_per_s": (statements(conn) - c0 - enqueued) / span,
         "jobs": enqueued,
     }
 
@@ -120,7 +125,15 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=10.0, help="jobs/s in the trickle phase")
     parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument(
+        "--ab",
+        default="",
+        metavar="OTHER_BIN",
+        help="A/B: also run the queue-claim-worker at this path (an older build), alternated",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="rounds (alternated with --ab)")
     args = parser.parse_args()
+    builds = [("this build", WORKER_BIN)] + ([("other build", Path(args.ab))] if args.ab else [])
     sizes = [int(x) for x in args.workers.split(",")]
     with big_server(max(sizes) * 2 + 50) as admin:
         with psycopg.connect(admin) as c:
@@ -130,29 +143,34 @@ def main() -> None:
                 f"heartbeat {os.environ.get('QUEUE_ENGINE_HEARTBEAT_S', '10')} s"
             )
         print(
-            "| workers | phase | DB CPU, % of one core | workers' CPU, % of one core "
-            "| transactions/s (fleet) | per job |"
+            "| build | workers | phase | DB CPU, % of one core | workers' CPU, % of one core "
+            "| statements/s (fleet) | per job |"
         )
-        print("|---|---|---|---|---|---|")
-        for n in sizes:
+        print("|---|---|---|---|---|---|---|")
+        runs = [(n, b) for _ in range(args.rounds) for n in sizes for b in builds]
+        for n, (label, path) in runs:
             with fresh_database(admin) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
-                procs = start_fleet(dsn, n)
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                procs = start_fleet(dsn, n, path)
                 try:
                     wait_registered(conn, n, timeout=60 + n)
                     time.sleep(args.settle)
                     pids = [p.pid for p in procs]
                     idle = measure(conn, pids, args.window, None, 0)
                     print(
-                        f"| {n} | idle | {idle['db_cpu_pct']:.2f} | "
-                        f"{idle['workers_cpu_pct']:.2f} | {idle['xact_per_s']:.0f} | |"
+                        f"| {label} | {n} | idle | {idle['db_cpu_pct']:.2f} | "
+                        f"{idle['workers_cpu_pct']:.2f} | {idle['xact_per_s']:.0f} | |",
+                        flush=True,
                     )
+                    if args.rate <= 0:
+                        continue
                     with Client(dsn) as client:
                         busy = measure(conn, pids, args.window, client, args.rate)
                     per_job = busy["xact_per_s"] * args.window / max(busy["jobs"], 1)
                     print(
-                        f"| {n} | {args.rate:g} jobs/s | {busy['db_cpu_pct']:.2f} | "
+                        f"| {label} | {n} | {args.rate:g} jobs/s | {busy['db_cpu_pct']:.2f} | "
                         f"{busy['workers_cpu_pct']:.2f} | {busy['xact_per_s']:.0f} | "
-                        f"{per_job:.1f} transactions |",
+                        f"{per_job:.1f} statements |",
                         flush=True,
                     )
                 finally:

@@ -154,6 +154,7 @@ _SCHEDULER: Final[dict[str, str]] = {
 
 _WEB: Final[dict[str, str]] = {
     "web.app_created": "the queue-web application was built (debug)",
+    "web.live_error": "the dashboard aggregator could not read the fleet figures; pages show the last ones, retried after a backoff",
     "web.started": "queue-web starts listening on its host and port",
     "web.stopping": "SIGTERM/SIGINT received; requests in flight finish, then the pools close",
     "web.stopped": "clean stop: the server returned, exit 0",

@@ -32,7 +32,15 @@ if str(TESTS_DIR) not in sys.path:
 PgServer = TestServer
 
 #: Test kinds, one per folder of tests/ (see the markers in pyproject.toml).
-KIND_FOLDERS = ("unit", "integration", "process", "acceptance", "packaging", "examples")
+KIND_FOLDERS = (
+    "unit",
+    "integration",
+    "process",
+    "acceptance",
+    "packaging",
+    "examples",
+    "browser",
+)
 INVARIANT_PREFIX = "test_invariant_"
 
 

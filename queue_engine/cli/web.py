@@ -88,6 +88,7 @@ def web(
         import uvicorn
 
         from queue_engine.web.app import create_app
+        from queue_engine.web.pages import end_event_streams
         from queue_engine.web.settings import WebSettings
     except ImportError as exc:
         raise ConfigError(
@@ -115,7 +116,14 @@ def web(
         timeout_graceful_shutdown=GRACEFUL_STOP_S,
     )
     server = _Server(config)
-    signals = StopSignals("web", on_first=server.request_stop, logger=log)
+
+    def stop() -> None:
+        # Open dashboards' event streams never end by themselves, and uvicorn's
+        # graceful stop waits for every open response: end them first.
+        end_event_streams(app)
+        server.request_stop()
+
+    signals = StopSignals("web", on_first=stop, logger=log)
     signals.install()
     log_event(log, logging.INFO, "web.started", host=settings.host, port=settings.port)
     try:

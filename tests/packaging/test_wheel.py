@@ -60,6 +60,12 @@ def test_wheel_ships_migrations_and_sql(wheel: Path) -> None:
         assert f"queue_engine/sql/{path.name}" in names, path.name
     assert "queue_engine/__init__.py" in names
     assert "queue_engine/cli/ctl.py" in names
+    # The dashboard's templates and vendored static files (htmx with its licence).
+    for folder in ("templates", "static"):
+        shipped = sorted((REPO_ROOT / "queue_engine" / "web" / folder).iterdir())
+        assert shipped, folder
+        for path in shipped:
+            assert f"queue_engine/web/{folder}/{path.name}" in names, path.name
     # Nothing from the checkout that does not belong in the package.
     assert not any(n.startswith(("tests/", "migrations/", "docs/")) for n in names)
 

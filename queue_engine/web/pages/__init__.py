@@ -1,14 +1,69 @@
-"""The dashboard; built by web-ui."""
+"""The dashboard: server-rendered pages, live fragments, the event stream, the buttons.
+
+:func:`mount_pages` adds to the app built by
+:func:`queue_engine.web.app.create_app`: the vendored static files (htmx,
+the stylesheet, a little plain JS), the Jinja2 environment, the one shared
+:class:`~queue_engine.web.live.Aggregator` of the process (started with the
+app, stopped with it), the login form, the pages (:mod:`.views`) and the
+actions (:mod:`.actions`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from importlib import resources
+from typing import Any, cast
+
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from queue_engine.db import connect
+from queue_engine.web import live
+from queue_engine.web.pages import actions, login, views
+from queue_engine.web.pages.render import environment
+from queue_engine.web.state import WebState
+
+
+def make_aggregator(state: WebState) -> live.Aggregator:
+    """The process's aggregator, on the read-only (monitor role) DSN when one is configured."""
+    settings = state.settings
+    dsn = settings.read_dsn or settings.dsn
+
+    def open_connection() -> Any:
+        return connect(dsn, application_name="queue-web-live")
+
+    return live.Aggregator(open_connection, settings.schema)
+
+
+def end_event_streams(app: FastAPI) -> None:
+    """End the dashboard's open event streams (called by ``queue-web`` on its first SIGTERM)."""
+    aggregator = getattr(app.state, "live", None)
+    if isinstance(aggregator, live.Aggregator):
+        aggregator.end_streams()
 
 
 def mount_pages(app: FastAPI) -> None:
-    """The dashboard; built by web-ui.
+    """Mount the dashboard on ``app`` and tie its aggregator to the app's lifespan."""
+    state: WebState = app.state.web
+    aggregator = make_aggregator(state)
+    app.state.live = aggregator
+    app.state.page_templates = environment()
+    static = resources.files("queue_engine.web").joinpath("static")
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    app.include_router(login.router)
+    app.include_router(views.router)
+    app.include_router(actions.router)
 
-    Called once by :func:`queue_engine.web.app.create_app` after the API is
-    mounted. Pages depend on :func:`queue_engine.web.auth.require_scope` and
-    borrow connections through ``app.state.web`` (:class:`~queue_engine.web.state.WebState`).
-    """
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with cast(AbstractAsyncContextManager[Any], inner(a)) as value:
+            aggregator.start()
+            try:
+                yield value
+            finally:
+                aggregator.stop()
+
+    app.router.lifespan_context = lifespan

@@ -1,0 +1,195 @@
+"""The dashboard in a real browser: headless Chromium (Debian's) driven by selenium.
+
+The fixtures and helpers of tests/browser (imported by the test modules: a
+``conftest.py`` in this folder would shadow ``tests/conftest.py`` for the
+modules that import it by name).
+
+Every test here runs a real ``queue-web`` process and, where it needs one, a
+real ``queue-claim-worker`` on the ``wt`` queue of the test apps, each on the
+test's own fresh database. Chromium and its driver come from Debian
+(``chromium``, ``chromium-driver``): when they are missing the session tries
+``scripts/install-system-packages`` once and otherwise skips every browser
+test with the reason. selenium gets the driver's path, so selenium-manager
+never tries to download a browser or a driver.
+
+Each test saves screenshots of the pages it visits in
+``.artifacts/screenshots/`` (gitignored), to look at after a run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+from qe_worker_helpers import kill_all, spawn_worker, stop_process, wait_until
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+INSTALLER = REPO_ROOT / "scripts" / "install-system-packages"
+SCREENSHOTS = REPO_ROOT / ".artifacts" / "screenshots"
+WEB_BIN = Path(sys.executable).parent / "queue-web"
+
+OPERATOR = ("admin", "operator-password")
+VIEWER = ("viewer", "viewer-password")
+USERS = f"{OPERATOR[0]}:operator:{OPERATOR[1]},{VIEWER[0]}:read:{VIEWER[1]}"
+
+#: Laptop screen (the pages must be usable on 1366x768 and 1440x900).
+WINDOW = (1440, 900)
+
+
+def _have_browser() -> bool:
+    return CHROMIUM.exists() and CHROMEDRIVER.exists()
+
+
+@pytest.fixture(scope="session", name="chromium")
+def chromium_fixture() -> Path:
+    """Chromium and its driver, installed from Debian if missing; skip with the reason if impossible."""
+    if not _have_browser() and INSTALLER.exists():
+        subprocess.run(
+            ["bash", str(INSTALLER), "chromium", "chromium-driver"],
+            check=False,
+            timeout=900,
+            stdout=subprocess.DEVNULL,
+        )
+    if not _have_browser():
+        pytest.skip(
+            f"no {CHROMIUM} or {CHROMEDRIVER}: install Debian's chromium and chromium-driver "
+            f"(scripts/install-system-packages chromium chromium-driver, as root)"
+        )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.skip("selenium is not installed (pip install -e '.[test]')")
+    return CHROMIUM
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (loopback)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+class WebServer:
+    """A running ``queue-web``: its base URL and process."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.log = log
+
+
+@pytest.fixture(name="web_server")
+def web_server_fixture(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
+    """``queue-web`` on a free loopback port, with an operator and a read-only login."""
+    port = free_port()
+    log = tmp_path / "queue-web.log"
+    env = dict(os.environ)
+    env.update(
+        QUEUE_ENGINE_WEB_USERS=USERS,
+        QUEUE_ENGINE_WEB_SESSION_SECRET="browser-test-session-secret",
+    )
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(WEB_BIN), "--dsn", dsn, "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(
+            lambda: proc.poll() is not None or _healthy(url), timeout=60, what="queue-web /health"
+        )
+        assert proc.poll() is None, f"queue-web exited: {log.read_text()[-2000:]}"
+        yield WebServer(proc, url, log)
+    finally:
+        stop_process(proc, timeout=15)
+
+
+@pytest.fixture(name="worker")
+def worker_fixture(dsn: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """One ``queue-claim-worker`` on the ``wt`` queue."""
+    proc = spawn_worker(dsn, log_file=tmp_path / "worker.log")
+    try:
+        yield proc
+    finally:
+        stop_process(proc)
+        kill_all([proc])
+
+
+@pytest.fixture(name="browser")
+def browser_fixture(chromium: Path, tmp_path: Path) -> Iterator[Any]:
+    """A fresh headless Chromium (its own profile folder), closed after the test."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def login(driver: Any, url: str, who: tuple[str, str]) -> None:
+    """Sign in through the login form and land on the overview."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{url}/login")
+    driver.find_element(By.NAME, "username").send_keys(who[0])
+    driver.find_element(By.NAME, "password").send_keys(who[1])
+    driver.find_element(By.ID, "sign-in").click()
+    wait_for(driver, lambda d: d.find_elements(By.ID, "live-dot"), what="the overview after login")
+
+
+def wait_for(
+    driver: Any, condition: Callable[[Any], Any], *, timeout: float = 30.0, what: str = ""
+) -> Any:
+    """Poll a condition on the page (no fixed sleeps)."""
+    return wait_until(lambda: condition(driver), timeout=timeout, interval=0.1, what=what)
+
+
+def screenshot(driver: Any, name: str) -> Path:
+    """Save the current page as ``.artifacts/screenshots/<name>.png`` (looked at by people)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    time.sleep(0)  # the file is written by the driver synchronously
+    driver.save_screenshot(str(path))
+    return path
