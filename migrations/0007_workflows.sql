@@ -204,10 +204,15 @@ $$;
 -- them for ended parents it does not re-run).
 -- Lock order: gate rows by (child, gate), then child rows by id, so parents
 -- ending at once never deadlock on shared children.
+-- plan_cache_mode: a worker's session forces generic plans (for its own
+-- statement, queue_engine/worker/store.py), and this trigger runs inside the
+-- worker's finish; the generic plan of the release statement costs twice the
+-- custom one (0.5-0.7 against 0.25 ms a call, bench/README.md "workflows.py").
 CREATE FUNCTION __SCHEMA__.workflow_release(
     p_parent bigint, p_status text, p_node text, p_channel text, p_bad_only boolean
 ) RETURNS void
 LANGUAGE plpgsql
+SET plan_cache_mode = auto
 AS $$
 DECLARE
     ready_ids bigint[];
@@ -631,14 +636,22 @@ BEGIN
                            AND (d.parent_id = ANY (rerun)
                                 OR NOT __SCHEMA__.workflow_final(pj.status))), 0)
              + coalesce((SELECT count(*) FROM __SCHEMA__.job_gates g
-                         WHERE g.child_id = j.id AND g.pending > 0), 0) AS n
+                         WHERE g.child_id = j.id AND g.pending > 0), 0) AS n,
+               -- A parent not re-run whose end says cancel or skip (the loop
+               -- below applies it): the node must wait for that verdict, not
+               -- be queued because it has nothing else to wait for.
+               EXISTS (SELECT 1 FROM __SCHEMA__.job_deps d
+                       JOIN __SCHEMA__.jobs pj ON pj.id = d.parent_id
+                       WHERE d.child_id = j.id AND d.requires = 'succeeded'
+                         AND NOT (d.parent_id = ANY (rerun))
+                         AND pj.status IN ('skipped', 'failed', 'canceled', 'lost')) AS doomed
         FROM __SCHEMA__.jobs j WHERE j.id = ANY (rerun)
         ORDER BY j.id
         FOR UPDATE OF j
     ),
     upd AS (
         UPDATE __SCHEMA__.jobs j SET
-            status = CASE WHEN p.n = 0 AND j.task <> 'queue-engine:input'
+            status = CASE WHEN p.n = 0 AND NOT p.doomed AND j.task <> 'queue-engine:input'
                           THEN 'queued' ELSE 'waiting' END,
             pending_parents = p.n,
             attempt = 0,

@@ -375,6 +375,13 @@ WORKER_SYNCHRONOUS_COMMIT = choice(
     (WORKER,),
     "synchronous_commit of the worker's own session",
 )
+WORKER_TELEMETRY_NOTIFY = choice(
+    "WORKER_TELEMETRY_NOTIFY",
+    "off",
+    ("off", "on"),
+    (WORKER,),
+    "on: publish each heartbeat's host telemetry by NOTIFY (costly in big fleets)",
+)
 DEFAULT_TIMEOUT_S = number(
     "DEFAULT_TIMEOUT_S",
     3600,
@@ -678,6 +685,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         POLL_S,
         LEASE_TTL_S,
         WORKER_SYNCHRONOUS_COMMIT,
+        WORKER_TELEMETRY_NOTIFY,
         DEFAULT_TIMEOUT_S,
         SHUTDOWN_GRACE_S,
         CANCEL_GRACE_S,

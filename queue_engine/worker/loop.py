@@ -189,6 +189,7 @@ class Worker:
             state=self._state,
             warm_key=lambda: self.gate.warm_key,
             clock=clock,
+            publish_telemetry=settings.telemetry_notify == "on",
         )
         self._trips = TripRecorder(
             self.jobs,

@@ -53,6 +53,7 @@ class Renewer:
         state: Callable[[bool], str],
         warm_key: Callable[[], str | None],
         clock: Callable[[], float],
+        publish_telemetry: bool = False,
     ) -> None:
         """``state(busy)`` is the worker's shown state; ``warm_key()`` its current warm key."""
         self.connection = connection
@@ -63,6 +64,7 @@ class Renewer:
         self._state = state
         self._warm_key = warm_key
         self._clock = clock
+        self._publish = publish_telemetry
         self._process = psutil.Process()
         self._gpu = GpuProbe()
         self._telemetry_at: float | None = None  # clock of the last telemetry sent
@@ -102,6 +104,7 @@ class Renewer:
                 rss_bytes=rss,
                 cpu_percent=cpu,
                 telemetry=telemetry,
+                publish=self._publish,
                 warm_key=self._warm_key(),
             )
             if not result.registered:

@@ -43,6 +43,7 @@ ENV_FIELDS: dict[str, table.Setting[Any]] = {
     "heartbeat_s": table.HEARTBEAT_S,
     "lease_ttl_s": table.LEASE_TTL_S,
     "synchronous_commit": table.WORKER_SYNCHRONOUS_COMMIT,
+    "telemetry_notify": table.WORKER_TELEMETRY_NOTIFY,
     "connect_retry_s": table.CONNECT_RETRY_S,
     "reconnect_max_s": table.RECONNECT_MAX_S,
     "default_timeout_s": table.DEFAULT_TIMEOUT_S,
@@ -96,6 +97,11 @@ class WorkerSettings:
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     lease_ttl_s: int = DEFAULT_LEASE_TTL_S
     synchronous_commit: str = DEFAULT_SYNCHRONOUS_COMMIT
+    #: "on": publish each heartbeat's telemetry on ``<schema>.telemetry`` (off by
+    #: default: a NOTIFY wakes every listening session of the database, so in a
+    #: fleet of N workers N heartbeats cost N x N wake-ups; dashboards read the
+    #: telemetry from the workers table instead).
+    telemetry_notify: str = "off"
     connect_retry_s: float = DEFAULT_CONNECT_RETRY_S
     reconnect_max_s: float = DEFAULT_RECONNECT_MAX_S
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S

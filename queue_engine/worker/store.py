@@ -294,13 +294,15 @@ def heartbeat(
     rss_bytes: int | None = None,
     cpu_percent: float | None = None,
     telemetry: str | None = None,
+    publish: bool = False,
     warm_key: str | None = None,
 ) -> HeartbeatResult:
     """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``.
 
-    ``telemetry`` (JSON text, see :mod:`queue_engine.telemetry`) is stored
-    and published on ``<schema>.telemetry`` by the same statement; None keeps
-    the stored one and publishes nothing (a beat that only writes progress).
+    ``telemetry`` (JSON text, see :mod:`queue_engine.telemetry`) is stored by
+    the same statement, and with ``publish`` also sent on ``<schema>.telemetry``;
+    None keeps the stored one and publishes nothing (a beat that only writes
+    progress).
     """
     row = (
         raw_statement("worker_heartbeat", schema)
@@ -314,6 +316,7 @@ def heartbeat(
                 "cpu_percent": cpu_percent,
                 "telemetry": telemetry,
                 "telemetry_channel": queries.telemetry_channel(schema),
+                "publish": publish,
                 "ids": [h[0] for h in held],
                 "attempts": [h[1] for h in held],
                 "progress": [h[2] for h in held],

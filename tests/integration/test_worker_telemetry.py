@@ -1,8 +1,10 @@
-"""Host telemetry in worker heartbeats: stored on the worker row and published on NOTIFY.
+"""Host telemetry in worker heartbeats: stored on the worker row, and published on NOTIFY
+only when asked (``QUEUE_ENGINE_WORKER_TELEMETRY_NOTIFY=on``).
 
-An in-process worker heartbeats every 0.5 s; a listener on
+An in-process worker heartbeats every 0.5 s; with publishing on, a listener on
 ``queue_engine.telemetry`` receives its JSON payload, written by the same
-heartbeat statement that stores it in ``workers.telemetry``. This machine has
+heartbeat statement that stores it in ``workers.telemetry``; with it off (the
+default) the listener receives nothing while the row is still updated. This machine has
 no GPU (or no nvidia-smi), so ``gpu`` is null, as it is on any host without one.
 """
 
@@ -27,7 +29,7 @@ from queue_engine import stats
 def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> None:
     with psycopg.connect(dsn, autocommit=True) as listener:
         listener.execute('LISTEN "queue_engine.telemetry"')
-        with running_worker(dsn, heartbeat_s=0.5) as worker:
+        with running_worker(dsn, heartbeat_s=0.5, telemetry_notify="on") as worker:
             payloads = [
                 json.loads(n.payload)
                 for n in listener.notifies(timeout=10, stop_after=2)
@@ -55,6 +57,21 @@ def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> N
     assert set(stored) == {"load", "gpu"} and len(stored["load"]) == 3
     (w,) = stats.workers(conn, "queue_engine")
     assert w.load_1m == stored["load"][0]
+
+
+def test_telemetry_is_not_published_by_default(dsn: str, conn: Any) -> None:
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute('LISTEN "queue_engine.telemetry"')
+        with running_worker(dsn, heartbeat_s=0.2) as worker:
+            wait_until(
+                lambda: conn.execute(
+                    "SELECT 1 FROM queue_engine.workers WHERE id = %s AND telemetry IS NOT NULL",
+                    (worker.worker_id,),
+                ).fetchone(),
+                what="telemetry stored",
+            )
+            received = list(listener.notifies(timeout=1.0))
+    assert received == []
 
 
 def test_workers_view_shows_the_load(dsn: str, conn: Any) -> None:

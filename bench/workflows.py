@@ -1,0 +1,418 @@
+"""Workflow overhead against plain jobs, in one run. Not a test: it prints numbers.
+
+Usage::
+
+    python bench/workflows.py                        # embedded durable Postgres, 3 rounds
+    python bench/workflows.py --rounds 5 --fan 10000 --chain 1000
+    python bench/workflows.py --profile              # + per-function trigger cost
+
+Every figure comes from real ``queue-claim-worker`` processes (prefetch 1,
+no-op handler ``noop`` of ``worker_bench_tasks.py``), on a fresh migrated
+database per measurement (``worker_bench.fresh_database``), jobs inserted and
+``ANALYZE``d before the workers start; jobs/s = jobs / (last ``finished_at`` -
+first ``started_at``), from the jobs table. Rounds alternate the scenarios so
+drifts of this shared machine hit them all; medians are printed.
+
+  plain K=4      N no-op jobs, 4 workers (the reference for fan-out/fan-in)
+  fan K=4        a workflow root -> N parts -> join (N + 2 nodes), 4 workers;
+                 the join counts its parents through 16 gates (the design)
+  fan-nogate K=4 the same workflow with the join's gates removed before the
+                 workers start (every part's finish decrements the join's own
+                 row): the hot-row design the gates replace
+  fan-generic    (with --compare-generic) the fan with the release function's
+                 own plan_cache_mode reset, so it runs with the worker
+                 session's force_generic_plan, as before migration 0007 set it
+  plain K=1      M no-op jobs, 1 worker (the reference for the chain)
+  chain K=1      a workflow of M nodes, each after the one before, 1 worker
+
+For each 4-worker drain a sampler reads ``pg_stat_activity`` every 20 ms:
+"lock waits" is the share of the workers' busy backends found waiting on a
+lock (wait_event_type ``Lock``), by event; deadlocks and commits per job
+(the workers' transactions plus this script's and the sampler's polls) come
+from ``pg_stat_database``.
+
+Ready latency: with 4 idle workers, small workflows (8 parts -> join, and 32
+parts -> join through gates) are started one after another; each gives
+join.started_at - max(part.finished_at): from the transaction that ended the
+last parent to the one that claimed the child (both are the statements'
+``now()``). ``--profile`` adds one fan-out run with ``track_functions = all``
+and prints ``pg_stat_user_functions`` for the trigger's functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from worker_bench import (
+    QUEUE,
+    cpu_seconds,
+    fresh_database,
+    server,
+    server_pids,
+    start_workers,
+    stop_workers,
+)
+
+from queue_engine import Client, Workflow
+
+Conn = psycopg.Connection[Any]
+UNFINISHED = (
+    "SELECT count(*) FROM queue_engine.jobs WHERE status IN ('waiting', 'queued', 'running')"
+)
+#: Remove a workflow's gates from its widest node before any worker runs: its
+#: parents then count on the node's own row (the design without gates).
+UNGATE = """
+WITH c AS (SELECT d.child_id FROM queue_engine.job_deps d JOIN queue_engine.jobs j
+           ON j.id = d.child_id WHERE j.workflow_id = %(wf)s
+           GROUP BY d.child_id ORDER BY count(*) DESC LIMIT 1),
+deps AS (UPDATE queue_engine.job_deps d SET gate = NULL FROM c WHERE d.child_id = c.child_id
+         RETURNING d.child_id),
+gates AS (DELETE FROM queue_engine.job_gates g USING c WHERE g.child_id = c.child_id)
+UPDATE queue_engine.jobs j SET pending_parents = (SELECT count(*) FROM deps)
+FROM c WHERE j.id = c.child_id
+"""
+
+
+#: The release as it was before it set its own plan_cache_mode: it then ran
+#: with the worker session's force_generic_plan.
+RELEASE_GENERIC = (
+    "ALTER FUNCTION queue_engine.workflow_release(bigint, text, text, text, boolean)"
+    " RESET plan_cache_mode"
+)
+
+
+@dataclass
+class Drain:
+    """One drain: throughput, CPU per job, what the lock sampler saw."""
+
+    jobs: int
+    rate: float
+    server_ms: float
+    worker_ms: float
+    lock_share: float
+    lock_events: Counter[str] = field(default_factory=Counter)
+    deadlocks: int = 0
+    #: Transactions committed in the database per job (the workers' statements,
+    #: plus the sampler's and this script's polls).
+    commits: float = 0.0
+
+
+class LockSampler(threading.Thread):
+    """Samples the database's client backends every 20 ms: busy, and waiting on a lock."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(daemon=True)
+        self.dsn = dsn
+        self.stop = threading.Event()
+        self.busy = 0
+        self.waiting = 0
+        self.events: Counter[str] = Counter()
+
+    def run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self.stop.is_set():
+                rows = conn.execute(
+                    "SELECT wait_event_type, wait_event FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    " AND backend_type = 'client backend' AND state = 'active'"
+                ).fetchall()
+                self.busy += len(rows)
+                for kind, event in rows:
+                    if kind == "Lock":
+                        self.waiting += 1
+                        self.events[str(event)] += 1
+                time.sleep(0.02)
+
+
+def deadlocks(conn: Conn) -> int:
+    row = conn.execute(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def commits(conn: Conn) -> int:
+    """Committed transactions of this database (the statistics of this snapshot)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Drain:
+    """Load a fresh database with ``load``, drain it with K workers, measure."""
+    with fresh_database(admin) as dsn:
+        load(dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            conn.execute("CHECKPOINT")
+            dead_before = deadlocks(conn)
+            commits_before = commits(conn)
+            server_before = cpu_seconds(server_pids(conn))
+            sampler = LockSampler(dsn)
+            sampler.start()
+            procs = start_workers(dsn, k, 1, {})
+            try:
+                deadline = time.monotonic() + timeout
+                while conn.execute(UNFINISHED).fetchone() != (0,):
+                    if time.monotonic() > deadline:
+                        print("  warning: timed out", file=sys.stderr)
+                        break
+                    time.sleep(0.05)
+                server_cpu = cpu_seconds(server_pids(conn)) - server_before
+                worker_cpu = cpu_seconds([p.pid for p in procs])
+            finally:
+                sampler.stop.set()
+                stop_workers(procs)
+                sampler.join()
+            time.sleep(0.6)  # the statistics of the workers' last transactions arrive
+            committed = commits(conn) - commits_before
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*),"
+                " extract(epoch FROM max(finished_at) - min(started_at))"
+                " FROM queue_engine.jobs"
+            ).fetchone()
+            assert row is not None
+            done, total, seconds = int(row[0]), int(row[1]), float(row[2])
+            if done != total:
+                print(f"  warning: only {done} of {total} jobs succeeded", file=sys.stderr)
+            return Drain(
+                jobs=done,
+                rate=done / seconds,
+                server_ms=server_cpu / done * 1000,
+                worker_ms=worker_cpu / done * 1000,
+                lock_share=sampler.waiting / max(1, sampler.busy),
+                lock_events=sampler.events,
+                deadlocks=deadlocks(conn) - dead_before,
+                commits=committed / done,
+            )
+
+
+def plain_jobs(n: int) -> Callable[[str], None]:
+    def load(dsn: str) -> None:
+        with Client(dsn) as client:
+            for start in range(0, n, 1000):
+                client.enqueue_many(
+                    [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, n - start))]
+                )
+
+    return load
+
+
+def fan_workflow(n: int, parents: int = 0) -> Workflow:
+    """root -> n parts -> join; with ``parents`` > 0, no root: parts -> join only."""
+    wf = Workflow(f"fan-{n}")
+    root = [] if parents else [wf.add("root", "noop", queue=QUEUE)]
+    parts = [wf.add(f"part-{i}", "noop", queue=QUEUE, after=root) for i in range(parents or n)]
+    wf.add("join", "noop", queue=QUEUE, after=parts)
+    return wf
+
+
+def fan(n: int, *, gates: bool, generic: bool = False) -> Callable[[str], None]:
+    """The fan-out/fan-in; ``generic``: the release runs with the worker's generic plans."""
+
+    def load(dsn: str) -> None:
+        with Client(dsn) as client:
+            info = client.start_workflow(fan_workflow(n))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            if not gates:
+                conn.execute(UNGATE, {"wf": info.id})
+            if generic:
+                conn.execute(RELEASE_GENERIC)
+
+    return load
+
+
+def chain(n: int) -> Callable[[str], None]:
+    def load(dsn: str) -> None:
+        wf = Workflow(f"chain-{n}")
+        previous: list[str] = []
+        for i in range(n):
+            previous = [wf.add(f"step-{i}", "noop", queue=QUEUE, after=previous)]
+        with Client(dsn) as client:
+            client.start_workflow(wf)
+
+    return load
+
+
+def ready_latency(admin: str, workflows: int, parents: int, timeout: float) -> list[float]:
+    """ms from the last parent's finish to the join's start, one sample per workflow."""
+    out: list[float] = []
+    with fresh_database(admin) as dsn, Client(dsn) as client:
+        procs = start_workers(dsn, 4, 1, {})
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                client.enqueue_many([{"task": "noop", "queue": QUEUE} for _ in range(40)])
+                deadline = time.monotonic() + timeout
+                while conn.execute(UNFINISHED).fetchone() != (0,):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("warm-up jobs not drained")
+                    time.sleep(0.05)
+                conn.execute("ANALYZE")
+                time.sleep(0.5)  # every worker idle, listening
+                for _ in range(workflows):
+                    info = client.start_workflow(fan_workflow(0, parents=parents))
+                    while client.get_workflow(info.id).state == "running":
+                        if time.monotonic() > deadline + workflows:
+                            raise RuntimeError("workflow did not end")
+                        time.sleep(0.005)
+                    row = conn.execute(
+                        "SELECT extract(epoch FROM max(j.started_at) FILTER (WHERE j.node = 'join')"
+                        " - max(j.finished_at) FILTER (WHERE j.node <> 'join'))"
+                        " FROM queue_engine.jobs j WHERE j.workflow_id = %s",
+                        (info.id,),
+                    ).fetchone()
+                    assert row is not None
+                    out.append(float(row[0]) * 1000)
+                    time.sleep(0.05)
+        finally:
+            stop_workers(procs)
+    return out
+
+
+def profile(admin: str, n: int, timeout: float) -> list[tuple[Any, ...]]:
+    """One fan-out drain with track_functions = all: the trigger functions' calls and times."""
+    with fresh_database(admin) as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET track_functions = 'all'").format(
+                    sql.Identifier(conn.info.dbname)
+                )
+            )
+        fan(n, gates=True)(dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            procs = start_workers(dsn, 4, 1, {})
+            try:
+                deadline = time.monotonic() + timeout
+                while conn.execute(UNFINISHED).fetchone() != (0,):
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+            finally:
+                stop_workers(procs)
+            time.sleep(1.0)  # exiting backends flush their function counters
+            return conn.execute(
+                "SELECT funcname, calls, round(total_time::numeric, 1), round(self_time::numeric, 1)"
+                " FROM pg_stat_user_functions WHERE schemaname = 'queue_engine'"
+                " ORDER BY total_time DESC"
+            ).fetchall()
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", default="")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--fan", type=int, default=10_000, help="parts of the fan-out/fan-in")
+    parser.add_argument("--chain", type=int, default=1_000, help="nodes of the chain")
+    parser.add_argument("--latency-workflows", type=int, default=40)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--compare-generic",
+        action="store_true",
+        help="add 'fan-generic K=4': the release with the worker's generic plans",
+    )
+    parser.add_argument("--timeout", type=float, default=600.0)
+    opts = parser.parse_args()
+    scenarios: dict[str, tuple[int, Callable[[str], None]]] = {
+        "plain K=4": (4, plain_jobs(opts.fan + 2)),
+        "fan K=4": (4, fan(opts.fan, gates=True)),
+        "fan-nogate K=4": (4, fan(opts.fan, gates=False)),
+        **(
+            {"fan-generic K=4": (4, fan(opts.fan, gates=True, generic=True))}
+            if opts.compare_generic
+            else {}
+        ),
+        "plain K=1": (1, plain_jobs(opts.chain)),
+        "chain K=1": (1, chain(opts.chain)),
+    }
+    results: dict[str, list[Drain]] = {name: [] for name in scenarios}
+    latencies: dict[int, list[float]] = {8: [], 32: []}
+    with server(opts.dsn) as admin:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+            fsync = conn.execute("SHOW fsync").fetchone()
+            sync = conn.execute("SHOW synchronous_commit").fetchone()
+        print(f"PostgreSQL {version[0] if version else '?'}, fsync {fsync}, sync commit {sync}")
+        for r in range(opts.rounds):
+            # Alternate the order each round, so no scenario always runs first.
+            names = list(scenarios) if r % 2 == 0 else list(reversed(scenarios))
+            for name in names:
+                k, load = scenarios[name]
+                d = drain(admin, k, load, opts.timeout)
+                results[name].append(d)
+                print(
+                    f"  round {r + 1} {name:<15} {d.rate:8,.0f} jobs/s  CPU ms/job server "
+                    f"{d.server_ms:.3f} workers {d.worker_ms:.3f}  lock waits {d.lock_share:.1%} "
+                    f"{dict(d.lock_events)} deadlocks {d.deadlocks} commits/job {d.commits:.2f}",
+                    file=sys.stderr,
+                )
+            for parents in latencies:
+                sample = ready_latency(admin, opts.latency_workflows, parents, opts.timeout)
+                latencies[parents].extend(sample)
+                print(
+                    f"  round {r + 1} ready latency {parents} -> 1: median {med(sample):.2f} ms",
+                    file=sys.stderr,
+                )
+        print(
+            f"\nmedian of {opts.rounds} rounds (min-max): jobs/s, CPU ms per job server / workers,"
+            " share of busy backends waiting on a lock"
+        )
+        for name, ds in results.items():
+            rates = [d.rate for d in ds]
+            events: Counter[str] = Counter()
+            for d in ds:
+                events += d.lock_events
+            print(
+                f"  {name:<15} {med(rates):8,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
+                f"  {med([d.server_ms for d in ds]):.3f} / {med([d.worker_ms for d in ds]):.3f}"
+                f"  lock waits {med([d.lock_share for d in ds]):.1%} {dict(events)}"
+                f"  deadlocks {sum(d.deadlocks for d in ds)}"
+                f"  commits/job {med([d.commits for d in ds]):.2f}"
+            )
+        pairs = [
+            ("fan K=4", "plain K=4"),
+            *([("fan-generic K=4", "plain K=4")] if opts.compare_generic else []),
+            ("fan-nogate K=4", "plain K=4"),
+            ("chain K=1", "plain K=1"),
+        ]
+        print("\nratios, round by round (median): workflow / plain of the same round")
+        for a, b in pairs:
+            ratios = [x.rate / y.rate for x, y in zip(results[a], results[b], strict=True)]
+            print(
+                f"  {a} / {b}: {med(ratios):.0%}  (rounds: "
+                + ", ".join(f"{x:.0%}" for x in ratios)
+                + ")"
+            )
+        for parents, values in latencies.items():
+            values.sort()
+            p90 = values[int(0.9 * (len(values) - 1))] if values else float("nan")
+            print(
+                f"\nready latency, last of {parents} parents finished -> join started, "
+                f"{len(values)} workflows: median {med(values):.2f} ms, p90 {p90:.2f} ms,"
+                f" max {max(values):.2f} ms"
+            )
+        if opts.profile:
+            print(f"\ntrigger functions, one fan-out of {opts.fan:,} with track_functions = all:")
+            print("  function, calls, total ms, self ms")
+            for row in profile(admin, opts.fan, opts.timeout):
+                print("  " + ", ".join(str(v) for v in row))
+
+
+if __name__ == "__main__":
+    main()
