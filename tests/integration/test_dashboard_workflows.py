@@ -79,6 +79,9 @@ def test_the_pages_answer_and_a_read_only_visitor_gets_no_controls(
         assert f'href="/jobs/{nodes["part-4"].job_id}"' in page
         assert f'href="/jobs/{nodes["part-2"].job_id}"' not in page
         assert f'href="/jobs/{nodes["merge"].job_id}"' in page
+        # And back: a node's job page names its workflow.
+        job_page = web.get(f"/jobs/{nodes['merge'].job_id}", headers=REX).text
+        assert f'id="job-workflow" href="/workflows/{info.id}"' in job_page
         assert "after part-0 … part-4 (finished)" in page
         assert page.count('class="dag-level"') == 4
         assert web.get("/workflows/999999", headers=REX).status_code == 404
