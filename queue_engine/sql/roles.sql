@@ -74,5 +74,6 @@ GRANT SELECT ON __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.jo
 -- Monitor: read everything the views and dashboards read.
 GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.job_events, __SCHEMA__.workers,
     __SCHEMA__.job_transitions, __SCHEMA__.queues, __SCHEMA__.worker_parks,
-    __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates
+    __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates,
+    __SCHEMA__.schedules, __SCHEMA__.schedule_runs
     TO __MONITOR_ROLE__;
