@@ -162,6 +162,13 @@ def succeeded(
     )
 
 
+class HandlerExited(Exception):
+    """A handler called ``sys.exit()``: recorded as the attempt's error, the worker goes on."""
+
+    def __init__(self, exit_: SystemExit) -> None:
+        super().__init__(f"the handler called sys.exit({exit_.code!r}); the worker kept running")
+
+
 def skipped(job: ClaimedJob, skip: Skip, duration_ms: int, progress: str | None = None) -> Outcome:
     """The handler raised or returned :class:`Skip`: final, the reason kept as the result."""
     reason = clean_text(skip.reason)[:MAX_MESSAGE_CHARS]

@@ -145,6 +145,18 @@ class JobRunner:
                 retry=definition.retry,
                 progress=self.jobs.take_progress(held),
             )
+        except SystemExit as exc:
+            # sys.exit() in a handler is a handler bug, not the worker's wish to
+            # stop (the engine itself exits with os._exit): fail this attempt
+            # like any exception, with the code in the error, and keep working.
+            outcome = oc.from_exception(
+                job,
+                oc.HandlerExited(exc),
+                _elapsed_ms(started),
+                retry=definition.retry,
+                progress=self.jobs.take_progress(held),
+                error_text=oc.format_traceback(exc),
+            )
         else:
             outcome = oc.succeeded(
                 job,

@@ -297,3 +297,31 @@ def test_an_idle_safety_poll_probes_and_claims_only_when_a_job_is_due(
         delayed = client.enqueue("echo", queue=Q, delay=0.3).id
         wait_until(lambda: statuses(dsn).get(delayed) == "succeeded", what="delayed job ran")
     assert calls["claim"] >= 2
+
+
+def test_a_handler_calling_sys_exit_fails_its_attempt_and_the_worker_goes_on(
+    dsn: str, client: Client, conn
+) -> None:
+    from queue_engine.tasks import TaskDefinition, TaskRegistry
+
+    def bail(args: dict[str, object]) -> None:
+        sys.exit(3)
+
+    def fine(args: dict[str, object]) -> str:
+        return "ok"
+
+    registry = TaskRegistry()
+    registry.register(TaskDefinition(name="bail", handler=bail, queue=Q, max_attempts=1))
+    registry.register(TaskDefinition(name="fine", handler=fine, queue=Q))
+    exiting = client.enqueue("bail", queue=Q).id
+    after = client.enqueue("fine", queue=Q, priority=200).id
+    with running_worker(dsn, tasks=registry):
+        wait_until(all_in(dsn, {"failed", "succeeded"}), what="both jobs ended")
+    assert statuses(dsn) == {exiting: "failed", after: "succeeded"}
+    job = _job(conn, exiting)
+    assert "SystemExit: 3" in str(job["error"])
+    messages = conn.execute(
+        "SELECT message FROM queue_engine.job_events WHERE job_id = %s AND kind = 'failed'",
+        (exiting,),
+    ).fetchall()
+    assert messages and "the handler called sys.exit(3); the worker kept running" in messages[0][0]
