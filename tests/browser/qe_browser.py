@@ -182,8 +182,21 @@ def login(driver: Any, url: str, who: tuple[str, str]) -> None:
 def wait_for(
     driver: Any, condition: Callable[[Any], Any], *, timeout: float = 30.0, what: str = ""
 ) -> Any:
-    """Poll a condition on the page (no fixed sleeps)."""
-    return wait_until(lambda: condition(driver), timeout=timeout, interval=0.1, what=what)
+    """Poll a condition on the page (no fixed sleeps).
+
+    An element that went stale between finding and reading it (the page was
+    replaced by a navigation, or a live fragment swapped it) counts as "not
+    yet": the next poll finds the new one.
+    """
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def check() -> Any:
+        try:
+            return condition(driver)
+        except StaleElementReferenceException:
+            return None
+
+    return wait_until(check, timeout=timeout, interval=0.1, what=what)
 
 
 def screenshot(driver: Any, name: str) -> Path:

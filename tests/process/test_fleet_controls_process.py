@@ -45,7 +45,9 @@ def test_scale_then_stop_steer_worker_processes(
             lambda: worker_states(conn) == ["idle", "parked", "parked"],
             what="one claiming worker, two parked",
         )
-        ids = [client.enqueue("record", queue="wt", args={"sleep": 0.15}).id for _ in range(12)]
+        # A backlog long enough (8 s of work for the one claiming worker) that the
+        # stop always lands before its end, even on a loaded machine.
+        ids = [client.enqueue("record", queue="wt", args={"sleep": 0.4}).id for _ in range(20)]
         wait_until(
             lambda: conn.execute("SELECT count(*) FROM worker_test_log").fetchone()[0] >= 3,
             what="three jobs done",
