@@ -215,12 +215,16 @@ LANGUAGE plpgsql
 SET plan_cache_mode = auto
 AS $$
 DECLARE
+    hits      bigint[];
     ready_ids bigint[];
 BEGIN
     IF NOT p_bad_only THEN
-        -- Edges whose requirement is met: one off the gate (if any), then one off
-        -- the child for each gate that reached zero and each ungated edge.
-        WITH ok AS (
+        -- Edges whose requirement is met: one off the gate (if any); the
+        -- children to take one off are those of the ungated edges and of the
+        -- gates that reached zero. Most calls end here: a part of a wide
+        -- fan-in only takes one off its gate, and planning the statement
+        -- below for nothing cost as much as this one.
+        WITH ok AS MATERIALIZED (
             SELECT d.child_id, d.gate
             FROM __SCHEMA__.job_deps d
             WHERE d.parent_id = p_parent
@@ -237,15 +241,25 @@ BEGIN
             FROM gate_locks l
             WHERE g.child_id = l.child_id AND g.gate = l.gate
             RETURNING g.child_id, g.pending
-        ),
-        hits AS (
+        )
+        SELECT array_agg(x.child_id) INTO hits FROM (
             SELECT ok.child_id FROM ok WHERE ok.gate IS NULL
             UNION ALL
             SELECT gd.child_id FROM gated gd WHERE gd.pending = 0
+        ) x;
+    END IF;
+
+    IF hits IS NOT NULL THEN
+        -- One off each child hit (after the gates: the lock order holds); a
+        -- child reaching zero becomes queued, gets its 'ready' event, and its
+        -- queue one NOTIFY.
+        WITH h AS (
+            SELECT u.child_id, count(*)::int AS n FROM unnest(hits) AS u(child_id)
+            GROUP BY u.child_id
         ),
         child_locks AS MATERIALIZED (
             SELECT j.id FROM __SCHEMA__.jobs j
-            WHERE j.id IN (SELECT h.child_id FROM hits h) AND j.status = 'waiting'
+            WHERE j.id IN (SELECT h.child_id FROM h) AND j.status = 'waiting'
             ORDER BY j.id
             FOR UPDATE
         ),
@@ -260,7 +274,7 @@ BEGIN
                                                 THEN make_interval(secs => coalesce(j.timeout_s, 0))
                                                 ELSE interval '0' END
                                     ELSE j.available_at END
-            FROM (SELECT hc.child_id, count(*)::int AS n FROM hits hc GROUP BY hc.child_id) h
+            FROM h
             WHERE j.id = h.child_id AND j.id IN (SELECT cl.id FROM child_locks cl)
               AND j.status = 'waiting'
             RETURNING j.id, j.queue, j.status
@@ -316,7 +330,11 @@ BEGIN
 END;
 $$;
 
--- The trigger: only rows of a workflow, only real status changes.
+-- The trigger: only rows of a workflow, only real status changes to or from a
+-- final status (the WHEN repeats workflow_final's list: a WHEN that calls no
+-- function is evaluated inline). A node's readiness (waiting -> queued) and its
+-- claim (queued -> running) call no function at all, so a node costs one call,
+-- at its end; a retry's final -> queued is counted back by the tally.
 -- SECURITY DEFINER: whoever ends a node (a worker, the reaper, an operator)
 -- needs no rights on the workflow tables; the trigger writes them as the owner.
 CREATE FUNCTION __SCHEMA__.jobs_workflow_moved() RETURNS trigger
@@ -338,7 +356,9 @@ $$;
 CREATE TRIGGER jobs_workflow_moved
     AFTER UPDATE OF status ON __SCHEMA__.jobs
     FOR EACH ROW
-    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IS DISTINCT FROM NEW.status)
+    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IS DISTINCT FROM NEW.status
+          AND (OLD.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
+               OR NEW.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')))
     EXECUTE FUNCTION __SCHEMA__.jobs_workflow_moved();
 
 -- Start a workflow: one call inserts the workflow row, every node (one INSERT
