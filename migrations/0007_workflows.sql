@@ -252,30 +252,29 @@ BEGIN
     IF hits IS NOT NULL THEN
         -- One off each child hit (after the gates: the lock order holds); a
         -- child reaching zero becomes queued, gets its 'ready' event, and its
-        -- queue one NOTIFY.
-        WITH h AS (
-            SELECT u.child_id, count(*)::int AS n FROM unnest(hits) AS u(child_id)
-            GROUP BY u.child_id
-        ),
-        child_locks AS MATERIALIZED (
+        -- queue one NOTIFY. A child is hit once: one edge per (parent, child).
+        -- "id = ANY(hits)" and not a join to unnest(hits): an index scan
+        -- whatever the plan guesses of the array (a worker's session has
+        -- enable_seqscan off, and a join estimated on a guessed row count
+        -- scanned the whole jobs index for every node of a chain).
+        WITH child_locks AS MATERIALIZED (
             SELECT j.id FROM __SCHEMA__.jobs j
-            WHERE j.id IN (SELECT h.child_id FROM h) AND j.status = 'waiting'
+            WHERE j.id = ANY(hits) AND j.status = 'waiting'
             ORDER BY j.id
             FOR UPDATE
         ),
         released AS (
             UPDATE __SCHEMA__.jobs j SET
-                pending_parents = j.pending_parents - h.n,
-                status = CASE WHEN j.pending_parents = h.n AND j.task <> 'queue-engine:input'
+                pending_parents = j.pending_parents - 1,
+                status = CASE WHEN j.pending_parents = 1 AND j.task <> 'queue-engine:input'
                               THEN 'queued' ELSE j.status END,
-                available_at = CASE WHEN j.pending_parents = h.n
+                available_at = CASE WHEN j.pending_parents = 1
                                     THEN greatest(j.available_at, now())
                                          + CASE WHEN j.task = 'queue-engine:input'
                                                 THEN make_interval(secs => coalesce(j.timeout_s, 0))
                                                 ELSE interval '0' END
                                     ELSE j.available_at END
-            FROM h
-            WHERE j.id = h.child_id AND j.id IN (SELECT cl.id FROM child_locks cl)
+            WHERE j.id IN (SELECT cl.id FROM child_locks cl)
               AND j.status = 'waiting'
             RETURNING j.id, j.queue, j.status
         ),
