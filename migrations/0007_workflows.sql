@@ -215,16 +215,12 @@ LANGUAGE plpgsql
 SET plan_cache_mode = auto
 AS $$
 DECLARE
-    hits      bigint[];
     ready_ids bigint[];
 BEGIN
     IF NOT p_bad_only THEN
-        -- Edges whose requirement is met: one off the gate (if any); the
-        -- children to take one off are those of the ungated edges and of the
-        -- gates that reached zero. Most calls end here: a part of a wide
-        -- fan-in only takes one off its gate, and planning the statement
-        -- below for nothing cost as much as this one.
-        WITH ok AS MATERIALIZED (
+        -- Edges whose requirement is met: one off the gate (if any), then one off
+        -- the child for each gate that reached zero and each ungated edge.
+        WITH ok AS (
             SELECT d.child_id, d.gate
             FROM __SCHEMA__.job_deps d
             WHERE d.parent_id = p_parent
@@ -241,40 +237,31 @@ BEGIN
             FROM gate_locks l
             WHERE g.child_id = l.child_id AND g.gate = l.gate
             RETURNING g.child_id, g.pending
-        )
-        SELECT array_agg(x.child_id) INTO hits FROM (
+        ),
+        hits AS (
             SELECT ok.child_id FROM ok WHERE ok.gate IS NULL
             UNION ALL
             SELECT gd.child_id FROM gated gd WHERE gd.pending = 0
-        ) x;
-    END IF;
-
-    IF hits IS NOT NULL THEN
-        -- One off each child hit (after the gates: the lock order holds); a
-        -- child reaching zero becomes queued, gets its 'ready' event, and its
-        -- queue one NOTIFY. A child is hit once: one edge per (parent, child).
-        -- "id = ANY(hits)" and not a join to unnest(hits): an index scan
-        -- whatever the plan guesses of the array (a worker's session has
-        -- enable_seqscan off, and a join estimated on a guessed row count
-        -- scanned the whole jobs index for every node of a chain).
-        WITH child_locks AS MATERIALIZED (
+        ),
+        child_locks AS MATERIALIZED (
             SELECT j.id FROM __SCHEMA__.jobs j
-            WHERE j.id = ANY(hits) AND j.status = 'waiting'
+            WHERE j.id IN (SELECT h.child_id FROM hits h) AND j.status = 'waiting'
             ORDER BY j.id
             FOR UPDATE
         ),
         released AS (
             UPDATE __SCHEMA__.jobs j SET
-                pending_parents = j.pending_parents - 1,
-                status = CASE WHEN j.pending_parents = 1 AND j.task <> 'queue-engine:input'
+                pending_parents = j.pending_parents - h.n,
+                status = CASE WHEN j.pending_parents = h.n AND j.task <> 'queue-engine:input'
                               THEN 'queued' ELSE j.status END,
-                available_at = CASE WHEN j.pending_parents = 1
+                available_at = CASE WHEN j.pending_parents = h.n
                                     THEN greatest(j.available_at, now())
                                          + CASE WHEN j.task = 'queue-engine:input'
                                                 THEN make_interval(secs => coalesce(j.timeout_s, 0))
                                                 ELSE interval '0' END
                                     ELSE j.available_at END
-            WHERE j.id IN (SELECT cl.id FROM child_locks cl)
+            FROM (SELECT hc.child_id, count(*)::int AS n FROM hits hc GROUP BY hc.child_id) h
+            WHERE j.id = h.child_id AND j.id IN (SELECT cl.id FROM child_locks cl)
               AND j.status = 'waiting'
             RETURNING j.id, j.queue, j.status
         ),
