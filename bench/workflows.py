@@ -24,6 +24,11 @@ drifts of this shared machine hit them all; medians are printed.
                  session's force_generic_plan, as before migration 0007 set it
   plain K=1      M no-op jobs, 1 worker (the reference for the chain)
   chain K=1      a workflow of M nodes, each after the one before, 1 worker
+  fan-base K=4, chain-base K=1
+                 (with --base-sql FILE) the fan and the chain on databases
+                 where FILE was run after loading, before the workers start:
+                 e.g. another build's trigger and release functions, for an
+                 A/B of them in the same run and rounds
 
 For each 4-worker drain a sampler reads ``pg_stat_activity`` every 20 ms:
 "lock waits" is the share of the workers' busy backends found waiting on a
@@ -219,8 +224,11 @@ def fan_workflow(n: int, parents: int = 0) -> Workflow:
     return wf
 
 
-def fan(n: int, *, gates: bool, generic: bool = False) -> Callable[[str], None]:
-    """The fan-out/fan-in; ``generic``: the release runs with the worker's generic plans."""
+def fan(n: int, *, gates: bool, generic: bool = False, base: str = "") -> Callable[[str], None]:
+    """The fan-out/fan-in; ``generic``: the release runs with the worker's generic plans.
+
+    ``base``: SQL run after loading (the other side of an A/B of the functions).
+    """
 
     def load(dsn: str) -> None:
         with Client(dsn) as client:
@@ -230,11 +238,13 @@ def fan(n: int, *, gates: bool, generic: bool = False) -> Callable[[str], None]:
                 conn.execute(UNGATE, {"wf": info.id})
             if generic:
                 conn.execute(RELEASE_GENERIC)
+            if base:
+                conn.execute(base.encode())
 
     return load
 
 
-def chain(n: int) -> Callable[[str], None]:
+def chain(n: int, base: str = "") -> Callable[[str], None]:
     def load(dsn: str) -> None:
         wf = Workflow(f"chain-{n}")
         previous: list[str] = []
@@ -242,6 +252,9 @@ def chain(n: int) -> Callable[[str], None]:
             previous = [wf.add(f"step-{i}", "noop", queue=QUEUE, after=previous)]
         with Client(dsn) as client:
             client.start_workflow(wf)
+        if base:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(base.encode())
 
     return load
 
@@ -327,8 +340,17 @@ def main() -> None:
         action="store_true",
         help="add 'fan-generic K=4': the release with the worker's generic plans",
     )
+    parser.add_argument(
+        "--base-sql",
+        default="",
+        help="add 'fan-base K=4' and 'chain-base K=1': this SQL file run after loading",
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     opts = parser.parse_args()
+    base = ""
+    if opts.base_sql:
+        with open(opts.base_sql, encoding="utf-8") as f:
+            base = f.read()
     scenarios: dict[str, tuple[int, Callable[[str], None]]] = {
         "plain K=4": (4, plain_jobs(opts.fan + 2)),
         "fan K=4": (4, fan(opts.fan, gates=True)),
@@ -338,8 +360,10 @@ def main() -> None:
             if opts.compare_generic
             else {}
         ),
+        **({"fan-base K=4": (4, fan(opts.fan, gates=True, base=base))} if base else {}),
         "plain K=1": (1, plain_jobs(opts.chain)),
         "chain K=1": (1, chain(opts.chain)),
+        **({"chain-base K=1": (1, chain(opts.chain, base=base))} if base else {}),
     }
     results: dict[str, list[Drain]] = {name: [] for name in scenarios}
     latencies: dict[int, list[float]] = {8: [], 32: []}
@@ -390,6 +414,16 @@ def main() -> None:
             *([("fan-generic K=4", "plain K=4")] if opts.compare_generic else []),
             ("fan-nogate K=4", "plain K=4"),
             ("chain K=1", "plain K=1"),
+            *(
+                [
+                    ("fan-base K=4", "plain K=4"),
+                    ("chain-base K=1", "plain K=1"),
+                    ("fan K=4", "fan-base K=4"),
+                    ("chain K=1", "chain-base K=1"),
+                ]
+                if base
+                else []
+            ),
         ]
         print("\nratios, round by round (median): workflow / plain of the same round")
         for a, b in pairs:

@@ -316,7 +316,11 @@ BEGIN
 END;
 $$;
 
--- The trigger: only rows of a workflow, only real status changes.
+-- The trigger: only rows of a workflow, only real status changes to or from a
+-- final status (the WHEN repeats workflow_final's list: a WHEN that calls no
+-- function is evaluated inline). A node's readiness (waiting -> queued) and its
+-- claim (queued -> running) call no function at all, so a node costs one call,
+-- at its end; a retry's final -> queued is counted back by the tally.
 -- SECURITY DEFINER: whoever ends a node (a worker, the reaper, an operator)
 -- needs no rights on the workflow tables; the trigger writes them as the owner.
 CREATE FUNCTION __SCHEMA__.jobs_workflow_moved() RETURNS trigger
@@ -338,7 +342,9 @@ $$;
 CREATE TRIGGER jobs_workflow_moved
     AFTER UPDATE OF status ON __SCHEMA__.jobs
     FOR EACH ROW
-    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IS DISTINCT FROM NEW.status)
+    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IS DISTINCT FROM NEW.status
+          AND (OLD.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
+               OR NEW.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')))
     EXECUTE FUNCTION __SCHEMA__.jobs_workflow_moved();
 
 -- Start a workflow: one call inserts the workflow row, every node (one INSERT
