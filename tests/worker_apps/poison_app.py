@@ -2,7 +2,8 @@
 
 ``poison.segfault`` kills its process on every attempt (a NULL read through
 ``ctypes``: SIGSEGV, no Python exception, nothing the worker can record);
-``poison.sys_exit`` raises SystemExit, which no ``except Exception`` catches;
+``poison.sys_exit`` raises SystemExit, which the worker records as the
+attempt's failure (it does not end the worker);
 ``poison.ok`` is an ordinary job of the same queue that returns the pid that
 ran it after a short pause, so the test can tell both workers kept working.
 """
@@ -15,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from queue_engine import task
+from queue_engine import FixedBackoff, task
 from queue_engine.context import JobContext
 
 QUEUE = "poison"
@@ -27,9 +28,9 @@ def segfault(args: dict[str, Any], ctx: JobContext) -> None:
     ctypes.string_at(0)
 
 
-@task("poison.sys_exit", queue=QUEUE, max_attempts=2)
+@task("poison.sys_exit", queue=QUEUE, max_attempts=2, retry=FixedBackoff(0.05))
 def sys_exit(args: dict[str, Any], ctx: JobContext) -> None:
-    """``sys.exit(3)`` from inside the handler: the process ends with the job running."""
+    """``sys.exit(3)`` from inside the handler: a failed attempt, the worker goes on."""
     sys.exit(3)
 
 
