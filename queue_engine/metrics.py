@@ -29,6 +29,12 @@ Why this module is long: the collector, the telemetry families, the
 counters and the tiny server are one metric namespace that is read together
 when a metric is added or renamed; split, each part would be a page of
 declarations importing the others' names.
+
+why this module is long: it is the whole Prometheus surface of the
+orchestrator (the scrape-time collector, the telemetry families, the
+process counters and gauges, and the HTTP server with ``/health``); each part
+is small, and a metric's name, help and type are kept next to the others so
+``docs/operations.md`` can be checked against one list.
 """
 
 from __future__ import annotations

@@ -37,6 +37,11 @@ drift), at most ``max_sleep_s`` (a safety re-read of the table); a NOTIFY on
 lost database, both retry after the reconnect backoff, cut short by an
 :class:`~queue_engine.outage.OutageProbe` within about a second of Postgres
 accepting connections again.
+
+why this module is long: the slot decisions (pure functions) and their
+application to the database (one transaction per slot, job or workflow) are
+one exactly-once protocol; keeping both halves together keeps the protocol
+readable as a whole.
 """
 
 from __future__ import annotations

@@ -33,6 +33,12 @@ an RSS or an age it stops like a SIGTERM between jobs and exits 79).
 Why this module is long: this module is the wiring of the parts above,
 the start-up and shutdown order, and the main loop; each of these reads best
 next to the others, and every behaviour lives in a part.
+
+why this module is long: it wires the worker's parts (connection, gate,
+flush, runner, renewal, liveness, recycling, watchdog) and holds the main
+loop, the idle wait and the shutdown; the parts themselves live in their own
+modules, and what remains is the ordering between them, which reads best in
+one place.
 """
 
 from __future__ import annotations
