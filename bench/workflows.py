@@ -28,7 +28,9 @@ drifts of this shared machine hit them all; medians are printed.
                  (with --base-sql FILE) the fan and the chain on databases
                  where FILE was run after loading, before the workers start:
                  e.g. another build's trigger and release functions, for an
-                 A/B of them in the same run and rounds
+                 A/B of them in the same run and rounds; with --base-bin,
+                 drained by that build's queue-claim-worker (its finish
+                 statement)
 
 For each 4-worker drain a sampler reads ``pg_stat_activity`` every 20 ms:
 "lock waits" is the share of the workers' busy backends found waiting on a
@@ -155,8 +157,13 @@ def commits(conn: Conn) -> int:
     return int(row[0]) if row else 0
 
 
-def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Drain:
-    """Load a fresh database with ``load``, drain it with K workers, measure."""
+def drain(
+    admin: str, k: int, load: Callable[[str], None], timeout: float, worker_bin: str = ""
+) -> Drain:
+    """Load a fresh database with ``load``, drain it with K workers, measure.
+
+    ``worker_bin``: the workers of another build (the base of an A/B).
+    """
     with fresh_database(admin) as dsn:
         load(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -167,7 +174,7 @@ def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Dr
             server_before = cpu_seconds(server_pids(conn))
             sampler = LockSampler(dsn)
             sampler.start()
-            procs = start_workers(dsn, k, 1, {})
+            procs = start_workers(dsn, k, 1, {}, worker_bin)
             try:
                 deadline = time.monotonic() + timeout
                 while conn.execute(UNFINISHED).fetchone() != (0,):
@@ -345,6 +352,11 @@ def main() -> None:
         default="",
         help="add 'fan-base K=4' and 'chain-base K=1': this SQL file run after loading",
     )
+    parser.add_argument(
+        "--base-bin",
+        default="",
+        help="the base scenarios' workers: another build's queue-claim-worker (with --base-sql)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     opts = parser.parse_args()
     base = ""
@@ -378,7 +390,8 @@ def main() -> None:
             names = list(scenarios) if r % 2 == 0 else list(reversed(scenarios))
             for name in names:
                 k, load = scenarios[name]
-                d = drain(admin, k, load, opts.timeout)
+                worker_bin = opts.base_bin if name.endswith("-base K=" + str(k)) else ""
+                d = drain(admin, k, load, opts.timeout, worker_bin)
                 results[name].append(d)
                 print(
                     f"  round {r + 1} {name:<15} {d.rate:8,.0f} jobs/s  CPU ms/job server "

@@ -191,7 +191,10 @@ def finish_and_claim(
 
     Outcomes carrying follow-ups (``ctx.enqueue``) are sent with the
     ``followups`` variant, which inserts them for the successes it applies; a
-    batch without any sends the statement that does not mention them.
+    batch without any sends the statement that does not mention them. A batch
+    with a workflow node's success is sent with the ``handover`` variant, which
+    may claim that node's child straight from ``waiting``; plain jobs never pay
+    for it.
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
@@ -207,13 +210,14 @@ def finish_and_claim(
         warm_key=gate.warm_key,
         affinity_wait_s=gate.affinity_wait_s,
     )
-    claim = "cold" if gate.warm_key is None else "warm"
+    variant = ["cold" if gate.warm_key is None else "warm"]
     followups = followups_json(outcomes)
-    if followups is None:
-        statement = raw_statement("finish_and_claim_jobs", schema, claim)
-    else:
+    if followups is not None:
         params["followups"] = followups
-        statement = raw_statement("finish_and_claim_jobs", schema, (claim, "followups"))
+        variant.append("followups")
+    if claim_limit > 0 and any(o.workflow_node and o.status == "succeeded" for o in outcomes):
+        variant.append("handover")
+    statement = raw_statement("finish_and_claim_jobs", schema, tuple(variant))
     rows = statement.execute(conn, params).fetchall()
     result = FinishClaimResult()
     for row in rows:
