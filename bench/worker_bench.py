@@ -93,7 +93,14 @@ def start_workers(
         os.environ, PYTHONPATH=os.pathsep.join([str(BENCH_DIR), os.environ.get("PYTHONPATH", "")])
     )
     env.update(extra_env)
-    argv = [worker_bin or str(WORKER_BIN), f"--queue={QUEUE}", "--app", "worker_bench_tasks", "--dsn", dsn]
+    argv = [
+        worker_bin or str(WORKER_BIN),
+        f"--queue={QUEUE}",
+        "--app",
+        "worker_bench_tasks",
+        "--dsn",
+        dsn,
+    ]
     argv += [f"--prefetch={prefetch}", "--log-level", "WARNING"]
     return [subprocess.Popen(argv, env=env) for _ in range(k)]
 
