@@ -3,6 +3,8 @@
 -- worker of the older release never sends the hand-over).
 DELETE FROM __SCHEMA__.job_transitions WHERE from_status = 'waiting' AND to_status = 'running';
 
+DROP FUNCTION __SCHEMA__.workflow_counts(bigint);
+
 -- The release as migration 0007 made it.
 CREATE OR REPLACE FUNCTION __SCHEMA__.workflow_release(
     p_parent bigint, p_status text, p_node text, p_channel text, p_bad_only boolean

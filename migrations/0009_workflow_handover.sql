@@ -137,3 +137,17 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- A workflow's counts: the sum of its (at most 16) tally shards. One
+-- definition for every reader (get_workflow.sql, list_workflows.sql); a plain
+-- SQL function, which the planner inlines into the query that calls it, and
+-- which runs with the caller's rights (its roles already read the tallies).
+CREATE FUNCTION __SCHEMA__.workflow_counts(p_workflow bigint)
+RETURNS TABLE (unfinished bigint, succeeded bigint, failed bigint, canceled bigint,
+               lost bigint, skipped bigint)
+LANGUAGE sql STABLE
+AS $$
+    SELECT sum(x.unfinished), sum(x.succeeded), sum(x.failed), sum(x.canceled),
+           sum(x.lost), sum(x.skipped)
+    FROM __SCHEMA__.workflow_tallies x WHERE x.workflow_id = p_workflow
+$$;
