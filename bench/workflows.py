@@ -112,6 +112,10 @@ class Drain:
     #: Transactions committed in the database per job (the workers' statements,
     #: plus the sampler's and this script's polls).
     commits: float = 0.0
+    #: WAL bytes written per job during the drain: the work of the statements
+    #: themselves, which foreign load on the machine does not change (the polls
+    #: write none).
+    wal_bytes: float = 0.0
 
 
 class LockSampler(threading.Thread):
@@ -157,6 +161,12 @@ def commits(conn: Conn) -> int:
     return int(row[0]) if row else 0
 
 
+def wal_lsn(conn: Conn) -> int:
+    """The server's WAL position in bytes (WAL is cluster-wide: one drain at a time)."""
+    row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
 def drain(
     admin: str, k: int, load: Callable[[str], None], timeout: float, worker_bin: str = ""
 ) -> Drain:
@@ -172,6 +182,7 @@ def drain(
             dead_before = deadlocks(conn)
             commits_before = commits(conn)
             server_before = cpu_seconds(server_pids(conn))
+            wal_before = wal_lsn(conn)
             sampler = LockSampler(dsn)
             sampler.start()
             procs = start_workers(dsn, k, 1, {}, worker_bin)
@@ -183,6 +194,7 @@ def drain(
                         break
                     time.sleep(0.05)
                 server_cpu = cpu_seconds(server_pids(conn)) - server_before
+                wal = wal_lsn(conn) - wal_before
                 worker_cpu = cpu_seconds([p.pid for p in procs])
             finally:
                 sampler.stop.set()
@@ -208,6 +220,7 @@ def drain(
                 lock_events=sampler.events,
                 deadlocks=deadlocks(conn) - dead_before,
                 commits=committed / done,
+                wal_bytes=wal / done,
             )
 
 
@@ -396,7 +409,8 @@ def main() -> None:
                 print(
                     f"  round {r + 1} {name:<15} {d.rate:8,.0f} jobs/s  CPU ms/job server "
                     f"{d.server_ms:.3f} workers {d.worker_ms:.3f}  lock waits {d.lock_share:.1%} "
-                    f"{dict(d.lock_events)} deadlocks {d.deadlocks} commits/job {d.commits:.2f}",
+                    f"{dict(d.lock_events)} deadlocks {d.deadlocks} commits/job {d.commits:.2f}"
+                    f" WAL B/job {d.wal_bytes:,.0f}",
                     file=sys.stderr,
                 )
             for parents in latencies:
@@ -421,6 +435,7 @@ def main() -> None:
                 f"  lock waits {med([d.lock_share for d in ds]):.1%} {dict(events)}"
                 f"  deadlocks {sum(d.deadlocks for d in ds)}"
                 f"  commits/job {med([d.commits for d in ds]):.2f}"
+                f"  WAL B/job {med([d.wal_bytes for d in ds]):,.0f}"
             )
         pairs = [
             ("fan K=4", "plain K=4"),

@@ -167,8 +167,8 @@ gate AS (
 handover AS (
     -- The hand-over: at most one child of a node this statement finished as
     -- 'succeeded' (every edge is met by a success), of this queue, due, whose
-    -- only pending parent is that node, counted on its own row (an edge through
-    -- a gate is left to the trigger). The child must also be what the claim
+    -- only pending parent is that node (on the child's own row, or, for a wide
+    -- fan-in, the last parent of its last gate). The child must also be what the claim
     -- could take: the gate is open, the queue has no rate limit, it has no
     -- lock_key, it is not an input node, and no queued job of better priority
     -- is due. The row's status and count are checked again when it is locked
@@ -186,11 +186,13 @@ handover AS (
         SELECT c.id, f.id AS parent_id, o.result AS parent_result
         FROM finished f
         JOIN outcome o ON o.id = f.id
-        JOIN __SCHEMA__.job_deps d ON d.parent_id = f.id AND d.gate IS NULL
+        JOIN __SCHEMA__.job_deps d ON d.parent_id = f.id
         JOIN __SCHEMA__.jobs c ON c.id = d.child_id
         WHERE f.status = 'succeeded'
           AND c.status = 'waiting'
           AND c.pending_parents = 1
+          AND (d.gate IS NULL OR (SELECT g.pending FROM __SCHEMA__.job_gates g
+                                  WHERE g.child_id = c.id AND g.gate = d.gate) = 1)
           AND c.queue = %(queue)s
           AND c.available_at <= now()
           AND c.lock_key IS NULL

@@ -138,6 +138,31 @@ def test_a_child_with_another_parent_running_waits_for_it(client: Client, conn: 
     }
 
 
+def test_the_last_parent_of_a_gated_fan_in_hands_the_child_over(client: Client, conn: Conn) -> None:
+    wf = Workflow("gated")
+    parts = [wf.add(f"p{i:02d}", "t", queue=Q) for i in range(20)]
+    wf.add("join", "t", queue=Q, after=parts)
+    info = client.start_workflow(wf)
+    gates = conn.execute(
+        f"SELECT count(*) FROM {S}.job_gates g JOIN {S}.jobs j ON j.id = g.child_id"
+        " WHERE j.workflow_id = %s",
+        (info.id,),
+    ).fetchone()
+    assert gates == (16,)
+    jobs = claim(conn, limit=20).claimed
+    for job in jobs[:-1]:
+        assert claim(conn, limit=0, outcomes=[oc.succeeded(job, job.node, 1)]).claimed == []
+        assert nodes(client, info.id)["join"].status == "waiting"
+    (join,) = claim(conn, outcomes=[oc.succeeded(jobs[-1], "last", 1)]).claimed
+    assert join.node == "join" and len(join.parents) == 20
+    assert join.parents[jobs[-1].node] == {"status": "succeeded", "result": "last"}
+    assert events(conn, join.id) == [("claimed", "waiting", "running")]
+    left = conn.execute(
+        f"SELECT sum(pending) FROM {S}.job_gates WHERE child_id = %s", (join.id,)
+    ).fetchone()
+    assert left == (0,)
+
+
 def test_no_hand_over_where_the_claim_could_not_take_the_child(client: Client, conn: Conn) -> None:
     """Each case leaves the child to the trigger: queued, with its 'ready' event."""
     wf = Workflow("elsewhere")
