@@ -255,6 +255,8 @@ warm AS (
       AND j.priority <= (SELECT hp.priority FROM head hp)
       AND (SELECT ha.available_at FROM head ha)
           > now() - make_interval(secs => %(affinity_wait_s)s)
+      -- A handed-over child already fills a one-job claim.
+      AND (SELECT count(*) FROM handover) < %(claim_limit)s  --@warm+handover
       AND (j.lock_key IS NULL OR (
             SELECT r.id FROM __SCHEMA__.jobs r
             WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)

@@ -212,6 +212,31 @@ def test_no_hand_over_for_a_failure_a_paused_queue_or_a_finish_without_claim(
     assert nodes(client, finish_only.id)["n1"].status == "queued"
 
 
+def test_a_warm_worker_with_room_for_one_gets_the_child_only(client: Client, conn: Conn) -> None:
+    """A warm job waits for the next claim: the hand-over fills a one-job claim."""
+    info = client.start_workflow(chain("warm"))
+    (first,) = claim(conn).claimed
+    warm = client.enqueue("t", queue=Q, affinity_key="model-a").id
+    gate = store.ClaimGate(host="h", warm_key="model-a")
+
+    def finish(job: Any, limit: int) -> Any:
+        return store.finish_and_claim(
+            conn,
+            S,
+            worker_id="w1",
+            queue=Q,
+            claim_limit=limit,
+            outcomes=[oc.succeeded(job, None, 1)],
+            gate=gate,
+        ).claimed
+
+    (second,) = finish(first, 1)
+    assert second.node == "n1"
+    # With room for two, the warm job comes along with the hand-over.
+    got = finish(second, 2)
+    assert {j.id for j in got} == {warm, nodes(client, info.id)["n2"].job_id}
+
+
 def test_a_canceled_child_is_not_handed_over(client: Client, conn: Conn) -> None:
     wf = Workflow("canceled-child")
     wf.add("root", "t", queue=Q)
