@@ -276,3 +276,13 @@ def test_a_real_worker_runs_a_chain_handing_every_node_over(
         (info.id,),
     ).fetchone()
     assert handed == (19,)
+
+
+def test_every_combination_of_the_finish_statements_variants_prepares(conn: Conn) -> None:
+    """Warm or cold, with or without follow-ups and hand-over: eight statements, all valid."""
+    for claim_tag in ("cold", "warm"):
+        for extra in ((), ("followups",), ("handover",), ("followups", "handover")):
+            statement = store.raw_statement("finish_and_claim_jobs", S, (claim_tag, *extra))
+            name = "_".join(("v", claim_tag, *extra))
+            conn.execute(f"PREPARE {name} AS {statement.text}")  # type: ignore[arg-type]
+            conn.execute(f"DEALLOCATE {name}")  # type: ignore[arg-type]
