@@ -5,6 +5,60 @@ DELETE FROM __SCHEMA__.job_transitions WHERE from_status = 'waiting' AND to_stat
 
 DROP FUNCTION __SCHEMA__.workflow_counts(bigint);
 
+-- The tally as migration 0007 made it.
+CREATE OR REPLACE FUNCTION __SCHEMA__.workflow_tally(
+    p_workflow bigint, p_job bigint, p_from text, p_to text
+) RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    was_final boolean := __SCHEMA__.workflow_final(p_from);
+    now_final boolean := __SCHEMA__.workflow_final(p_to);
+    n_shards  integer;
+    left_open integer;
+    t         record;
+BEGIN
+    SELECT w.shards INTO n_shards FROM __SCHEMA__.workflows w WHERE w.id = p_workflow;
+    IF n_shards IS NULL THEN
+        RETURN;  -- the workflow row is gone (pruned): nothing to count
+    END IF;
+    UPDATE __SCHEMA__.workflow_tallies SET
+        unfinished = unfinished + (CASE WHEN was_final THEN 1 ELSE 0 END)
+                                - (CASE WHEN now_final THEN 1 ELSE 0 END),
+        succeeded = succeeded + (p_to = 'succeeded')::int - (p_from = 'succeeded')::int,
+        failed    = failed    + (p_to = 'failed')::int    - (p_from = 'failed')::int,
+        canceled  = canceled  + (p_to = 'canceled')::int  - (p_from = 'canceled')::int,
+        lost      = lost      + (p_to = 'lost')::int      - (p_from = 'lost')::int,
+        skipped   = skipped   + (p_to = 'skipped')::int   - (p_from = 'skipped')::int
+    WHERE workflow_id = p_workflow AND shard = (p_job % n_shards)::int
+    RETURNING unfinished INTO left_open;
+    IF now_final AND NOT was_final AND left_open = 0 THEN
+        -- This shard has no unfinished node left. Shards close one at a time
+        -- on the workflow row (its lock is held to commit), so the closer of
+        -- the last one sees every other shard's counts committed below.
+        UPDATE __SCHEMA__.workflows SET open_shards = open_shards - 1
+        WHERE id = p_workflow
+        RETURNING open_shards INTO left_open;
+        IF left_open = 0 THEN
+            SELECT sum(x.failed) AS failed, sum(x.lost) AS lost, sum(x.canceled) AS canceled
+            INTO t FROM __SCHEMA__.workflow_tallies x WHERE x.workflow_id = p_workflow;
+            UPDATE __SCHEMA__.workflows w SET
+                state = CASE
+                    WHEN w.cancel_requested THEN 'canceled'
+                    WHEN t.failed + t.lost > 0 THEN 'failed'
+                    WHEN t.canceled > 0 THEN 'canceled'
+                    ELSE 'succeeded' END,
+                finished_at = now()
+            WHERE w.id = p_workflow;
+        END IF;
+    ELSIF was_final AND NOT now_final AND left_open = 1 THEN
+        UPDATE __SCHEMA__.workflows SET
+            open_shards = open_shards + 1, state = 'running', finished_at = NULL
+        WHERE id = p_workflow;
+    END IF;
+END;
+$$;
+
 -- The release as migration 0007 made it.
 CREATE OR REPLACE FUNCTION __SCHEMA__.workflow_release(
     p_parent bigint, p_status text, p_node text, p_channel text, p_bad_only boolean

@@ -138,6 +138,62 @@ BEGIN
 END;
 $$;
 
+-- The tally in one statement where it took two: the shard count is read by
+-- the UPDATE itself (a join to the workflow's row) instead of a SELECT before
+-- it. A node's end runs this once; on a wide fan-out that is every part.
+CREATE OR REPLACE FUNCTION __SCHEMA__.workflow_tally(
+    p_workflow bigint, p_job bigint, p_from text, p_to text
+) RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    was_final boolean := __SCHEMA__.workflow_final(p_from);
+    now_final boolean := __SCHEMA__.workflow_final(p_to);
+    left_open integer;
+    t         record;
+BEGIN
+    UPDATE __SCHEMA__.workflow_tallies x SET
+        unfinished = x.unfinished + (CASE WHEN was_final THEN 1 ELSE 0 END)
+                                  - (CASE WHEN now_final THEN 1 ELSE 0 END),
+        succeeded = x.succeeded + (p_to = 'succeeded')::int - (p_from = 'succeeded')::int,
+        failed    = x.failed    + (p_to = 'failed')::int    - (p_from = 'failed')::int,
+        canceled  = x.canceled  + (p_to = 'canceled')::int  - (p_from = 'canceled')::int,
+        lost      = x.lost      + (p_to = 'lost')::int      - (p_from = 'lost')::int,
+        skipped   = x.skipped   + (p_to = 'skipped')::int   - (p_from = 'skipped')::int
+    FROM __SCHEMA__.workflows w
+    WHERE w.id = p_workflow
+      AND x.workflow_id = p_workflow AND x.shard = (p_job % w.shards)::int
+    RETURNING x.unfinished INTO left_open;
+    IF NOT FOUND THEN
+        RETURN;  -- the workflow row is gone (pruned): nothing to count
+    END IF;
+    IF now_final AND NOT was_final AND left_open = 0 THEN
+        -- This shard has no unfinished node left. Shards close one at a time
+        -- on the workflow row (its lock is held to commit), so the closer of
+        -- the last one sees every other shard's counts committed below.
+        UPDATE __SCHEMA__.workflows SET open_shards = open_shards - 1
+        WHERE id = p_workflow
+        RETURNING open_shards INTO left_open;
+        IF left_open = 0 THEN
+            SELECT sum(x.failed) AS failed, sum(x.lost) AS lost, sum(x.canceled) AS canceled
+            INTO t FROM __SCHEMA__.workflow_tallies x WHERE x.workflow_id = p_workflow;
+            UPDATE __SCHEMA__.workflows w SET
+                state = CASE
+                    WHEN w.cancel_requested THEN 'canceled'
+                    WHEN t.failed + t.lost > 0 THEN 'failed'
+                    WHEN t.canceled > 0 THEN 'canceled'
+                    ELSE 'succeeded' END,
+                finished_at = now()
+            WHERE w.id = p_workflow;
+        END IF;
+    ELSIF was_final AND NOT now_final AND left_open = 1 THEN
+        UPDATE __SCHEMA__.workflows SET
+            open_shards = open_shards + 1, state = 'running', finished_at = NULL
+        WHERE id = p_workflow;
+    END IF;
+END;
+$$;
+
 -- A workflow's counts: the sum of its (at most 16) tally shards. One
 -- definition for every reader (get_workflow.sql, list_workflows.sql); a plain
 -- SQL function, which the planner inlines into the query that calls it, and
