@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -68,6 +69,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test with its kind, so ``pytest -m unit`` runs the fast part alone."""
     for item in items:
         item.add_marker(kind_of(item.path))
+
+
+#: Test processes for ``-n auto`` (pyproject's addopts) unless the run is unit tests only.
+TEST_PROCESSES = 2
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many test processes ``-n auto`` starts: 2, or none for a run of unit tests only.
+
+    Why not the CPU count: most tests wait on Postgres and on daemons, so two
+    processes overlap well even on one or two cores, and more than two on a
+    small CI machine would squeeze the tests that bound a recovery time. Why
+    none for ``-m unit`` (or paths under tests/unit only): unit tests only use
+    the CPU, and each test process collects the whole suite again, so starting
+    two makes the fast part slower. ``-n N`` on the command line, or xdist's
+    own ``PYTEST_XDIST_AUTO_NUM_WORKERS``, decide instead of this.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's default hook reads it
+    unit = TESTS_DIR / "unit"
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    if config.option.markexpr.strip() == "unit" or (
+        paths and all(path.is_relative_to(unit) for path in paths)
+    ):
+        return 0
+    return TEST_PROCESSES
 
 
 @pytest.fixture(autouse=True)
