@@ -6,7 +6,7 @@ creates and drops databases on it), otherwise an embedded Postgres from the
 The engine schema is migrated once into a template database; each test that
 asks for ``dsn`` gets a fresh copy of it, so tests never see each other's jobs.
 
-Under pytest-xdist (``-n 2`` in pyproject's addopts) every test process is a
+Under pytest-xdist (``-n auto`` in pyproject's addopts) every test process is a
 session of its own: its own embedded Postgres in its own temp folder (Unix
 socket there, no TCP port), or, with ``QUEUE_ENGINE_TEST_DSN``, its own
 template and test databases (their names carry the process id). A test marked
