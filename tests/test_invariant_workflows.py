@@ -173,6 +173,10 @@ def spawn_worker(dsn: str, queue: str, log: Path, **env: str) -> subprocess.Pope
         )
 
 
+#: One test process starts the module's fleet of six workers once (pytest-xdist).
+pytestmark = pytest.mark.xdist_group("invariant-workflows-fleet")
+
+
 @dataclass
 class Fleet:
     """A database with workers on both queues, shared by the tests that kill nothing."""

@@ -129,8 +129,13 @@ def web_server_fixture(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
 
 @pytest.fixture(name="worker")
 def worker_fixture(dsn: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """One ``queue-claim-worker`` on the ``wt`` queue."""
-    proc = spawn_worker(dsn, log_file=tmp_path / "worker.log")
+    """One ``queue-claim-worker`` on the ``wt`` queue.
+
+    A short shutdown grace: a test may end with a job still running (a 60 s
+    ``wait_cancel``), and the teardown's SIGTERM would otherwise wait the
+    default 30 s grace for it (20 s, then SIGKILL) after every such test.
+    """
+    proc = spawn_worker(dsn, log_file=tmp_path / "worker.log", QUEUE_ENGINE_SHUTDOWN_GRACE_S="1")
     try:
         yield proc
     finally:

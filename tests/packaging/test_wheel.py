@@ -21,6 +21,8 @@ import pytest
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: One test process builds the wheel once for all the tests here (pytest-xdist).
+pytestmark = pytest.mark.xdist_group("packaging")
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,8 @@ BUDGET_S = 2
 GRACE_S = 1
 #: Slack on top of budget + grace for a loaded machine (the promise is budget + grace).
 SLACK_S = 2
+#: The exit within budget + grace + slack must not depend on another test process.
+pytestmark = pytest.mark.serial
 FAST = {
     "QUEUE_ENGINE_HEARTBEAT_S": "0.5",
     "QUEUE_ENGINE_POLL_S": "0.2",

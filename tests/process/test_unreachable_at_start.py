@@ -31,6 +31,8 @@ BIN = Path(sys.executable).parent
 RETRY_S = 3.0
 #: Allowed beyond the window, from the first failed attempt to the exit.
 SLACK_S = 1.0
+#: The exit within window + slack must not depend on another test process beside it.
+pytestmark = pytest.mark.serial
 
 
 def closed_port() -> int:

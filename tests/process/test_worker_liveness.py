@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
@@ -68,6 +69,7 @@ def wait_exit(proc: subprocess.Popen[bytes], since: float, what: str) -> tuple[i
     return code, elapsed
 
 
+@pytest.mark.serial  # a bound on the exit time: no test process beside it
 def test_a_job_sleeping_past_its_budget_exits_75_and_is_retried(
     dsn: str, client: Client, tmp_path: Path
 ) -> None:
@@ -202,6 +204,7 @@ def test_sigterm_during_a_long_job_gives_it_back_uncounted_and_exits_0(
     assert state == ("stopped",)
 
 
+@pytest.mark.serial  # a bound on the exit time: no test process beside it
 def test_a_second_sigterm_exits_at_once(dsn: str, client: Client, tmp_path: Path) -> None:
     job_id = client.enqueue("sleepy", queue=Q, args={"sleep": 60}).id
     log = tmp_path / "worker.log"
