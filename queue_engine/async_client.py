@@ -159,9 +159,9 @@ class AsyncClient:
                 # As in Client: nothing can conflict, one row comes back.
                 async with c.cursor(row_factory=tuple_row) as cur:
                     await cur.execute(statement.query, statement.params, prepare=True)
-                    row = await cur.fetchone()
-                assert row is not None  # an INSERT ... VALUES ... RETURNING answers its row
-                return ops.inserted_job(spec, row)
+                    inserted = await cur.fetchone()
+                assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+                return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):
                 row = await self._fetch_one(c, statement)
                 if row is not None:

@@ -165,9 +165,11 @@ class Client:
                 # The common case: nothing can conflict, one row comes back.
                 # tuple_row: a caller's connection may carry another row factory.
                 with c.cursor(row_factory=tuple_row) as cur:
-                    row = cur.execute(statement.query, statement.params, prepare=True).fetchone()
-                assert row is not None  # an INSERT ... VALUES ... RETURNING answers its row
-                return ops.inserted_job(spec, row)
+                    inserted = cur.execute(
+                        statement.query, statement.params, prepare=True
+                    ).fetchone()
+                assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+                return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):
                 row = self._fetch_one(c, statement)
                 if row is not None:
