@@ -173,17 +173,36 @@ def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
     and parsing it.
     """
     keyed = has_keys(specs)
-    columns: dict[str, list[Any] | None] = {}
+    columns: dict[str, Any] = {}
+    if not keyed:
+        return Statement(queries.query("enqueue_many_plain", schema), plain_bulk_params(specs))
     for name in BULK_COLUMNS:
-        if not keyed and name in ("idempotency_key", "dedupe_key"):
-            continue
         values = [getattr(spec, name) for spec in specs]
         columns["args" if name == "args_json" else name] = (
             values if any(v is not None for v in values) else None
         )
-    return Statement(
-        queries.query("enqueue_many" if keyed else "enqueue_many_plain", schema), columns
-    )
+    return Statement(queries.query("enqueue_many", schema), columns)
+
+
+def plain_bulk_params(specs: Sequence[JobSpec]) -> dict[str, Any]:
+    """Parameters of ``enqueue_many_plain.sql``: per column, an array or one shared value.
+
+    A column whose value is the same in every row (the usual batch: one task,
+    one queue, no delay) is sent once as ``<column>_all`` with a NULL array,
+    so neither side handles n copies of it (bench/README.md, "Bulk enqueue").
+    """
+    params: dict[str, Any] = {"n": len(specs)}
+    for name in BULK_COLUMNS:
+        if name in ("idempotency_key", "dedupe_key"):
+            continue
+        key = "args" if name == "args_json" else name
+        values = [getattr(spec, name) for spec in specs]
+        first = values[0] if values else None
+        if values.count(first) == len(values):
+            params[key], params[f"{key}_all"] = None, first
+        else:
+            params[key], params[f"{key}_all"] = values, None
+    return params
 
 
 def ids_from_plain_bulk(rows: Sequence[tuple[Any, ...]]) -> list[int]:
