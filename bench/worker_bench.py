@@ -86,14 +86,21 @@ def fresh_database(admin_dsn: str) -> Iterator[str]:
 
 
 def start_workers(
-    dsn: str, k: int, prefetch: int, extra_env: dict[str, str]
+    dsn: str, k: int, prefetch: int, extra_env: dict[str, str], worker_bin: str = ""
 ) -> list[subprocess.Popen[bytes]]:
-    """Start K worker processes on the bench queue."""
+    """Start K worker processes on the bench queue (``worker_bin``: another build's)."""
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(BENCH_DIR), os.environ.get("PYTHONPATH", "")])
     )
     env.update(extra_env)
-    argv = [str(WORKER_BIN), f"--queue={QUEUE}", "--app", "worker_bench_tasks", "--dsn", dsn]
+    argv = [
+        worker_bin or str(WORKER_BIN),
+        f"--queue={QUEUE}",
+        "--app",
+        "worker_bench_tasks",
+        "--dsn",
+        dsn,
+    ]
     argv += [f"--prefetch={prefetch}", "--log-level", "WARNING"]
     return [subprocess.Popen(argv, env=env) for _ in range(k)]
 

@@ -28,7 +28,9 @@ drifts of this shared machine hit them all; medians are printed.
                  (with --base-sql FILE) the fan and the chain on databases
                  where FILE was run after loading, before the workers start:
                  e.g. another build's trigger and release functions, for an
-                 A/B of them in the same run and rounds
+                 A/B of them in the same run and rounds; with --base-bin,
+                 drained by that build's queue-claim-worker (its finish
+                 statement)
 
 For each 4-worker drain a sampler reads ``pg_stat_activity`` every 20 ms:
 "lock waits" is the share of the workers' busy backends found waiting on a
@@ -110,6 +112,10 @@ class Drain:
     #: Transactions committed in the database per job (the workers' statements,
     #: plus the sampler's and this script's polls).
     commits: float = 0.0
+    #: WAL bytes written per job during the drain: the work of the statements
+    #: themselves, which foreign load on the machine does not change (the polls
+    #: write none).
+    wal_bytes: float = 0.0
 
 
 class LockSampler(threading.Thread):
@@ -155,8 +161,19 @@ def commits(conn: Conn) -> int:
     return int(row[0]) if row else 0
 
 
-def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Drain:
-    """Load a fresh database with ``load``, drain it with K workers, measure."""
+def wal_lsn(conn: Conn) -> int:
+    """The server's WAL position in bytes (WAL is cluster-wide: one drain at a time)."""
+    row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
+def drain(
+    admin: str, k: int, load: Callable[[str], None], timeout: float, worker_bin: str = ""
+) -> Drain:
+    """Load a fresh database with ``load``, drain it with K workers, measure.
+
+    ``worker_bin``: the workers of another build (the base of an A/B).
+    """
     with fresh_database(admin) as dsn:
         load(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -165,9 +182,10 @@ def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Dr
             dead_before = deadlocks(conn)
             commits_before = commits(conn)
             server_before = cpu_seconds(server_pids(conn))
+            wal_before = wal_lsn(conn)
             sampler = LockSampler(dsn)
             sampler.start()
-            procs = start_workers(dsn, k, 1, {})
+            procs = start_workers(dsn, k, 1, {}, worker_bin)
             try:
                 deadline = time.monotonic() + timeout
                 while conn.execute(UNFINISHED).fetchone() != (0,):
@@ -176,6 +194,7 @@ def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Dr
                         break
                     time.sleep(0.05)
                 server_cpu = cpu_seconds(server_pids(conn)) - server_before
+                wal = wal_lsn(conn) - wal_before
                 worker_cpu = cpu_seconds([p.pid for p in procs])
             finally:
                 sampler.stop.set()
@@ -201,6 +220,7 @@ def drain(admin: str, k: int, load: Callable[[str], None], timeout: float) -> Dr
                 lock_events=sampler.events,
                 deadlocks=deadlocks(conn) - dead_before,
                 commits=committed / done,
+                wal_bytes=wal / done,
             )
 
 
@@ -345,6 +365,11 @@ def main() -> None:
         default="",
         help="add 'fan-base K=4' and 'chain-base K=1': this SQL file run after loading",
     )
+    parser.add_argument(
+        "--base-bin",
+        default="",
+        help="the base scenarios' workers: another build's queue-claim-worker (with --base-sql)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     opts = parser.parse_args()
     base = ""
@@ -378,12 +403,14 @@ def main() -> None:
             names = list(scenarios) if r % 2 == 0 else list(reversed(scenarios))
             for name in names:
                 k, load = scenarios[name]
-                d = drain(admin, k, load, opts.timeout)
+                worker_bin = opts.base_bin if name.endswith("-base K=" + str(k)) else ""
+                d = drain(admin, k, load, opts.timeout, worker_bin)
                 results[name].append(d)
                 print(
                     f"  round {r + 1} {name:<15} {d.rate:8,.0f} jobs/s  CPU ms/job server "
                     f"{d.server_ms:.3f} workers {d.worker_ms:.3f}  lock waits {d.lock_share:.1%} "
-                    f"{dict(d.lock_events)} deadlocks {d.deadlocks} commits/job {d.commits:.2f}",
+                    f"{dict(d.lock_events)} deadlocks {d.deadlocks} commits/job {d.commits:.2f}"
+                    f" WAL B/job {d.wal_bytes:,.0f}",
                     file=sys.stderr,
                 )
             for parents in latencies:
@@ -408,6 +435,7 @@ def main() -> None:
                 f"  lock waits {med([d.lock_share for d in ds]):.1%} {dict(events)}"
                 f"  deadlocks {sum(d.deadlocks for d in ds)}"
                 f"  commits/job {med([d.commits for d in ds]):.2f}"
+                f"  WAL B/job {med([d.wal_bytes for d in ds]):,.0f}"
             )
         pairs = [
             ("fan K=4", "plain K=4"),

@@ -30,6 +30,14 @@
 -- they exist iff the success commits (docs/guides/follow-ups.md). A batch
 -- without follow-ups sends the statement without them and pays nothing.
 --
+-- A fourth, --@handover (the "-- @handover begin/end" blocks), is only in the
+-- statement of a batch with a workflow node that succeeded: a child whose last
+-- unfinished parent is that node goes from 'waiting' straight to 'running' for
+-- this worker (docs/internals/workflows.md, "Hand-over"). Without it, the
+-- child would become 'queued' in the trigger at the end of this statement,
+-- after the claim read its snapshot, and a chain would cost two statements per
+-- node. Plain jobs never send it.
+--
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
 -- stays busy until the next one.
@@ -76,6 +84,7 @@ finish_events AS (
         (job_id, kind, from_status, to_status, attempt, worker_id, message)
     SELECT f.id, f.kind, 'running', f.status, f.attempt, %(worker_id)s, f.message
     FROM finished f
+    RETURNING job_id  --@handover
 ),
 -- @followups begin
 followup AS MATERIALIZED (
@@ -154,6 +163,72 @@ gate AS (
                       WHERE p.worker_id = %(worker_id)s
                          OR (p.host = %(host)s AND coalesce(p.queue, %(queue)s) = %(queue)s))
 ),
+-- @handover begin
+handover AS (
+    -- The hand-over: at most one child of a node this statement finished as
+    -- 'succeeded' (every edge is met by a success), of this queue, due, whose
+    -- only pending parent is that node (on the child's own row, or, for a wide
+    -- fan-in, the last parent of its last gate). The child must also be what the claim
+    -- could take: the gate is open, the queue has no rate limit, it has no
+    -- lock_key, it is not an input node, and no queued job of better priority
+    -- is due. The row's status and count are checked again when it is locked
+    -- (a concurrent cancel wins). The trigger that releases the node's children
+    -- at the end of this statement then finds this one running and leaves it.
+    UPDATE __SCHEMA__.jobs j SET
+        status = 'running',
+        pending_parents = 0,
+        attempt = j.attempt + 1,
+        claimed_by = %(worker_id)s,
+        started_at = now(),
+        heartbeat_at = now(),
+        lease_expires_at = now() + make_interval(secs => coalesce(j.lease_ttl_s, %(lease_ttl_s)s))
+    FROM (
+        SELECT c.id, f.id AS parent_id, o.result AS parent_result
+        FROM finished f
+        JOIN outcome o ON o.id = f.id
+        JOIN __SCHEMA__.job_deps d ON d.parent_id = f.id
+        JOIN __SCHEMA__.jobs c ON c.id = d.child_id
+        WHERE f.status = 'succeeded'
+          AND c.status = 'waiting'
+          AND c.pending_parents = 1
+          AND (d.gate IS NULL OR (SELECT g.pending FROM __SCHEMA__.job_gates g
+                                  WHERE g.child_id = c.id AND g.gate = d.gate) = 1)
+          AND c.queue = %(queue)s
+          AND c.available_at <= now()
+          AND c.lock_key IS NULL
+          AND c.task <> 'queue-engine:input'
+          AND EXISTS (SELECT 1 FROM gate g WHERE NOT coalesce(g.rated, false))
+          AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.jobs b
+                          WHERE b.queue = %(queue)s AND b.status = 'queued'
+                            AND b.priority < c.priority AND b.available_at <= now())
+        ORDER BY c.priority, c.id
+        LIMIT 1
+    ) h
+    WHERE j.id = h.id
+      AND coalesce(j.status, '') = 'waiting'
+      AND j.pending_parents = 1
+    RETURNING j.id, j.attempt, j.status, j.queue, j.task, j.args, j.max_attempts, j.priority,
+              j.lock_key, j.lease_ttl_s, j.timeout_s, j.created_at, j.cancel_requested,
+              j.affinity_key, j.workflow_id, j.node,
+              -- The parents as the claim gives them, but the parent finished
+              -- here as this statement leaves it (its snapshot still shows it running).
+              (SELECT jsonb_object_agg(p.node, CASE WHEN p.id = h.parent_id
+                  THEN jsonb_build_object('status', 'succeeded', 'result', h.parent_result)
+                  ELSE jsonb_build_object('status', p.status, 'result', p.result) END)
+               FROM __SCHEMA__.job_deps pd JOIN __SCHEMA__.jobs p ON p.id = pd.parent_id
+               WHERE pd.child_id = j.id) AS parents,
+              h.parent_id
+),
+handover_events AS (
+    -- Written after the parents' end events (reading them all first): a
+    -- child's history never shows it claimed before its parent ended.
+    INSERT INTO __SCHEMA__.job_events
+        (job_id, kind, from_status, to_status, attempt, worker_id, message)
+    SELECT ho.id, 'claimed', 'waiting', 'running', ho.attempt, %(worker_id)s,
+           'handed over by its last parent, job ' || ho.parent_id
+    FROM handover ho CROSS JOIN (SELECT count(*) FROM finish_events) fe
+),
+-- @handover end
 -- @warm begin
 head AS (
     -- Warm-state affinity (only in the statement of a worker with a warm key):
@@ -180,6 +255,8 @@ warm AS (
       AND j.priority <= (SELECT hp.priority FROM head hp)
       AND (SELECT ha.available_at FROM head ha)
           > now() - make_interval(secs => %(affinity_wait_s)s)
+      -- A handed-over child already fills a one-job claim.
+      AND (SELECT count(*) FROM handover) < %(claim_limit)s  --@warm+handover
       AND (j.lock_key IS NULL OR (
             SELECT r.id FROM __SCHEMA__.jobs r
             WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
@@ -206,8 +283,9 @@ candidate AS (
       AND EXISTS (SELECT 1 FROM gate)
       AND j.id <> ALL (ARRAY(SELECT w.id FROM warm w))  --@warm
     ORDER BY j.priority, j.available_at, j.id
-    LIMIT %(claim_limit)s - (SELECT count(*) FROM warm)  --@warm
-    LIMIT %(claim_limit)s  --@cold
+    LIMIT %(claim_limit)s
+        - (SELECT count(*) FROM warm)  --@warm
+        - (SELECT count(*) FROM handover)  --@handover
     FOR UPDATE SKIP LOCKED
 ),
 pick AS (
@@ -270,6 +348,13 @@ SELECT true AS is_claim, c.id, c.attempt, c.status, c.queue, c.task, c.args, c.m
        c.affinity_key, c.workflow_id, c.node, c.parents
 FROM claimed c
 UNION ALL
+-- @handover begin
+SELECT true, ho.id, ho.attempt, ho.status, ho.queue, ho.task, ho.args, ho.max_attempts,
+       ho.priority, ho.lock_key, ho.lease_ttl_s, ho.timeout_s, ho.created_at,
+       ho.cancel_requested, ho.affinity_key, ho.workflow_id, ho.node, ho.parents
+FROM handover ho
+UNION ALL
+-- @handover end
 SELECT false, f.id, f.attempt, f.status, f.queue, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL
 FROM finished f CROSS JOIN (SELECT count(*) FROM wake) w

@@ -53,6 +53,9 @@ class Outcome:
     #: Follow-up jobs (JSON objects, :mod:`queue_engine.followups`) to insert
     #: with this outcome; only a success carries any.
     followups: tuple[str, ...] = ()
+    #: The job is a workflow node: its success may hand a child over to this
+    #: worker in the finish statement (the ``handover`` variant, worker/store.py).
+    workflow_node: bool = False
 
     @property
     def event(self) -> str:
@@ -159,6 +162,7 @@ def succeeded(
         duration_ms=duration_ms,
         progress=progress,
         followups=followups,
+        workflow_node=job.workflow_id is not None,
     )
 
 

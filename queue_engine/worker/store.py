@@ -87,7 +87,7 @@ _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 
 _BLOCK_TAG = re.compile(r"--\s*@(\w+)\s+(begin|end)\s*$")
-_LINE_TAG = re.compile(r"--@(\w+)\s*$")
+_LINE_TAG = re.compile(r"--@(\w+(?:\+\w+)*)\s*$")
 
 
 def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
@@ -96,7 +96,9 @@ def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
     A line ending in ``--@name`` and the lines between ``-- @name begin`` and
     ``-- @name end`` belong to variant ``name`` only; other lines to every
     variant. One file then holds every variant of a statement, side by side.
-    Tags combine: ``("cold", "followups")`` keeps the lines of either tag.
+    Tags combine: ``("cold", "followups")`` keeps the lines of either tag. A
+    line ending in ``--@a+b`` belongs to a variant with both tags only (a line
+    of one block that only matters when another block is there too).
     """
     tags = (variant,) if isinstance(variant, str) else (variant or ())
     kept: list[str] = []
@@ -107,8 +109,10 @@ def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
             block = marker.group(1) if marker.group(2) == "begin" else None
             continue
         tagged = _LINE_TAG.search(line)
-        tag = tagged.group(1) if tagged is not None else block
-        if tag is None or tag in tags:
+        if tagged is not None:
+            if all(part in tags for part in tagged.group(1).split("+")):
+                kept.append(line)
+        elif block is None or block in tags:
             kept.append(line)
     return "\n".join(kept)
 
@@ -191,7 +195,10 @@ def finish_and_claim(
 
     Outcomes carrying follow-ups (``ctx.enqueue``) are sent with the
     ``followups`` variant, which inserts them for the successes it applies; a
-    batch without any sends the statement that does not mention them.
+    batch without any sends the statement that does not mention them. A batch
+    with a workflow node's success is sent with the ``handover`` variant, which
+    may claim that node's child straight from ``waiting``; plain jobs never pay
+    for it.
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
@@ -207,13 +214,14 @@ def finish_and_claim(
         warm_key=gate.warm_key,
         affinity_wait_s=gate.affinity_wait_s,
     )
-    claim = "cold" if gate.warm_key is None else "warm"
+    variant = ["cold" if gate.warm_key is None else "warm"]
     followups = followups_json(outcomes)
-    if followups is None:
-        statement = raw_statement("finish_and_claim_jobs", schema, claim)
-    else:
+    if followups is not None:
         params["followups"] = followups
-        statement = raw_statement("finish_and_claim_jobs", schema, (claim, "followups"))
+        variant.append("followups")
+    if claim_limit > 0 and any(o.workflow_node and o.status == "succeeded" for o in outcomes):
+        variant.append("handover")
+    statement = raw_statement("finish_and_claim_jobs", schema, tuple(variant))
     rows = statement.execute(conn, params).fetchall()
     result = FinishClaimResult()
     for row in rows:

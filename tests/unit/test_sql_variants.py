@@ -25,6 +25,21 @@ def test_untagged_lines_are_in_every_variant_and_tagged_ones_in_theirs() -> None
     assert select_variant(TEXT, None).splitlines() == ["SELECT 1"]
 
 
+def test_a_line_tagged_with_two_tags_is_only_in_a_variant_with_both() -> None:
+    text = "SELECT 1\n-- @warm begin\n, 2\n, 3 --@warm+handover\n-- @warm end\n, 4  --@handover"
+    assert select_variant(text, ("warm", "handover")).splitlines() == [
+        "SELECT 1",
+        ", 2",
+        ", 3 --@warm+handover",
+        ", 4  --@handover",
+    ]
+    assert select_variant(text, "warm").splitlines() == ["SELECT 1", ", 2"]
+    assert select_variant(text, ("cold", "handover")).splitlines() == [
+        "SELECT 1",
+        ", 4  --@handover",
+    ]
+
+
 def test_the_claim_variants_differ_only_by_the_warm_preference() -> None:
     cold = raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     warm = raw_statement("finish_and_claim_jobs", "queue_engine", "warm")
