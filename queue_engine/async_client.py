@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from queue_engine import operations as ops
@@ -155,6 +155,13 @@ class AsyncClient:
         )
         statement = ops.enqueue_statement(self.schema, spec)
         async with self._connection(conn) as c:
+            if not ops.is_keyed(spec):
+                # As in Client: nothing can conflict, one row comes back.
+                async with c.cursor(row_factory=tuple_row) as cur:
+                    await cur.execute(statement.query, statement.params, prepare=True)
+                    inserted = await cur.fetchone()
+                assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+                return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):
                 row = await self._fetch_one(c, statement)
                 if row is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from queue_engine import operations as ops
@@ -161,6 +161,15 @@ class Client:
         )
         statement = ops.enqueue_statement(self.schema, spec)
         with self._connection(conn) as c:
+            if not ops.is_keyed(spec):
+                # The common case: nothing can conflict, one row comes back.
+                # tuple_row: a caller's connection may carry another row factory.
+                with c.cursor(row_factory=tuple_row) as cur:
+                    inserted = cur.execute(
+                        statement.query, statement.params, prepare=True
+                    ).fetchone()
+                assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+                return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):
                 row = self._fetch_one(c, statement)
                 if row is not None:

@@ -80,10 +80,66 @@ def spec_from_item(item: Any, index: int) -> JobSpec:
         raise ValidationError(f"{where}: {exc}") from None
 
 
+def is_keyed(spec: JobSpec) -> bool:
+    """True when the job carries an idempotency or dedupe key, so its insert may conflict."""
+    return spec.idempotency_key is not None or spec.dedupe_key is not None
+
+
 def enqueue_statement(schema: str, spec: JobSpec) -> Statement:
-    """Return the single-job enqueue statement: the plain insert unless a key may conflict."""
-    keyed = spec.idempotency_key is not None or spec.dedupe_key is not None
-    return Statement(queries.query("enqueue" if keyed else "enqueue_plain", schema), spec.params())
+    """Return the single-job enqueue statement: the plain insert unless a key may conflict.
+
+    The keyed statement answers a whole job row (the new one, or the existing
+    one that holds the key: read it with :meth:`Job.from_row`); the plain one
+    answers ``(id, available_at, created_at)`` only: read it with
+    :func:`inserted_job`.
+    """
+    if is_keyed(spec):
+        return Statement(queries.query("enqueue", schema), spec.params())
+    return Statement(queries.query("enqueue_plain", schema), spec.params())
+
+
+def inserted_job(spec: JobSpec, row: Sequence[Any]) -> Job:
+    """The Job a plain insert of ``spec`` created, from its ``(id, available_at, created_at)``.
+
+    Every other column is what the client sent or the table's default for a
+    new row, so it is not worth a trip through the wire and the row parser
+    (bench/README.md, "Single enqueue: where the time goes"). ``args`` is
+    decoded from the JSON that was stored, so it equals what
+    :meth:`Client.get` answers (jsonb may order object keys differently).
+    """
+    job_id, available_at, created_at = row
+    args_json = spec.args_json
+    return Job(
+        id=job_id,
+        queue=spec.queue,
+        task=spec.task,
+        args={} if args_json == "{}" else json.loads(args_json),
+        status=JobStatus.QUEUED,
+        priority=spec.priority,
+        available_at=available_at,
+        attempt=0,
+        max_attempts=spec.max_attempts,
+        lease_ttl_s=spec.lease_ttl_s,
+        lease_expires_at=None,
+        heartbeat_at=None,
+        claimed_by=None,
+        timeout_s=spec.timeout_s,
+        idempotency_key=None,
+        dedupe_key=None,
+        lock_key=spec.lock_key,
+        partition_key=spec.partition_key,
+        producer=spec.producer,
+        cancel_requested=False,
+        progress=None,
+        result=None,
+        error=None,
+        created_at=created_at,
+        started_at=None,
+        finished_at=None,
+        duration_ms=None,
+        created=True,
+        affinity_key=spec.affinity_key,
+    )
 
 
 def enqueue_many_specs(jobs: Iterable[Any]) -> list[JobSpec]:
@@ -117,17 +173,36 @@ def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
     and parsing it.
     """
     keyed = has_keys(specs)
-    columns: dict[str, list[Any] | None] = {}
+    columns: dict[str, Any] = {}
+    if not keyed:
+        return Statement(queries.query("enqueue_many_plain", schema), plain_bulk_params(specs))
     for name in BULK_COLUMNS:
-        if not keyed and name in ("idempotency_key", "dedupe_key"):
-            continue
         values = [getattr(spec, name) for spec in specs]
         columns["args" if name == "args_json" else name] = (
             values if any(v is not None for v in values) else None
         )
-    return Statement(
-        queries.query("enqueue_many" if keyed else "enqueue_many_plain", schema), columns
-    )
+    return Statement(queries.query("enqueue_many", schema), columns)
+
+
+def plain_bulk_params(specs: Sequence[JobSpec]) -> dict[str, Any]:
+    """Parameters of ``enqueue_many_plain.sql``: per column, an array or one shared value.
+
+    A column whose value is the same in every row (the usual batch: one task,
+    one queue, no delay) is sent once as ``<column>_all`` with a NULL array,
+    so neither side handles n copies of it (bench/README.md, "Bulk enqueue").
+    """
+    params: dict[str, Any] = {"n": len(specs)}
+    for name in BULK_COLUMNS:
+        if name in ("idempotency_key", "dedupe_key"):
+            continue
+        key = "args" if name == "args_json" else name
+        values = [getattr(spec, name) for spec in specs]
+        first = values[0] if values else None
+        if values.count(first) == len(values):
+            params[key], params[f"{key}_all"] = None, first
+        else:
+            params[key], params[f"{key}_all"] = values, None
+    return params
 
 
 def ids_from_plain_bulk(rows: Sequence[tuple[Any, ...]]) -> list[int]:

@@ -279,9 +279,9 @@ def build_spec(
         task=task,
         queue=check_queue_name(queue),
         args_json=encode_args(args),
-        priority=_check_int(
-            "priority", DEFAULT_PRIORITY if priority is None else priority, PRIORITY_RANGE
-        ),
+        priority=DEFAULT_PRIORITY
+        if priority is None
+        else _check_int("priority", priority, PRIORITY_RANGE),
         run_at=run_at,
         delay_s=None if delay is None else _delay_seconds(delay),
         max_attempts=_check_int("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
@@ -289,12 +289,14 @@ def build_spec(
         lease_ttl_s=None
         if lease_ttl_s is None
         else _check_int("lease_ttl_s", lease_ttl_s, LEASE_TTL_RANGE),
-        idempotency_key=_check_key("idempotency_key", idempotency_key),
-        dedupe_key=_check_key("dedupe_key", dedupe_key),
-        lock_key=_check_key("lock_key", lock_key),
-        partition_key=_check_key("partition_key", partition_key),
-        producer=_check_key("producer", producer),
-        affinity_key=_check_key("affinity_key", affinity_key),
+        idempotency_key=None
+        if idempotency_key is None
+        else _check_key("idempotency_key", idempotency_key),
+        dedupe_key=None if dedupe_key is None else _check_key("dedupe_key", dedupe_key),
+        lock_key=None if lock_key is None else _check_key("lock_key", lock_key),
+        partition_key=None if partition_key is None else _check_key("partition_key", partition_key),
+        producer=None if producer is None else _check_key("producer", producer),
+        affinity_key=None if affinity_key is None else _check_key("affinity_key", affinity_key),
     )
 
 

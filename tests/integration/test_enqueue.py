@@ -9,15 +9,18 @@ caller commits; cancel/retry obey the state machine, write an event and NOTIFY.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
-from queue_engine import Client
+from queue_engine import AsyncClient, Client
 from queue_engine.errors import InvalidTransition, JobNotFound, ValidationError
-from queue_engine.jobs import JobStatus
+from queue_engine.jobs import Job, JobStatus
 
 Conn = psycopg.Connection[Any]
 TOLERANCE = timedelta(seconds=2)
@@ -131,6 +134,48 @@ def test_enqueue_stores_every_option(client: Client, conn: Conn) -> None:
         "2024-01",
         "ingest@host1",
     )
+
+
+RICH_OPTIONS: dict[str, Any] = {
+    "queue": "load.cbr",
+    "args": {"zeta": 1.5, "a": [1, "two", None], "nested": {"x": True}, "big": 2**62},
+    "priority": 7,
+    "max_attempts": 3,
+    "timeout_s": 90,
+    "lease_ttl_s": 45,
+    "lock_key": "table:a",
+    "partition_key": "2024-01",
+    "producer": "ingest@host1",
+    "affinity_key": "model:a",
+}
+
+
+def test_enqueued_job_equals_the_stored_row(client: Client) -> None:
+    # The plain enqueue builds its Job from what it sent plus the id and times
+    # the server answers: every field must still equal the row as read back.
+    for options in ({}, RICH_OPTIONS, {"delay": 30}, {"run_at": datetime(2030, 1, 2, tzinfo=UTC)}):
+        job = client.enqueue("etl.load", **options)
+        stored = client.get(job.id)
+        assert job == dataclasses.replace(stored, created=True), options
+
+
+def test_enqueue_on_a_caller_connection_with_a_dict_row_factory(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as own:
+        job = Client(conn=own).enqueue("etl.load", **RICH_OPTIONS)
+        assert job == dataclasses.replace(Client(conn=own).get(job.id), created=True)
+
+
+def test_async_enqueued_job_equals_the_stored_row(dsn: str) -> None:
+    async def body() -> list[tuple[Job, Job]]:
+        async with AsyncClient(dsn) as client:
+            pairs = []
+            for options in ({}, RICH_OPTIONS):
+                job = await client.enqueue("etl.load", **options)
+                pairs.append((job, await client.get(job.id)))
+            return pairs
+
+    for job, stored in asyncio.run(body()):
+        assert job == dataclasses.replace(stored, created=True)
 
 
 def test_enqueue_uses_registered_task_defaults(client: Client) -> None:

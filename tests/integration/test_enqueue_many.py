@@ -146,6 +146,40 @@ def test_every_option_is_stored_per_row(client: Client, conn: Conn) -> None:
     assert now + timedelta(seconds=110) < c[4] <= now + timedelta(seconds=121)
 
 
+def test_options_shared_by_every_row_are_stored_on_each(client: Client, conn: Conn) -> None:
+    # A column with one value for the whole batch is sent once (not as an
+    # array): each row must still get it.
+    when = datetime(2032, 2, 3, 4, 5, 6, tzinfo=UTC)
+    shared = {
+        "task": "a",
+        "queue": "qa",
+        "args": {"x": 1},
+        "priority": 3,
+        "run_at": when,
+        "max_attempts": 2,
+        "timeout_s": 10,
+        "lease_ttl_s": 20,
+        "lock_key": "L",
+        "partition_key": "P",
+        "producer": "me",
+        "affinity_key": "m",
+    }
+    ids = client.enqueue_many([dict(shared) for _ in range(3)])
+    delayed = client.enqueue_many([{"task": "d", "delay": 120}, {"task": "d", "delay": 120}])
+    now = conn.execute("SELECT now()").fetchone()[0]
+    rows = conn.execute(
+        "SELECT task, queue, args, priority, available_at, max_attempts, timeout_s,"
+        " lease_ttl_s, lock_key, partition_key, producer, affinity_key FROM queue_engine.jobs"
+        " WHERE id = ANY(%s) ORDER BY id",
+        (ids,),
+    ).fetchall()
+    assert rows == [("a", "qa", {"x": 1}, 3, when, 2, 10, 20, "L", "P", "me", "m")] * 3
+    for (available_at,) in conn.execute(
+        "SELECT available_at FROM queue_engine.jobs WHERE id = ANY(%s)", (delayed,)
+    ):
+        assert now + timedelta(seconds=110) < available_at <= now + timedelta(seconds=121)
+
+
 def test_registered_task_defaults_apply(client: Client, conn: Conn) -> None:
     from queue_engine import task
 

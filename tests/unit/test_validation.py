@@ -496,6 +496,18 @@ def test_bulk_statement_picks_plain_or_keyed_sql() -> None:
     assert keyed_stmt.params["args"] == ["{}", "{}"]
 
 
+def test_plain_bulk_sends_a_column_shared_by_every_row_once() -> None:
+    specs = ops.enqueue_many_specs(
+        [{"task": "t", "queue": "q"}, {"task": "t", "queue": "q", "args": {"i": 1}}]
+    )
+    params = ops.enqueue_many_statement("queue_engine", specs).params
+    assert params["n"] == 2
+    assert (params["task"], params["task_all"]) == (None, "t")
+    assert (params["queue"], params["queue_all"]) == (None, "q")
+    assert (params["args"], params["args_all"]) == (["{}", '{"i":1}'], None)
+    assert (params["producer"], params["producer_all"]) == (None, None)
+
+
 # --- list / ids ------------------------------------------------------------------
 
 
