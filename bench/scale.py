@@ -54,6 +54,7 @@ import scale_db as db
 from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client
+from queue_engine import sql as queries
 from queue_engine.orchestrator.pruner import (
     BATCH_SIZE_DEFAULT,
     CATCH_UP_DEFAULT_S,
@@ -277,6 +278,36 @@ def ctl_figures(t: Target, admin: psycopg.Connection[Any], repeat: int, figures:
             db.log(f"{t.which}: queue-ctl {name}: slowest statement {worst[0]:.1f} ms: {worst[1]}")
 
 
+#: Parameters of the view statements --compare-sql can time (every filter off).
+VIEW_PARAMS: dict[str, dict[str, Any]] = {
+    "stats_queues": {"now": None, "queue": None, "dead_after_s": 30.0},
+    "stats_workers": {"dead_after_s": 30.0},
+}
+
+
+def explain_ms(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> float:
+    """Server execution time of one run of ``statement`` (EXPLAIN ANALYZE, rolled back)."""
+    with conn.transaction(force_rollback=True):
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params).fetchone()
+    assert row is not None
+    return float(row[0][0]["Execution Time"])
+
+
+def compare_figures(t: Target, spec: str, repeat: int, figures: Figures) -> None:
+    """This build's NAME.sql against an older text of it, alternated, median of ``repeat``."""
+    name, _, path = spec.partition("=")
+    current = queries.query(name, "queue_engine")
+    older = queries.render(Path(path).read_text(), "queue_engine")
+    params = VIEW_PARAMS[name]
+    with psycopg.connect(t.dsn, autocommit=True) as conn:
+        now, before = [], []
+        for _ in range(repeat):
+            before.append(explain_ms(conn, older, params))
+            now.append(explain_ms(conn, current, params))
+    figures.add(f"{name} server ms, base SQL", t.which, statistics.median(before))
+    figures.add(f"{name} server ms, this build", t.which, statistics.median(now))
+
+
 # -- pruner phase ---------------------------------------------------------------------
 
 
@@ -422,7 +453,21 @@ def main() -> None:
     )
     parser.add_argument("--prune-rate", type=int, default=2_000)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated parts to leave out: enqueue, drain, ctl, prune, vacuum",
+    )
+    parser.add_argument(
+        "--compare-sql",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="also time queue_engine/sql/NAME.sql against the statement in PATH (an older"
+        " version), server-side, each round (repeatable; NAME: stats_queues or stats_workers)",
+    )
     opts = parser.parse_args()
+    skip = {x for x in opts.skip.split(",") if x}
     ks = [int(x) for x in opts.workers.split(",") if x]
 
     with db.server(opts.dsn, opts.data_dir) as admin_dsn:
@@ -466,12 +511,19 @@ def main() -> None:
             for rnd in range(1, opts.rounds + 1):
                 for t in targets:
                     db.log(f"round {rnd}: {t.which}")
-                    enqueue_figures(t, admin, opts.single, opts.bulk, figures)
-                    for k in ks:
-                        drain_figures(t, admin, opts.drain_jobs, k, opts.timeout, figures)
-                    ctl_figures(t, admin, opts.ctl_repeat, figures)
+                    if "enqueue" not in skip:
+                        enqueue_figures(t, admin, opts.single, opts.bulk, figures)
+                    if "drain" not in skip:
+                        for k in ks:
+                            drain_figures(t, admin, opts.drain_jobs, k, opts.timeout, figures)
+                    if "ctl" not in skip:
+                        ctl_figures(t, admin, opts.ctl_repeat, figures)
+                    for spec in opts.compare_sql:
+                        compare_figures(t, spec, opts.ctl_repeat, figures)
             report(figures)
             flat_check(figures)
+            if "prune" in skip:
+                return
             print(
                 f"\npruner phase: {opts.prune_seconds:g} s, {opts.prune_rate:,} expired jobs/s fed,"
                 f" 2 workers draining, pruner interval {opts.prune_interval:g} s\n{'':<32}{'empty':>12}{'big':>12}"
@@ -513,7 +565,7 @@ def flat_check(figures: Figures) -> None:
         if "empty" not in per or "big" not in per:
             continue
         me, mb = statistics.median(per["empty"]), statistics.median(per["big"])
-        if name.startswith("queue-ctl") and name.endswith("server ms"):
+        if (name.startswith("queue-ctl") and name.endswith("server ms")) or "server ms, " in name:
             verdict = "ok" if mb < CTL_BAR_MS else f"OVER {CTL_BAR_MS:.0f} ms"
         elif name.startswith("queue-ctl") or "CPU" in name:
             continue
