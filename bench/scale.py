@@ -51,6 +51,7 @@ from typing import Any
 import psutil
 import psycopg
 import scale_db as db
+from psycopg import sql as psql
 from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client
@@ -466,6 +467,13 @@ def main() -> None:
         help="also time queue_engine/sql/NAME.sql against the statement in PATH (an older"
         " version), server-side, each round (repeatable; NAME: stats_queues or stats_workers)",
     )
+    parser.add_argument(
+        "--jobs-vacuum-threshold",
+        type=int,
+        default=0,
+        help="set autovacuum_vacuum_scale_factor = 0 and this threshold on jobs in both"
+        " databases (the operations guide's advice for big tables); 0: the migration's",
+    )
     opts = parser.parse_args()
     skip = {x for x in opts.skip.split(",") if x}
     ks = [int(x) for x in opts.workers.split(",") if x]
@@ -489,6 +497,18 @@ def main() -> None:
             took = db.fill(big_dsn, opts.finished, opts.queued, opts.chunk, opts.span_days)
             print(
                 f"fill: {opts.finished:,} finished + {opts.queued:,} queued jobs in {took:,.0f} s"
+            )
+        if opts.jobs_vacuum_threshold:
+            for dsn in (empty_dsn, big_dsn):
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(
+                        psql.SQL(
+                            "ALTER TABLE queue_engine.jobs SET (autovacuum_vacuum_scale_factor = 0,"
+                            " autovacuum_vacuum_threshold = {})"
+                        ).format(psql.Literal(opts.jobs_vacuum_threshold))
+                    )
+            print(
+                f"jobs: autovacuum_vacuum_scale_factor = 0, threshold = {opts.jobs_vacuum_threshold}"
             )
         targets = [
             db_target("empty", empty_dsn, admin_dsn, db.EMPTY_DB),
