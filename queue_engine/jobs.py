@@ -59,6 +59,8 @@ ALLOWED_TRANSITIONS: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
         (JobStatus.CANCELED, JobStatus.WAITING),
         (JobStatus.LOST, JobStatus.WAITING),
         (JobStatus.SKIPPED, JobStatus.WAITING),
+        # A node handed over by its last parent's finish (migration 0009).
+        (JobStatus.WAITING, JobStatus.RUNNING),
     }
 )
 

@@ -72,7 +72,8 @@ def test_allowed_transitions_equal_the_database_table(conn: Conn) -> None:
     ).fetchall()
     assert len(rows) == len(set(rows))
     assert {(JobStatus(f), JobStatus(t)) for f, t in rows} == set(ALLOWED_TRANSITIONS)
-    assert len(ALLOWED_TRANSITIONS) == 21  # 10 for jobs, 11 more for workflows (0007)
+    # 10 for jobs, 11 more for workflows (0007), the hand-over (0009).
+    assert len(ALLOWED_TRANSITIONS) == 22
 
 
 def test_every_status_pair_is_guarded(conn: Conn) -> None:
@@ -99,7 +100,7 @@ def test_every_status_pair_is_guarded(conn: Conn) -> None:
         if pair[0] != pair[1]
     }
     assert outcomes == expected
-    assert sum(v == "allowed" for v in outcomes.values()) == 21
+    assert sum(v == "allowed" for v in outcomes.values()) == 22
 
 
 def test_updates_that_keep_the_status_are_not_guarded(conn: Conn) -> None:
