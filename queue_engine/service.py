@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -69,10 +70,16 @@ def format_fields(fields: dict[str, Any]) -> str:
     parts = []
     for key, value in fields.items():
         text = str(value)
-        if text == "" or any(c.isspace() for c in text):
+        # One regex scan, not a generator per character: the worker formats a
+        # line like this for every job it finishes.
+        if text == "" or _SPACE.search(text) is not None:
             text = repr(text)
         parts.append(f"{key}={text}")
     return " ".join(parts)
+
+
+#: Any character ``str.isspace`` calls whitespace (``\s`` on str patterns, Unicode-aware).
+_SPACE = re.compile(r"\s")
 
 
 #: Job ids named in one log line; the rest are counted (``17,18,+40``).
