@@ -107,7 +107,25 @@ def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> 
     """
     if logger.isEnabledFor(level):
         text = f"{event} {format_fields(fields)}" if fields else event
-        logger.log(level, "%s", text, extra={"event": event, "fields": fields})
+        # logger.log() would walk the stack to find its caller, which is always
+        # this line; the worker logs every job it finishes, so the record is
+        # made here, naming this function, and handed to the logger as it is.
+        record = logger.makeRecord(
+            logger.name,
+            level,
+            __file__,
+            _LOG_LINE,
+            "%s",
+            (text,),
+            None,
+            "log_event",
+            {"event": event, "fields": fields},
+        )
+        logger.handle(record)
+
+
+#: The line a record of :func:`log_event` names (what ``logger.log`` found there).
+_LOG_LINE = log_event.__code__.co_firstlineno
 
 
 class ServiceResult(Protocol):
