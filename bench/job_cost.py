@@ -112,7 +112,7 @@ def counters(conn: Conn) -> dict[str, float]:
     """The database-wide counters this bench reads before and after a drain."""
     conn.execute("SELECT pg_stat_clear_snapshot()")
     row = conn.execute(
-        "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn,"
+        "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn,"
         " (SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'jobs'"
         "  AND schemaname = 'queue_engine'),"
         " (SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'jobs'"
@@ -481,7 +481,7 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
     jobs; the difference of the two totals over the difference of the jobs is
     the cost of one job (start-up, imports and shutdown cancel out).
     """
-    print(f"\nworker instructions per job (callgrind, {counts[1]} - {counts[0]} jobs):")
+    print(f"\nworker main-thread instructions per job (callgrind, {counts[1]} - {counts[0]} jobs):")
     for label, python, level in builds:
         totals = []
         for n in counts:
@@ -491,10 +491,14 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     conn.execute("ANALYZE queue_engine.jobs")
                 out = tempfile.mktemp(prefix="qe-jobcost-")
-                cg_out = tempfile.mktemp(prefix="qe-callgrind-")
+                cg_dir = Path(tempfile.mkdtemp(prefix="qe-callgrind-"))
+                # One output file per thread: only the main thread's count is
+                # kept (the heartbeat thread and this bench's stop thread run
+                # by the clock, and valgrind's clock depends on the load).
                 done = subprocess.run(
                     [
-                        *("valgrind", "--tool=callgrind", f"--callgrind-out-file={cg_out}"),
+                        *("valgrind", "--tool=callgrind", "--separate-threads=yes"),
+                        f"--callgrind-out-file={cg_dir}/cg.out",
                         *(python, __file__, "--inproc-child", dsn, level, out),
                     ],
                     env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent)),
@@ -502,14 +506,16 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
                     text=True,
                     check=False,
                 )
+                main_thread = [f for f in cg_dir.iterdir() if f.name.endswith("-01")]
                 collected = [
-                    int(line.rsplit(":", 1)[1].replace(",", "").strip())
-                    for line in done.stderr.splitlines()
-                    if "Collected :" in line
-                ]
-                for path in (out, cg_out):
-                    if os.path.exists(path):
-                        os.unlink(path)
+                    int(line.split()[1])
+                    for f in main_thread
+                    for line in f.read_text().splitlines()
+                    if line.startswith(("summary:", "totals:"))
+                ][:1]
+                if os.path.exists(out):
+                    os.unlink(out)
+                shutil.rmtree(cg_dir, ignore_errors=True)
                 if not collected:
                     print(done.stderr[-2000:], file=sys.stderr)
                     raise SystemExit("callgrind reported no count")
@@ -667,6 +673,7 @@ def main() -> None:
         action="store_true",
         help="count each --build's worker instructions per job (BIN must be a venv's python)",
     )
+    parser.add_argument("--callgrind-jobs", default="100,400", help="N1,N2 jobs per count")
     parser.add_argument(
         "--sql-ab",
         type=int,
@@ -705,7 +712,8 @@ def main() -> None:
         if opts.sql_ab:
             sql_ab(admin, opts.sql_ab)
         if opts.callgrind:
-            callgrind(admin, builds, (200, 600))
+            low, high = (int(x) for x in opts.callgrind_jobs.split(","))
+            callgrind(admin, builds, (low, high))
         if opts.profile:
             profile(admin, min(opts.jobs, 5000))
 
