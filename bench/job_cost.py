@@ -94,7 +94,12 @@ def server(dsn: str) -> Iterator[str]:
     from queue_engine.embedded import EmbeddedPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="qe-jobcost-"))
-    pg = EmbeddedPostgres(folder / "data", settings=SERVER_SETTINGS)
+    settings = dict(SERVER_SETTINGS)
+    if os.environ.get("JOB_COST_PLAIN_SERVER"):
+        # No per-function timing and only top-level statements tracked: the
+        # instrumentation itself costs a PL/pgSQL call (and its nested query).
+        settings.update({"track_functions": "none", "pg_stat_statements.track": "top"})
+    pg = EmbeddedPostgres(folder / "data", settings=settings)
     try:
         yield pg.start()
     finally:
