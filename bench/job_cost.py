@@ -530,10 +530,10 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
 
 
 #: The transition guard as migration 0001 made it: its function runs on every
-#: status change, the worker's claim and finish included (0009 lets those
+#: status change, the worker's claim and finish included (0010 lets those
 #: through inline).
-GUARD_BEFORE_0009 = (
-    Path(__file__).resolve().parent.parent / "migrations" / "0009_guard_fast_path.down.sql"
+GUARD_BEFORE_0010 = (
+    Path(__file__).resolve().parent.parent / "migrations" / "0010_guard_fast_path.down.sql"
 )
 
 
@@ -545,10 +545,10 @@ def sql_variants() -> dict[str, tuple[str, str]]:
     start = text.index(", claim_events AS (")
     end = text.index(" SELECT true AS is_claim")
     no_event = text[:start] + text[end:]
-    guard_0001 = GUARD_BEFORE_0009.read_text().replace("__SCHEMA__", "queue_engine")
+    guard_0001 = GUARD_BEFORE_0010.read_text().replace("__SCHEMA__", "queue_engine")
     return {
         "this build": (text, ""),
-        "guard function on every change (before 0009)": (text, guard_0001),
+        "guard function on every change (before 0010)": (text, guard_0001),
         "no 'claimed' event row": (no_event, ""),
     }
 

@@ -19,7 +19,7 @@ the WAL one statement writes (``pg_current_wal_lsn`` before and after the
 run, over N2). Single-user mode runs no autovacuum, WAL writer or
 checkpointer: this is the backend's own cost of the statement.
 
-Variants: this build; the guard trigger as before migration 0009 (its
+Variants: this build; the guard trigger as before migration 0010 (its
 function called on every status change); the statement without its
 ``claim_events`` insert (no 'claimed' event row).
 """
@@ -52,10 +52,10 @@ def variants() -> dict[str, tuple[str, str]]:
     text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
     start = text.index(", claim_events AS (")
     end = text.index(" SELECT true AS is_claim")
-    guard_0001 = (ROOT / "migrations" / "0009_guard_fast_path.down.sql").read_text()
+    guard_0001 = (ROOT / "migrations" / "0010_guard_fast_path.down.sql").read_text()
     return {
         "this build": (text, ""),
-        "guard function on every change (before 0009)": (
+        "guard function on every change (before 0010)": (
             text,
             guard_0001.replace("__SCHEMA__", "queue_engine"),
         ),
