@@ -35,6 +35,10 @@ all cores. ``--explain`` runs the statement 300 times under ``EXPLAIN
 and prints the mean execution time, trigger time and WAL per statement.
 ``--profile`` drains ``--jobs`` jobs with a worker in this process under
 cProfile and prints the top functions by own time.
+
+Why this script is long: its modes (drains with counters, EXPLAIN, SQL
+variants, callgrind, cProfile) share the server, the fresh databases and the
+per-job bookkeeping, and a benchmark read as one file is easier to trust.
 """
 
 from __future__ import annotations
