@@ -86,7 +86,12 @@ def fresh_database(admin_dsn: str) -> Iterator[str]:
 
 
 def start_workers(
-    dsn: str, k: int, prefetch: int, extra_env: dict[str, str], worker_bin: str = ""
+    dsn: str,
+    k: int,
+    prefetch: int,
+    extra_env: dict[str, str],
+    worker_bin: str = "",
+    log_level: str = "WARNING",
 ) -> list[subprocess.Popen[bytes]]:
     """Start K worker processes on the bench queue (``worker_bin``: another build's)."""
     env = dict(
@@ -101,8 +106,10 @@ def start_workers(
         "--dsn",
         dsn,
     ]
-    argv += [f"--prefetch={prefetch}", "--log-level", "WARNING"]
-    return [subprocess.Popen(argv, env=env) for _ in range(k)]
+    argv += [f"--prefetch={prefetch}", "--log-level", log_level]
+    # A log line per job (INFO) goes to a file, as under systemd or the shared harness.
+    with tempfile.TemporaryFile() as log:
+        return [subprocess.Popen(argv, env=env, stderr=log) for _ in range(k)]
 
 
 def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -69,10 +70,16 @@ def format_fields(fields: dict[str, Any]) -> str:
     parts = []
     for key, value in fields.items():
         text = str(value)
-        if text == "" or any(c.isspace() for c in text):
+        # One regex scan, not a generator per character: the worker formats a
+        # line like this for every job it finishes.
+        if text == "" or _SPACE.search(text) is not None:
             text = repr(text)
         parts.append(f"{key}={text}")
     return " ".join(parts)
+
+
+#: Any character ``str.isspace`` calls whitespace (``\s`` on str patterns, Unicode-aware).
+_SPACE = re.compile(r"\s")
 
 
 #: Job ids named in one log line; the rest are counted (``17,18,+40``).
@@ -100,7 +107,25 @@ def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> 
     """
     if logger.isEnabledFor(level):
         text = f"{event} {format_fields(fields)}" if fields else event
-        logger.log(level, "%s", text, extra={"event": event, "fields": fields})
+        # logger.log() would walk the stack to find its caller, which is always
+        # this line; the worker logs every job it finishes, so the record is
+        # made here, naming this function, and handed to the logger as it is.
+        record = logger.makeRecord(
+            logger.name,
+            level,
+            __file__,
+            _LOG_LINE,
+            "%s",
+            (text,),
+            None,
+            "log_event",
+            {"event": event, "fields": fields},
+        )
+        logger.handle(record)
+
+
+#: The line a record of :func:`log_event` names (what ``logger.log`` found there).
+_LOG_LINE = log_event.__code__.co_firstlineno
 
 
 class ServiceResult(Protocol):

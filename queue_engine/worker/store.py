@@ -42,16 +42,35 @@ def outcomes_json(outcomes: Sequence[Outcome]) -> str:
     column. ``result`` and ``progress`` are already JSON text and are embedded
     as they are.
     """
-    dumps = json.dumps
+    word, text = _json_word, _json_text
     items = [
-        f'{{"id":{o.job_id},"attempt":{o.attempt},"status":{dumps(o.status)},'
-        f'"kind":{dumps(o.kind)},"result":{o.result or "null"},"error":{dumps(o.error)},'
+        f'{{"id":{o.job_id},"attempt":{o.attempt},"status":{word(o.status)},'
+        f'"kind":{word(o.kind)},"result":{o.result or "null"},"error":{text(o.error)},'
         f'"delay_s":{float(o.delay_s)!r},"refund":{o.refund},'
-        f'"duration_ms":{dumps(o.duration_ms)},"progress":{o.progress or "null"},'
-        f'"message":{dumps(o.message)}}}'
+        f'"duration_ms":{"null" if o.duration_ms is None else int(o.duration_ms)},'
+        f'"progress":{o.progress or "null"},"message":{text(o.message)}}}'
         for o in outcomes
     ]
     return "[" + ",".join(items) + "]"
+
+
+#: JSON text of the few words an outcome's status and kind take, encoded once.
+_WORDS: dict[str, str] = {}
+
+
+def _json_word(value: str) -> str:
+    """``json.dumps(value)`` for a status or kind, from a small cache (a job costs none)."""
+    encoded = _WORDS.get(value)
+    if encoded is None:
+        encoded = json.dumps(value)
+        if len(_WORDS) < 64:  # statuses and kinds are a fixed set; never grows past it
+            _WORDS[value] = encoded
+    return encoded
+
+
+def _json_text(value: str | None) -> str:
+    """``json.dumps(value)``, without the call for the usual None (no error, no message)."""
+    return "null" if value is None else json.dumps(value)
 
 
 def followups_json(outcomes: Sequence[Outcome]) -> str | None:
@@ -82,6 +101,9 @@ class RawStatement:
         cursor = psycopg.RawCursor(conn)
         return cursor.execute(self.text, [params[name] for name in self.names], prepare=True)
 
+
+#: The jobs channel of a schema (validated once, not on every job).
+_jobs_channel = cache(queries.jobs_channel)
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
@@ -208,7 +230,7 @@ def finish_and_claim(
         queue=queue,
         claim_limit=claim_limit,
         lease_ttl_s=lease_ttl_s,
-        jobs_channel=queries.jobs_channel(schema),
+        jobs_channel=_jobs_channel(schema),
         host=gate.host,
         slot=gate.slot,
         warm_key=gate.warm_key,

@@ -1,0 +1,731 @@
+"""Where a claim-worker job's cost goes, per job, with numbers. Not a test: it prints numbers.
+
+Usage::
+
+    python bench/job_cost.py                                   # 1 and 4 workers, 3 rounds
+    python bench/job_cost.py --build new=. --build base=/work/wt/base/.venv/bin/queue-claim-worker
+    python bench/job_cost.py --explain                         # + per-statement EXPLAIN ANALYZE
+    python bench/job_cost.py --profile                         # + cProfile of one in-process worker
+
+One embedded PostgreSQL (fsync and ``synchronous_commit`` on, as initdb
+leaves them; the workers use their own default, ``off``) with
+``pg_stat_statements`` preloaded and ``track_functions = pl``. Each
+measurement: a fresh migrated database, ``--jobs`` no-op jobs bulk-enqueued,
+ANALYZE, CHECKPOINT, every counter reset, K real ``queue-claim-worker``
+processes (prefetch 1) until none is unfinished. Per job it reports:
+
+- jobs/s (N / (last ``finished_at`` - first ``started_at``));
+- CPU ms of the server's processes and of the worker processes (psutil);
+- the finish-and-claim statement: calls per job and server time per call
+  (``pg_stat_statements`` total_exec_time / calls), and every other
+  statement's time per job;
+- trigger time per job (``pg_stat_user_functions`` of the PL/pgSQL trigger
+  functions: the transition guard runs on each claim and finish);
+- rows written to ``job_events`` per job, WAL bytes per job
+  (``pg_current_wal_lsn`` before and after) and commits per job;
+- updates of ``jobs`` per job and the share of them that were HOT.
+
+With several ``--build LABEL=BIN[@LOGLEVEL]`` the rounds alternate between
+those ``queue-claim-worker`` binaries (``.``: this venv's; others from another
+build's venv), so they are compared in one run; workers log at INFO (the
+default: one line per job, to a file) unless a level is given; the "foreign CPU" column is the machine's busy CPU minus this
+bench's own processes (the server, the workers, this script), as a share of
+all cores. ``--explain`` runs the statement 300 times under ``EXPLAIN
+(ANALYZE, WAL)`` (one job claimed, then finished while the next is claimed)
+and prints the mean execution time, trigger time and WAL per statement.
+``--profile`` drains ``--jobs`` jobs with a worker in this process under
+cProfile and prints the top functions by own time.
+
+Why this script is long: its modes (drains with counters, EXPLAIN, SQL
+variants, callgrind, cProfile) share the server, the fresh databases and the
+per-job bookkeeping, and a benchmark read as one file is easier to trust.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import itertools
+import json
+import os
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from argparse import SUPPRESS
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+
+from queue_engine import Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from worker_bench import (
+    QUEUE,
+    WORKER_BIN,
+    cpu_seconds,
+    fresh_database,
+    server_pids,
+    start_workers,
+    stop_workers,
+    unfinished,
+)
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+SERVER_SETTINGS = {
+    "shared_preload_libraries": "pg_stat_statements",
+    "track_functions": "pl",
+    "pg_stat_statements.track": "all",
+}
+HOT_STATEMENT = "%jsonb_to_recordset%SKIP LOCKED%"
+
+
+@contextmanager
+def server(dsn: str) -> Iterator[str]:
+    """An admin DSN: the given one (which must preload pg_stat_statements) or an embedded server."""
+    if dsn:
+        yield dsn
+        return
+    from queue_engine.embedded import EmbeddedPostgres
+
+    folder = Path(tempfile.mkdtemp(prefix="qe-jobcost-"))
+    settings = dict(SERVER_SETTINGS)
+    if os.environ.get("JOB_COST_PLAIN_SERVER"):
+        # No per-function timing and only top-level statements tracked: the
+        # instrumentation itself costs a PL/pgSQL call (and its nested query).
+        settings.update({"track_functions": "none", "pg_stat_statements.track": "top"})
+    pg = EmbeddedPostgres(folder / "data", settings=settings)
+    try:
+        yield pg.start()
+    finally:
+        pg.destroy()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def scalar(conn: Conn, query: str) -> Any:
+    row = conn.execute(query).fetchone()  # type: ignore[arg-type]  # fixed bench queries
+    assert row is not None
+    return row[0]
+
+
+def counters(conn: Conn) -> dict[str, float]:
+    """The database-wide counters this bench reads before and after a drain."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn,"
+        " (SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'jobs'"
+        "  AND schemaname = 'queue_engine'),"
+        " (SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'jobs'"
+        "  AND schemaname = 'queue_engine'),"
+        " (SELECT count(*) FROM queue_engine.job_events),"
+        " (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),"
+        " (SELECT coalesce(sum(self_time), 0) FROM pg_stat_user_functions"
+        "  WHERE schemaname = 'queue_engine'),"
+        " (SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions"
+        "  WHERE schemaname = 'queue_engine')"
+    ).fetchone()
+    assert row is not None
+    keys = ("wal", "upd", "hot", "events", "commits", "fn_ms", "fn_calls")
+    return {k: float(v) for k, v in zip(keys, row, strict=True)}
+
+
+def statements(conn: Conn) -> tuple[float, float, float]:
+    """(hot statement calls, its total ms, every other statement's total ms) since the reset."""
+    row = conn.execute(
+        "SELECT coalesce(sum(calls) FILTER (WHERE query LIKE %s), 0),"
+        " coalesce(sum(total_exec_time) FILTER (WHERE query LIKE %s), 0),"
+        " coalesce(sum(total_exec_time) FILTER (WHERE query NOT LIKE %s), 0)"
+        " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
+        " WHERE datname = current_database()) AND toplevel",
+        (HOT_STATEMENT, HOT_STATEMENT, HOT_STATEMENT),
+    ).fetchone()
+    assert row is not None
+    return float(row[0]), float(row[1]), float(row[2])
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (every core)."""
+    t = psutil.cpu_times()
+    return float(sum(t)) - t.idle - getattr(t, "iowait", 0.0)
+
+
+def measure(admin: str, n: int, k: int, worker_bin: str, log_level: str) -> dict[str, float]:
+    """One drain of ``n`` jobs by ``k`` workers of ``worker_bin``; per-job figures."""
+    with fresh_database(admin) as dsn:
+        with Client(dsn) as client:
+            for start in range(0, n, 1000):
+                client.enqueue_many(
+                    [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, n - start))]
+                )
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            conn.execute("ANALYZE queue_engine.jobs")
+            conn.execute("CHECKPOINT")
+            conn.execute("SELECT pg_stat_statements_reset()")
+            conn.execute("SELECT pg_stat_reset()")
+            time.sleep(0.6)  # let the stats reset reach the shared counters
+            before = counters(conn)
+            pids = server_pids(conn)
+            server_before = cpu_seconds(pids)
+            busy_before, wall_before = busy_seconds(), time.monotonic()
+            own_before = cpu_seconds([os.getpid()])
+            outs: list[str] = []
+            if Path(worker_bin).name.startswith("python"):
+                outs = [tempfile.mktemp(prefix="qe-jobcost-") for _ in range(k)]
+                procs = [
+                    subprocess.Popen(
+                        [worker_bin, __file__, "--inproc-child", dsn, log_level, out],
+                        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent)),
+                    )
+                    for out in outs
+                ]
+            else:
+                procs = start_workers(dsn, k, 1, {}, worker_bin, log_level)
+            try:
+                deadline = time.monotonic() + 600
+                while unfinished(conn) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                server_cpu = cpu_seconds(server_pids(conn)) - server_before
+                worker_cpu = cpu_seconds([p.pid for p in procs])
+                own = cpu_seconds([os.getpid()]) - own_before
+                busy, wall = busy_seconds() - busy_before, time.monotonic() - wall_before
+            finally:
+                if outs:  # in-process workers stop themselves once the queue is empty
+                    for p in procs:
+                        try:
+                            p.wait(60)
+                        except subprocess.TimeoutExpired:
+                            p.kill()
+                stop_workers(procs)
+            loop_cpu = 0.0
+            cycle: list[tuple[float, float]] = []
+            for out in outs:
+                child = json.loads(Path(out).read_text())
+                loop_cpu += child["thread"]
+                cycle.append((child["p10"], child["p50"]))
+                os.unlink(out)
+            time.sleep(0.6)
+            after = counters(conn)
+            calls, hot_ms, other_ms = statements(conn)
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
+                " extract(epoch FROM max(finished_at) - min(started_at))"
+                " FROM queue_engine.jobs"
+            ).fetchone()
+    assert row is not None
+    done, seconds = int(row[0]), float(row[1])
+    if done != n:
+        print(f"  warning: only {done} of {n} jobs succeeded", file=sys.stderr)
+    d = {key: after[key] - before[key] for key in after}
+    # Our own processes: the server, the workers (worker CPU read before they
+    # exited: their last moments are not counted) and this script.
+    foreign = max(0.0, busy - server_cpu - worker_cpu - own) / (wall * psutil.cpu_count())
+    return {
+        "jobs_s": done / seconds,
+        "server_ms": server_cpu / n * 1000,
+        "worker_ms": worker_cpu / n * 1000,
+        "loop_ms": loop_cpu / n * 1000 if outs else float("nan"),
+        "cycle_p10_us": statistics.median(c[0] for c in cycle) * 1e6 if cycle else float("nan"),
+        "cycle_p50_us": statistics.median(c[1] for c in cycle) * 1e6 if cycle else float("nan"),
+        "calls": calls / n,
+        "stmt_ms": hot_ms / calls if calls else float("nan"),
+        "other_ms": other_ms / n,
+        "trigger_ms": d["fn_ms"] / n,
+        "trigger_calls": d["fn_calls"] / n,
+        "events": d["events"] / n,
+        "wal": d["wal"] / n,
+        "commits": d["commits"] / n,
+        "upd": d["upd"] / n,
+        "hot_share": d["hot"] / d["upd"] if d["upd"] else 0.0,
+        "foreign": foreign,
+    }
+
+
+COLUMNS = (
+    ("jobs_s", "jobs/s", "{:,.0f}"),
+    ("server_ms", "server CPU ms", "{:.3f}"),
+    ("worker_ms", "worker CPU ms", "{:.3f}"),
+    ("loop_ms", "main thread CPU ms", "{:.3f}"),
+    ("cycle_p10_us", "job cycle CPU us p10", "{:.0f}"),
+    ("cycle_p50_us", "p50", "{:.0f}"),
+    ("calls", "stmts", "{:.2f}"),
+    ("stmt_ms", "stmt ms", "{:.3f}"),
+    ("other_ms", "other stmts ms", "{:.3f}"),
+    ("trigger_ms", "trigger ms", "{:.3f}"),
+    ("trigger_calls", "trigger calls", "{:.2f}"),
+    ("events", "event rows", "{:.2f}"),
+    ("wal", "WAL bytes", "{:,.0f}"),
+    ("commits", "commits", "{:.2f}"),
+    ("upd", "jobs updates", "{:.2f}"),
+    ("hot_share", "HOT share", "{:.0%}"),
+    ("foreign", "foreign CPU", "{:.0%}"),
+)
+
+
+def print_table(results: dict[tuple[str, int], list[dict[str, float]]]) -> None:
+    """Markdown: medians per build and K, every round below them."""
+    head = "| build | K | " + " | ".join(c[1] for c in COLUMNS) + " |"
+    print(head)
+    print("|" + "---|" * (len(COLUMNS) + 2))
+    for (build, k), rounds in results.items():
+        med = {key: statistics.median(r[key] for r in rounds) for key, _, _ in COLUMNS}
+        cells = " | ".join(fmt.format(med[key]) for key, _, fmt in COLUMNS)
+        print(f"| {build} | {k} | {cells} |")
+    print("\nrounds (jobs/s; server + worker CPU ms/job; foreign CPU):")
+    for (build, k), rounds in results.items():
+        text = ", ".join(
+            f"{r['jobs_s']:,.0f} ({r['server_ms']:.3f}+{r['worker_ms']:.3f}"
+            f" main {r['loop_ms']:.3f}, cycle p10 {r['cycle_p10_us']:.0f} us; {r['foreign']:.0%})"
+            for r in rounds
+        )
+        print(f"  {build} K={k}: {text}")
+    print("\none-at-a-time bound on 2 cores, jobs/s = 2000 / (server + worker CPU ms per job):")
+    for (build, k), rounds in results.items():
+        cpu = statistics.median(r["server_ms"] + r["worker_ms"] for r in rounds)
+        rate = statistics.median(r["jobs_s"] for r in rounds)
+        print(
+            f"  {build} K={k}: {cpu:.3f} ms/job -> bound {2000 / cpu:,.0f}/s;"
+            f" measured {rate:,.0f}/s ({rate * cpu / 2000:.0%} of the bound)"
+        )
+
+
+# -- EXPLAIN ANALYZE of the hot statement ----------------------------------------------
+
+
+def explain(admin: str, loops: int) -> None:
+    """Mean execution, trigger time and WAL of the finish-and-claim statement, one job a call."""
+    from queue_engine.worker import store
+
+    text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
+    with fresh_database(admin) as dsn:
+        with Client(dsn) as client:
+            client.enqueue_many([{"task": "noop", "queue": QUEUE} for _ in range(loops + 1)])
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE queue_engine.jobs")
+            store.configure_session(conn, synchronous_commit="off")
+            conn.execute(f"PREPARE fc AS {text.text}")  # type: ignore[arg-type]  # our own SQL
+            held: tuple[int, int] | None = None
+            totals: dict[str, float] = {}
+            for _ in range(loops):
+                outcome = (
+                    []
+                    if held is None
+                    else [{"id": held[0], "attempt": held[1], "status": "succeeded"}]
+                )
+                params = {
+                    "outcomes": json.dumps(
+                        [
+                            dict(o, kind="succeeded", refund=0, delay_s=0.0, duration_ms=0)
+                            for o in outcome
+                        ]
+                    ),
+                    "worker_id": "explain",
+                    "queue": QUEUE,
+                    "claim_limit": 1,
+                    "lease_ttl_s": 60,
+                    "jobs_channel": "queue_engine.jobs",
+                    "host": "explain",
+                    "slot": None,
+                    "warm_key": None,
+                    "affinity_wait_s": 30.0,
+                }
+                args = [params[name] for name in text.names]
+                placeholders = ", ".join(["%s"] * len(args))
+                plan = scalar_explain(conn, placeholders, args)
+                top = plan[0]
+                totals["exec_ms"] = totals.get("exec_ms", 0.0) + top["Execution Time"]
+                for trig in top.get("Triggers", []):
+                    name = "trigger " + trig["Trigger Name"]
+                    totals[name] = totals.get(name, 0.0) + trig["Time"]
+                    totals[name + " calls"] = totals.get(name + " calls", 0.0) + trig["Calls"]
+                for name, ms in write_nodes(top["Plan"]):
+                    totals[name + " ms"] = totals.get(name + " ms", 0.0) + ms
+                wal = sum_wal(top["Plan"])
+                totals["WAL bytes"] = totals.get("WAL bytes", 0.0) + wal
+                row = conn.execute(
+                    "SELECT id, attempt FROM queue_engine.jobs"
+                    " WHERE status = 'running' AND claimed_by = 'explain'"
+                ).fetchone()
+                held = (int(row[0]), int(row[1])) if row else None
+    print(f"\nEXPLAIN (ANALYZE, WAL) of finish_and_claim_jobs, mean of {loops} statements:")
+    for key, value in totals.items():
+        print(f"  {key}: {value / loops:.4f}")
+
+
+def scalar_explain(conn: Conn, placeholders: str, args: list[Any]) -> Any:
+    query = f"EXPLAIN (ANALYZE, WAL, FORMAT JSON) EXECUTE fc({placeholders})"
+    return scalar(conn, psycopg.ClientCursor(conn).mogrify(query, args))  # type: ignore[arg-type]
+
+
+def write_nodes(node: dict[str, Any], cte: str = "") -> Iterator[tuple[str, float]]:
+    """(CTE and node, inclusive ms) of every Insert/Update node: where the writes' time goes."""
+    cte = node.get("Subplan Name", cte)
+    if node.get("Node Type") == "ModifyTable":
+        name = f"{node.get('Operation', '?')} {node.get('Relation Name', '?')} ({cte})"
+        yield name, float(node.get("Actual Total Time", 0.0)) * float(node.get("Actual Loops", 1))
+    for child in node.get("Plans", []):
+        yield from write_nodes(child, cte)
+
+
+def sum_wal(node: dict[str, Any]) -> float:
+    """WAL bytes of a plan node (it includes its children's)."""
+    return float(node.get("WAL Bytes", 0))
+
+
+# -- cProfile of an in-process worker ------------------------------------------------------
+
+
+def profile(admin: str, n: int) -> None:
+    """Drain ``n`` jobs with a worker in this process under cProfile; print the top functions."""
+    import worker_bench_tasks  # noqa: F401  (registers the noop task)
+
+    from queue_engine.tasks import load_app
+    from queue_engine.worker.loop import Worker
+    from queue_engine.worker.settings import WorkerSettings
+
+    with fresh_database(admin) as dsn:
+        with Client(dsn) as client:
+            for start in range(0, n, 1000):
+                client.enqueue_many(
+                    [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, n - start))]
+                )
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE queue_engine.jobs")
+        worker = Worker(
+            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn),
+            load_app("worker_bench_tasks"),
+            exit=lambda code: None,
+        )
+
+        def stop_when_done() -> None:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                while unfinished(conn):
+                    time.sleep(0.05)
+            worker.stop()
+
+        threading.Thread(target=stop_when_done, daemon=True).start()
+        prof = cProfile.Profile(time.thread_time)  # CPU of the main thread, not wall
+        cpu0 = time.process_time()
+        prof.enable()
+        worker.run()
+        prof.disable()
+        cpu = time.process_time() - cpu0
+    print(f"\ncProfile, one in-process worker, {n} jobs: {cpu / n * 1e6:.0f} us CPU per job")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats("queue_engine", 30)
+
+
+def inproc_child(dsn: str, level: str, out: str) -> None:
+    """Run one worker in this process until the queue is drained; write its CPU to ``out``.
+
+    The worker is the real :class:`Worker` of the queue_engine this interpreter
+    imports (another build's venv runs this same file), logging at ``level`` to
+    a file like the console script; ``thread_time`` of the main thread is the
+    job loop's own CPU, apart from the heartbeat and watchdog threads.
+    """
+    import worker_bench_tasks  # noqa: F401  (registers the noop task)
+
+    from queue_engine.logs import setup_logging
+    from queue_engine.tasks import load_app
+    from queue_engine.worker.loop import Worker
+    from queue_engine.worker.settings import WorkerSettings
+
+    with tempfile.TemporaryFile("w") as log:
+        sys.stderr = log
+        setup_logging("text", level)
+        worker = Worker(
+            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn),
+            load_app("worker_bench_tasks"),
+        )
+
+        def stop_when_done() -> None:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                while unfinished(conn):
+                    time.sleep(0.05)
+            worker.stop()
+
+        # The main thread's CPU from one job's start to the next: one whole
+        # cycle (finish-and-claim, bookkeeping, the handler). Its low
+        # percentiles hardly move with foreign load, unlike wall time.
+        stamps: list[float] = []
+        run = worker.runner.run
+
+        def timed_run(job: Any) -> None:
+            stamps.append(time.thread_time())
+            run(job)
+
+        worker.runner.run = timed_run  # type: ignore[method-assign]
+        threading.Thread(target=stop_when_done, daemon=True).start()
+        thread0, process0 = time.thread_time(), time.process_time()
+        worker.run()
+        thread, process = time.thread_time() - thread0, time.process_time() - process0
+    cycles = sorted(b - a for a, b in itertools.pairwise(stamps))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "thread": thread,
+                "process": process,
+                "p10": cycles[len(cycles) // 10] if cycles else float("nan"),
+                "p50": cycles[len(cycles) // 2] if cycles else float("nan"),
+            }
+        )
+    )
+
+
+def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int, int]) -> None:
+    """Instructions per job of the worker process, counted by valgrind: blind to foreign load.
+
+    Each build's interpreter runs :func:`inproc_child` under ``valgrind
+    --tool=callgrind`` twice, draining ``counts[0]`` and then ``counts[1]``
+    jobs; the difference of the two totals over the difference of the jobs is
+    the cost of one job (start-up, imports and shutdown cancel out).
+    """
+    print(f"\nworker main-thread instructions per job (callgrind, {counts[1]} - {counts[0]} jobs):")
+    for label, python, level in builds:
+        totals = []
+        for n in counts:
+            with fresh_database(admin) as dsn:
+                with Client(dsn) as client:
+                    client.enqueue_many([{"task": "noop", "queue": QUEUE} for _ in range(n)])
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute("ANALYZE queue_engine.jobs")
+                out = tempfile.mktemp(prefix="qe-jobcost-")
+                cg_dir = Path(tempfile.mkdtemp(prefix="qe-callgrind-"))
+                # One output file per thread: only the main thread's count is
+                # kept (the heartbeat thread and this bench's stop thread run
+                # by the clock, and valgrind's clock depends on the load).
+                done = subprocess.run(
+                    [
+                        *("valgrind", "--tool=callgrind", "--separate-threads=yes"),
+                        f"--callgrind-out-file={cg_dir}/cg.out",
+                        *(python, __file__, "--inproc-child", dsn, level, out),
+                    ],
+                    env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent)),
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                main_thread = [f for f in cg_dir.iterdir() if f.name.endswith("-01")]
+                collected = [
+                    int(line.split()[1])
+                    for f in main_thread
+                    for line in f.read_text().splitlines()
+                    if line.startswith(("summary:", "totals:"))
+                ][:1]
+                if os.path.exists(out):
+                    os.unlink(out)
+                shutil.rmtree(cg_dir, ignore_errors=True)
+                if not collected:
+                    print(done.stderr[-2000:], file=sys.stderr)
+                    raise SystemExit("callgrind reported no count")
+                totals.append(collected[0])
+        per_job = (totals[1] - totals[0]) / (counts[1] - counts[0])
+        print(f"  {label} ({level}): {per_job:,.0f} instructions per job")
+
+
+#: The transition guard as migration 0001 made it: its function runs on every
+#: status change, the worker's claim and finish included (0011 lets those
+#: through inline).
+GUARD_BEFORE_0011 = (
+    Path(__file__).resolve().parent.parent / "migrations" / "0011_guard_fast_path.down.sql"
+)
+
+
+def sql_variants() -> dict[str, tuple[str, str]]:
+    """Label -> (statement text with $n, DDL run on its database first)."""
+    from queue_engine.worker import store
+
+    text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
+    start = text.index(", claim_events AS (")
+    end = text.index(" SELECT true AS is_claim")
+    no_event = text[:start] + text[end:]
+    guard_0001 = GUARD_BEFORE_0011.read_text().replace("__SCHEMA__", "queue_engine")
+    return {
+        "this build": (text, ""),
+        "guard function on every change (before 0011)": (text, guard_0001),
+        "no 'claimed' event row": (no_event, ""),
+    }
+
+
+def sql_ab(admin: str, loops: int) -> None:
+    """Finish-and-claim statements of each variant, alternated, timed from this client.
+
+    Each variant has its own database (the DDL of one must not touch another)
+    and one session set up as a worker's (generic plan, asynchronous commit);
+    every statement finishes the job the previous one of its variant claimed
+    and claims the next, as a worker does. Reported: p10 and p50 of the round
+    trip (the statement, its commit, the network: the same for all), and the
+    server's own mean from pg_stat_statements.
+    """
+    from queue_engine.worker import store
+
+    variants = sql_variants()
+    names = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").names
+    with contextlib.ExitStack() as stack:
+        sessions = {}
+        for label, (text, ddl) in variants.items():
+            dsn = stack.enter_context(fresh_database(admin))
+            with Client(dsn) as client:
+                for start in range(0, loops + 10, 1000):
+                    client.enqueue_many(
+                        [
+                            {"task": "noop", "queue": QUEUE}
+                            for _ in range(min(1000, loops + 10 - start))
+                        ]
+                    )
+            conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            if ddl:
+                conn.execute(ddl)  # type: ignore[arg-type]  # fixed bench DDL
+            conn.execute("ANALYZE queue_engine.jobs")
+            conn.execute("SELECT pg_stat_statements_reset()")
+            store.configure_session(conn, synchronous_commit="off")
+            sessions[label] = (conn, text, [])
+        held: dict[str, tuple[int, int] | None] = dict.fromkeys(variants)
+        for _ in range(loops):
+            for label, (conn, text, times) in sessions.items():
+                h = held[label]
+                outcomes = (
+                    "[]"
+                    if h is None
+                    else json.dumps(
+                        [
+                            {
+                                "id": h[0],
+                                "attempt": h[1],
+                                "status": "succeeded",
+                                "kind": "succeeded",
+                                "refund": 0,
+                                "delay_s": 0.0,
+                                "duration_ms": 0,
+                            }
+                        ]
+                    )
+                )
+                params = {
+                    "outcomes": outcomes,
+                    "worker_id": "sqlab",
+                    "queue": QUEUE,
+                    "claim_limit": 1,
+                    "lease_ttl_s": 60,
+                    "jobs_channel": "queue_engine.jobs",
+                    "host": "sqlab",
+                    "slot": None,
+                    "warm_key": None,
+                    "affinity_wait_s": 30.0,
+                }
+                cur = psycopg.RawCursor(conn)
+                t0 = time.perf_counter()
+                rows = cur.execute(text, [params[n] for n in names], prepare=True).fetchall()
+                times.append(time.perf_counter() - t0)
+                claimed = [r for r in rows if r[0]]
+                held[label] = (int(claimed[0][1]), int(claimed[0][2])) if claimed else None
+        print(f"\nfinish-and-claim variants, {loops} statements each, alternated (ms):")
+        print(
+            "| variant | round trip p10 | p50 | server mean (pg_stat_statements) | WAL bytes/stmt |"
+        )
+        print("|---|---|---|---|---|")
+        for label, (conn, _text, times) in sessions.items():
+            times.sort()
+            row = conn.execute(
+                "SELECT sum(total_exec_time) / sum(calls), sum(wal_bytes) / sum(calls)"
+                " FROM pg_stat_statements WHERE query LIKE %s AND toplevel"
+                " AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                (HOT_STATEMENT,),
+            ).fetchone()
+            assert row is not None
+            print(
+                f"| {label} | {times[len(times) // 10] * 1000:.3f} | {times[len(times) // 2] * 1000:.3f}"
+                f" | {float(row[0]):.3f} | {float(row[1]):,.0f} |"
+            )
+
+
+def parse_build(spec: str) -> tuple[str, str, str]:
+    """``LABEL=BIN[@LEVEL]`` -> (label, binary, log level); BIN ``.`` is this venv's worker.
+
+    A BIN named ``python*`` (a venv's interpreter) runs the worker in-process
+    instead (:func:`inproc_child`), which also measures the main thread's CPU.
+    """
+    label, _, rest = spec.partition("=")
+    binary, _, level = rest.partition("@")
+    return label, str(WORKER_BIN) if binary in ("", ".") else binary, level or "INFO"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", default="")
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--k", default="1,4")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--build",
+        action="append",
+        default=[],
+        help="LABEL=BIN[@LOGLEVEL]: a build's queue-claim-worker (repeat to alternate several;"
+        " default: this venv's, at INFO, the worker's default level)",
+    )
+    parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--explain-only", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count each --build's worker instructions per job (BIN must be a venv's python)",
+    )
+    parser.add_argument("--callgrind-jobs", default="100,400", help="N1,N2 jobs per count")
+    parser.add_argument(
+        "--sql-ab",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time N finish-and-claim statements of each SQL variant, alternated",
+    )
+    parser.add_argument("--inproc-child", nargs=3, metavar=("DSN", "LEVEL", "OUT"), help=SUPPRESS)
+    opts = parser.parse_args()
+    if opts.inproc_child:
+        inproc_child(*opts.inproc_child)
+        return
+    builds = [parse_build(b) for b in opts.build] or [("this", str(WORKER_BIN), "INFO")]
+    ks = [int(x) for x in opts.k.split(",") if x]
+    with server(opts.dsn) as admin:
+        if not opts.explain_only and opts.rounds:
+            results: dict[tuple[str, int], list[dict[str, float]]] = {}
+            for r in range(opts.rounds):
+                order = builds if r % 2 == 0 else builds[::-1]
+                for k in ks:
+                    for label, binary, level in order:
+                        m = measure(admin, opts.jobs, k, binary, level)
+                        results.setdefault((label, k), []).append(m)
+                        print(
+                            f"  round {r + 1} {label} K={k}: {m['jobs_s']:,.0f} jobs/s,"
+                            f" server {m['server_ms']:.3f} + worker {m['worker_ms']:.3f} ms/job,"
+                            f" main thread {m['loop_ms']:.3f}, stmt {m['stmt_ms']:.3f} ms, foreign {m['foreign']:.0%}",
+                            file=sys.stderr,
+                        )
+            print(
+                f"\nper job, N={opts.jobs:,} no-op jobs, prefetch 1, median of {opts.rounds} rounds\n"
+            )
+            print_table(dict(sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))))
+        if opts.explain or opts.explain_only:
+            explain(admin, 300)
+        if opts.sql_ab:
+            sql_ab(admin, opts.sql_ab)
+        if opts.callgrind:
+            low, high = (int(x) for x in opts.callgrind_jobs.split(","))
+            callgrind(admin, builds, (low, high))
+        if opts.profile:
+            profile(admin, min(opts.jobs, 5000))
+
+
+if __name__ == "__main__":
+    main()

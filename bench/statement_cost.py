@@ -1,0 +1,195 @@
+"""Server instructions per finish-and-claim statement, counted by valgrind. Not a test.
+
+Usage::
+
+    python bench/statement_cost.py                 # 300 and 900 statements per variant
+
+On a shared machine, time per statement moves with everyone else's load;
+instructions do not. For each variant of the worker's statement this script
+makes a data folder (initdb, migrations, ``--jobs`` queued no-op jobs, the
+variant's DDL, ANALYZE, CHECKPOINT), stops the server, and runs PostgreSQL in
+single-user mode under ``valgrind --tool=callgrind`` on a script that sets
+the worker's session settings (asynchronous commit, generic plans), PREPAREs
+the statement and EXECUTEs it N times, each finishing the job the previous
+one claimed and claiming the next, as a worker with prefetch 1 does (each
+EXECUTE is its own transaction, commit included). Two runs (N1 and N2
+statements) per variant: the difference of their totals over N2 - N1 is one
+statement's instructions, start-up and PREPARE cancelling out. It also reports
+the WAL one statement writes (``pg_current_wal_lsn`` before and after the
+run, over N2). Single-user mode runs no autovacuum, WAL writer or
+checkpointer: this is the backend's own cost of the statement.
+
+Variants: this build; the guard trigger as before migration 0011 (its
+function called on every status change); the statement without its
+``claim_events`` insert (no 'claimed' event row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
+
+from queue_engine import Client
+from queue_engine.embedded import EmbeddedPostgres
+from queue_engine.migrate import Migrator
+from queue_engine.worker import store
+
+ROOT = Path(__file__).resolve().parent.parent
+QUEUE = "bench"
+
+
+def variants() -> dict[str, tuple[str, str]]:
+    """Label -> (statement text with $n, DDL applied to its data folder first)."""
+    text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
+    start = text.index(", claim_events AS (")
+    end = text.index(" SELECT true AS is_claim")
+    guard_0001 = (ROOT / "migrations" / "0011_guard_fast_path.down.sql").read_text()
+    return {
+        "this build": (text, ""),
+        "guard function on every change (before 0011)": (
+            text,
+            guard_0001.replace("__SCHEMA__", "queue_engine"),
+        ),
+        "no 'claimed' event row": (text[:start] + text[end:], ""),
+    }
+
+
+def script(text: str, names: tuple[str, ...], n: int) -> str:
+    """Single-user input (``-j``: statements end with a semicolon and a blank line)."""
+    lines = [
+        "SET synchronous_commit = off;",
+        "SET plan_cache_mode = force_generic_plan;",
+        "SET enable_seqscan = off;",
+        f"PREPARE fc AS {text};",
+    ]
+    for i in range(1, n + 1):
+        outcome = (
+            []
+            if i == 1
+            else [
+                {
+                    "id": i - 1,
+                    "attempt": 1,
+                    "status": "succeeded",
+                    "kind": "succeeded",
+                    "refund": 0,
+                    "delay_s": 0.0,
+                    "duration_ms": 0,
+                }
+            ]
+        )
+        params = {
+            "outcomes": f"'{json.dumps(outcome)}'",
+            "worker_id": "'w'",
+            "queue": f"'{QUEUE}'",
+            "claim_limit": "1",
+            "lease_ttl_s": "60",
+            "jobs_channel": "'queue_engine.jobs'",
+            "host": "'h'",
+            "slot": "NULL",
+            "affinity_wait_s": "30.0",
+        }
+        lines.append(f"EXECUTE fc({', '.join(params[name] for name in names)});")
+    lines.append("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn AS wal_end;")
+    return "\n\n".join(lines) + "\n"
+
+
+def prepare_folder(folder: Path, ddl: str, jobs: int) -> tuple[EmbeddedPostgres, int]:
+    """A data folder holding the migrated database with ``jobs`` queued jobs; server stopped."""
+    pg = EmbeddedPostgres(folder / "data")
+    dsn = pg.start()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE qe_stmt")
+    dsn = pg.dsn("qe_stmt")
+    Migrator(dsn).up()
+    with Client(dsn) as client:
+        for start in range(0, jobs, 1000):
+            client.enqueue_many(
+                [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, jobs - start))]
+            )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if ddl:
+            conn.execute(ddl)  # type: ignore[arg-type]  # the bench's own fixed DDL
+        conn.execute("ANALYZE queue_engine.jobs")
+        conn.execute("CHECKPOINT")
+        row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+    assert row is not None
+    pg.stop()
+    return pg, int(row[0])
+
+
+def run_single(pg: EmbeddedPostgres, input_text: str, out_dir: Path) -> tuple[int, int]:
+    """Run single-user PostgreSQL under callgrind; (instructions, WAL position at the end)."""
+    cg_out = out_dir / f"callgrind.{os.urandom(4).hex()}"
+    argv = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={cg_out}",
+        str(pg.bin_dir / "postgres"),
+        "--single",
+        "-j",
+        "-D",
+        str(pg.data_dir),
+        "qe_stmt",
+    ]
+    kwargs = {"user": pg.user} if pg.user else {}
+    done = subprocess.run(
+        argv, input=input_text, capture_output=True, text=True, check=False, **kwargs
+    )
+    collected = [
+        int(line.rsplit(":", 1)[1].replace(",", "").strip())
+        for line in done.stderr.splitlines()
+        if "Collected :" in line
+    ]
+    wal = [int(m.group(1)) for m in re.finditer(r'wal_end = "(\d+)"', done.stdout)]
+    if cg_out.exists():
+        cg_out.unlink()
+    if not collected or not wal or "ERROR" in done.stdout + done.stderr:
+        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+        raise SystemExit("single-user run failed")
+    return collected[0], wal[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", default="300,900", help="N1,N2 statements")
+    opts = parser.parse_args()
+    n1, n2 = (int(x) for x in opts.counts.split(","))
+    names = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").names
+    print(f"server instructions per finish-and-claim statement ({n2} - {n1} statements):\n")
+    print("| variant | instructions per statement | WAL bytes per statement |")
+    print("|---|---|---|")
+    for label, (text, ddl) in variants().items():
+        counts: list[tuple[int, int]] = []
+        for n in (n1, n2):
+            folder = Path(tempfile.mkdtemp(prefix="qe-stmtcost-"))
+            folder.chmod(0o777)
+            try:
+                pg, wal_start = prepare_folder(folder, ddl, n2 + 10)
+                try:
+                    instructions, wal_end = run_single(pg, script(text, names, n), folder)
+                finally:
+                    shutil.rmtree(pg.socket_dir, ignore_errors=True)
+                counts.append((instructions, wal_end - wal_start))
+                print(
+                    f"  {label} N={n}: {instructions:,} instructions, WAL {wal_start:,} -> {wal_end:,}",
+                    file=sys.stderr,
+                )
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        per = (counts[1][0] - counts[0][0]) / (n2 - n1)
+        wal = (counts[1][1] - counts[0][1]) / (n2 - n1)
+        print(f"| {label} | {per:,.0f} | {wal:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
