@@ -364,6 +364,15 @@ PREFETCH = integer(
     option="--prefetch",
 )
 POLL_S = number("POLL_S", 1.0, (WORKER,), "seconds between safety polls when idle", minimum=0.001)
+QUEUE_POLL_RATE = number(
+    "QUEUE_POLL_RATE",
+    5,
+    (WORKER,),
+    "safety polls per second the idle workers of one queue make together: each polls every "
+    "POLL_S x idle workers / this (never more often than POLL_S); 0: each every POLL_S",
+    minimum=0.01,
+    zero_is_off=True,
+)
 LEASE_TTL_S = integer(
     "LEASE_TTL_S",
     60,
@@ -687,6 +696,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         APP,
         PREFETCH,
         POLL_S,
+        QUEUE_POLL_RATE,
         LEASE_TTL_S,
         WORKER_SYNCHRONOUS_COMMIT,
         WORKER_TELEMETRY_NOTIFY,

@@ -68,6 +68,7 @@ from queue_engine.worker.deadline import HardDeadline, process_timer
 from queue_engine.worker.flush import Flusher
 from queue_engine.worker.gate import DbGateStore, Gate
 from queue_engine.worker.heartbeat import Heartbeat
+from queue_engine.worker.idle import poll_interval
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.liveness import Liveness, TripRecorder
 from queue_engine.worker.recycle import RecycleLimits, Recycler, process_rss_mb
@@ -123,6 +124,9 @@ class Worker:
         self._wake = threading.Event()
         self._stop_at: float | None = None
         self._registered = False
+        self._rand = rand
+        #: Idle workers of the queue at the last probe (this one included).
+        self.idle_workers = 1
         self.recycler = Recycler(
             RecycleLimits(settings.max_jobs, settings.max_rss_mb, settings.max_age_s),
             clock=clock,
@@ -388,7 +392,7 @@ class Worker:
             if not jobs.ready:
                 if idle_poll and not jobs.pending and not self._any_due():
                     # A safety poll found nothing due: no claim statement at all.
-                    idle_poll = not self._wait_for_work(recycler.cap_wait(self.settings.poll_s))
+                    idle_poll = not self._wait_for_work(recycler.cap_wait(self.idle_poll_s()))
                     continue
                 idle_poll = False
                 self._wake.clear()
@@ -398,7 +402,7 @@ class Worker:
                     claimed = self.flusher.flush(claim_limit=0) if jobs.pending else 0
                 if not claimed:
                     throttled = self.gate.throttled
-                    wait_s = self.gate.rate_wait_s() if throttled else self.settings.poll_s
+                    wait_s = self.gate.rate_wait_s() if throttled else self.idle_poll_s()
                     # An idle worker ages too (cap_wait). A wait that times out
                     # is a safety poll: the next round probes before it claims.
                     woken = self._wait_for_work(recycler.cap_wait(wait_s))
@@ -466,9 +470,19 @@ class Worker:
         return self._wake.is_set()
 
     def _any_due(self) -> bool:
-        """The idle poll's probe: is anything due on the queue (one index probe)?"""
+        """The idle poll's probe: is anything due on the queue? (It counts the idle workers too.)"""
         queue = self.settings.queue
-        return self.connection.run(lambda conn: store.any_due(conn, self.schema, queue=queue))
+        fresh_s = 3 * self.settings.heartbeat_s
+        due, idle = self.connection.run(
+            lambda conn: store.any_due(conn, self.schema, queue=queue, fresh_s=fresh_s)
+        )
+        self.idle_workers = max(1, idle)
+        return due
+
+    def idle_poll_s(self) -> float:
+        """Seconds to the next safety poll: the queue's idle workers share the poll rate (:mod:`.idle`)."""
+        s = self.settings
+        return poll_interval(s.poll_s, s.queue_poll_rate, self.idle_workers, self._rand)
 
     def _on_notify(self, notify: psycopg.Notify) -> None:
         if notify.channel == self.jobs_channel:

@@ -40,6 +40,7 @@ ENV_FIELDS: dict[str, table.Setting[Any]] = {
     "app": table.APP,
     "prefetch": table.PREFETCH,
     "poll_s": table.POLL_S,
+    "queue_poll_rate": table.QUEUE_POLL_RATE,
     "heartbeat_s": table.HEARTBEAT_S,
     "lease_ttl_s": table.LEASE_TTL_S,
     "synchronous_commit": table.WORKER_SYNCHRONOUS_COMMIT,
@@ -94,6 +95,9 @@ class WorkerSettings:
     schema: str = table.SCHEMA.default
     prefetch: int = table.PREFETCH.default
     poll_s: float = DEFAULT_POLL_S
+    #: Safety polls per second of the queue's idle workers together (0: every
+    #: worker polls every ``poll_s``): see :func:`~queue_engine.worker.idle.poll_interval`.
+    queue_poll_rate: float = table.QUEUE_POLL_RATE.default
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     lease_ttl_s: int = DEFAULT_LEASE_TTL_S
     synchronous_commit: str = DEFAULT_SYNCHRONOUS_COMMIT
