@@ -62,7 +62,7 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 #: Statement kinds, by a pattern of their text (first match wins).
 KINDS = [
     ("heartbeat", re.compile(r"UPDATE \S*workers SET\s+heartbeat_at", re.S)),
-    ("probe", re.compile(r"SELECT EXISTS \(\s+SELECT 1 FROM \S*jobs j", re.S)),
+    ("probe", re.compile(r"SELECT EXISTS \(\s+SELECT \S+ FROM \S*jobs j", re.S)),
     ("claim", re.compile(r"claimable|finish", re.I)),
     ("controls", re.compile(r"AS stop_requested", re.S)),
     ("listen", re.compile(r"^(LISTEN|UNLISTEN)", re.S)),

@@ -481,7 +481,7 @@ SWEEP_S = number(
 )
 DEAD_AFTER_S = optional_number(
     "DEAD_AFTER_S",
-    (ORCHESTRATOR, CTL),
+    (ORCHESTRATOR, CTL, WORKER),
     "heartbeat age at which a worker counts as dead (sweep, stats, workers, metrics)",
     minimum=0.1,
     default_text=f"{DEAD_AFTER_BEATS} \N{MULTIPLICATION SIGN} `{HEARTBEAT_S.env}`",

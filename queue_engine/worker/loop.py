@@ -72,7 +72,7 @@ from queue_engine.worker.idle import poll_interval
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.liveness import Liveness, TripRecorder
 from queue_engine.worker.recycle import RecycleLimits, Recycler, process_rss_mb
-from queue_engine.worker.renewal import Renewer
+from queue_engine.worker.renewal import Renewer, idle_beat_s
 from queue_engine.worker.runner import JobRunner
 from queue_engine.worker.settings import WorkerSettings
 from queue_engine.worker.watchdog import (
@@ -200,6 +200,7 @@ class Worker:
             warm_key=lambda: self.gate.warm_key,
             clock=clock,
             publish_telemetry=settings.telemetry_notify == "on",
+            idle_beat_s=idle_beat_s(settings.heartbeat_s, settings.dead_after()),
         )
         self._trips = TripRecorder(
             self.jobs,
