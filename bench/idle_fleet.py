@@ -268,7 +268,7 @@ def main() -> None:
                         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                         procs = start_fleet(dsn, n, path)
                         try:
-                            wait_registered(conn, n, timeout=60 + n)
+                            wait_registered(conn, n, timeout=120 + 3 * n)
                             time.sleep(args.settle)
                             pids = [p.pid for p in procs]
                             phases = [("idle", 0.0)] + (
