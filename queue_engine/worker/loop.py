@@ -8,8 +8,10 @@ one after another and flushes their outcomes together (at the latest every
 handler executes at a time.
 
 Idle, the worker waits for a NOTIFY on ``<schema>.jobs`` whose payload is its
-queue, and polls every ``poll_s`` in case a notification was lost (delayed jobs
-are found by that poll too). Between jobs it obeys the operator controls
+queue, and polls in case a notification was lost (delayed jobs are found by
+that poll too): every ``poll_s`` in a small fleet, less often in a big one, so
+that the queue's idle workers poll about ``queue_poll_rate`` times a second
+together (:mod:`.idle`). Between jobs it obeys the operator controls
 (:mod:`.gate`) and its recycling limits (:mod:`.recycle`: after N jobs, past
 an RSS or an age it stops like a SIGTERM between jobs and exits 79).
 :class:`Worker` wires the parts, each with one job:
@@ -386,7 +388,7 @@ class Worker:
         idle_poll = False
         while not self.stopping:
             self.liveness.mark_alive()
-            self._apply_controls()
+            self._apply_controls(idle=idle_poll)
             # Between jobs, never inside the claim: the hot path stays one statement.
             if self.stopping or self._recycle_due():
                 break
@@ -442,14 +444,18 @@ class Worker:
         self.stop()
         return True
 
-    def _apply_controls(self) -> None:
-        """Act on the controls between jobs: stop, or give back prefetched jobs when parked."""
+    def _apply_controls(self, *, idle: bool = False) -> None:
+        """Act on the controls between jobs: stop, or give back prefetched jobs when parked.
+
+        ``idle``: the worker is back from a safety poll that found nothing
+        (not from a NOTIFY or a job): its periodic re-read may wait longer.
+        """
 
         def flush_pending() -> None:
             if self.jobs.pending:
                 self.flusher.flush(claim_limit=0)
 
-        step = self.gate.refresh(self._clock(), before_release=flush_pending)
+        step = self.gate.refresh(self._clock(), before_release=flush_pending, idle=idle)
         if step.stop:
             self.stop()
         elif step.parked and self.jobs.ready:
