@@ -10,10 +10,11 @@ For each fleet size: start that many ``queue-claim-worker`` processes on one
 queue, wait until every one has registered and a few seconds more, then
 measure over ``--window`` seconds
 
-- **idle**: no jobs at all, except ``--delayed`` jobs enqueued before the
-  window with a ``run_at`` spread over it: nobody enqueues anything when they
-  become due, so their pick-up delay (``started_at - available_at``) is what
-  the safety poll (or whatever announces due jobs) gives.
+- **idle**: no jobs at all.
+- **delayed**: ``--delayed`` jobs enqueued before the window with a
+  ``run_at`` spread over it: nobody enqueues anything when they become due,
+  so their pick-up delay (``started_at - available_at``) is what the safety
+  poll gives.
 - **trickle**: ``--rate`` jobs per second enqueued one at a time: each job's
   NOTIFY shows what the fan-out of one wake-up costs (statements per job), and
   ``started_at - created_at`` its pick-up delay.
@@ -271,9 +272,9 @@ def main() -> None:
                             wait_registered(conn, n, timeout=120 + 3 * n)
                             time.sleep(args.settle)
                             pids = [p.pid for p in procs]
-                            phases = [("idle", 0.0)] + (
-                                [("trickle", args.rate)] if args.rate > 0 else []
-                            )
+                            phases = [("idle", 0.0)]
+                            phases += [("delayed", 0.0)] if args.delayed > 0 else []
+                            phases += [("trickle", args.rate)] if args.rate > 0 else []
                             with Client(dsn) as client:
                                 for phase, rate in phases:
                                     m = measure(
@@ -282,7 +283,7 @@ def main() -> None:
                                         args.window,
                                         client,
                                         rate,
-                                        delayed=args.delayed if phase == "idle" else 0,
+                                        delayed=args.delayed if phase == "delayed" else 0,
                                     )
                                     results.setdefault((label, n, phase), []).append(m)
                                     report(rnd, label, n, phase, m, args.window)
@@ -312,7 +313,7 @@ def report(rnd: int, label: str, n: int, phase: str, m: dict[str, Any], window: 
         if d
         else f"(missed {m['missed']})"
     )
-    name = phase if phase == "idle" else f"{m['jobs'] / window:g} jobs/s"
+    name = phase if phase != "trickle" else f"{m['jobs'] / window:g} jobs/s"
     print(
         f"| {rnd} | {label} | {n} | {name} | {m['db_cpu_pct']:.2f} "
         f"({m['fleet_backends_pct']:.2f} + {m['other_server_pct']:.2f}) "
