@@ -366,7 +366,7 @@ PREFETCH = integer(
 POLL_S = number("POLL_S", 1.0, (WORKER,), "seconds between safety polls when idle", minimum=0.001)
 QUEUE_POLL_RATE = number(
     "QUEUE_POLL_RATE",
-    5,
+    2,
     (WORKER,),
     "safety polls per second the idle workers of one queue make together: each polls every "
     "POLL_S x idle workers / this (never more often than POLL_S); 0: each every POLL_S",
