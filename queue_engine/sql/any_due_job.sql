@@ -8,7 +8,7 @@
 -- %(fresh_s)s, this one included): each idle worker then polls every POLL_S x
 -- idle / QUEUE_POLL_RATE (queue_engine/worker/idle.py), so the queue is probed
 -- about QUEUE_POLL_RATE times a second whatever the size of the fleet, and a
--- delayed job coming due is still found within a fraction of a second. The
+-- delayed job coming due is still found within about a second. The
 -- workers table has a row per process (hundreds), read here a few times a
 -- second per queue, not per worker.
 SELECT EXISTS (

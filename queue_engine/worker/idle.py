@@ -17,7 +17,8 @@ as before), never less often than :data:`IDLE_POLL_CAP_S`. The interval is
 jittered (x 0.5-1.5, same mean) so the polls of a fleet that started together
 spread out instead of arriving in bursts; with the phases spread, the queue
 is polled like a Poisson stream of that rate, so a delayed job waits on
-average ``1 / rate`` seconds past its due time (0.2 s by default) and longer
+average ``1 / rate`` seconds past its due time (0.5 s by default, as
+with one worker polling every second) and longer
 than ``t`` with probability about ``exp(-rate * t)``. The worst case, one idle
 worker left whose last count was high, is :data:`IDLE_POLL_CAP_S`.
 """
