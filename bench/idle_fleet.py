@@ -3,45 +3,81 @@
 Usage::
 
     python bench/idle_fleet.py                       # 200 idle workers, embedded Postgres
-    python bench/idle_fleet.py --workers 50,200 --window 30 --rate 10
+    python bench/idle_fleet.py --workers 100,200 --window 30 --rate 5 --delayed 10
+    python bench/idle_fleet.py --workers 200 --ab /path/to/old/.venv/bin/queue-claim-worker --rounds 3
 
 For each fleet size: start that many ``queue-claim-worker`` processes on one
 queue, wait until every one has registered and a few seconds more, then
 measure over ``--window`` seconds
 
-- **idle**: no jobs at all. The database's CPU (user + system seconds of every
-  server process, from ``/proc``, over the window) as a percentage of one
-  core; the statements per second the fleet sends (``pg_stat_statements``
-  calls, this script's own left out); the workers' own CPU.
-- **trickle**: ``--rate`` jobs per second enqueued one at a time: every job's
-  NOTIFY reaches every idle worker on the queue, so this shows what the
-  fan-out of one wake-up costs (statements per job).
+- **idle**: no jobs at all.
+- **delayed**: ``--delayed`` jobs enqueued before the window with a
+  ``run_at`` spread over it: nobody enqueues anything when they become due,
+  so their pick-up delay (``started_at - available_at``) is what the safety
+  poll gives.
+- **trickle**: ``--rate`` jobs per second enqueued one at a time: each job's
+  NOTIFY shows what the fan-out of one wake-up costs (statements per job), and
+  ``started_at - created_at`` its pick-up delay.
+
+Per phase: the database's CPU (user + system seconds of every server process,
+from ``/proc``, over the window) as a percentage of one core, split into the
+fleet's own backends and the rest (background processes, this script's
+session); the workers' own CPU (total and per worker); the server sessions;
+the statements per second by kind (``pg_stat_statements`` calls and their
+execution time, this script's own left out).
 
 CPU seconds are counted, not wall time, so other load on the machine moves
 the figures less than it moves throughput, but a 2-core machine under load
-still inflates them somewhat: compare figures from one run.
+still inflates them somewhat: compare figures from one run (``--ab``
+alternates the builds round by round).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import psutil
 import psycopg
-from worker_bench import cpu_seconds, fresh_database, server_pids, stop_workers
+from worker_bench import cpu_seconds, fresh_database, stop_workers
 
 from queue_engine import Client
 
 WORKER_BIN = Path(sys.executable).parent / "queue-claim-worker"
 QUEUE = "bench"
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+#: Statement kinds, by a pattern of their text (first match wins).
+KINDS = [
+    ("heartbeat", re.compile(r"UPDATE \S*workers SET\s+heartbeat_at", re.S)),
+    ("probe", re.compile(r"SELECT EXISTS \(\s+SELECT \S+ FROM \S*jobs j", re.S)),
+    ("claim", re.compile(r"claimable|finish", re.I)),
+    ("controls", re.compile(r"AS stop_requested", re.S)),
+    ("listen", re.compile(r"^(LISTEN|UNLISTEN)", re.S)),
+    ("lock", re.compile(r"pg_(try_)?advisory", re.S)),
+    ("enqueue", re.compile(r"INSERT INTO \S*jobs", re.S)),
+]
+
+
+def kind_of(query: str) -> str:
+    """The statement's kind (see KINDS), else the start of its text."""
+    for name, pattern in KINDS:
+        if pattern.search(query):
+            return name
+    return "other: " + " ".join(query.split())[:40]
 
 
 @contextmanager
@@ -72,7 +108,7 @@ def start_fleet(dsn: str, n: int, worker_bin: Path = WORKER_BIN) -> list[subproc
     ]
 
 
-def wait_registered(conn: psycopg.Connection[tuple[object, ...]], n: int, timeout: float) -> None:
+def wait_registered(conn: Conn, n: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         row = conn.execute(
@@ -84,46 +120,119 @@ def wait_registered(conn: psycopg.Connection[tuple[object, ...]], n: int, timeou
     raise SystemExit(f"only some of {n} workers registered within {timeout:.0f}s")
 
 
-def statements(conn: psycopg.Connection[tuple[object, ...]]) -> int:
-    """Statements run in this database so far (pg_stat_statements), other than this script's reads."""
-    row = conn.execute(
-        "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements"
+def server_processes(conn: Conn) -> tuple[list[int], list[int], int]:
+    """(pids of the fleet's backends, pids of every other server process, sessions)."""
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    try:
+        postmaster = psutil.Process(int(row[0])).parent() if row else None
+        everyone = [p.pid for p in postmaster.children()] if postmaster else []
+    except psutil.Error:
+        everyone = []
+    fleet = {
+        int(r[0])
+        for r in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'queue-claim-worker'"
+        ).fetchall()
+    }
+    sessions = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+    ).fetchone()
+    rest = [p for p in everyone if p not in fleet]
+    return sorted(fleet), rest, int(sessions[0]) if sessions else 0
+
+
+def statement_kinds(conn: Conn) -> dict[str, tuple[int, float]]:
+    """{kind: (calls, exec ms)} in this database since the last reset, this script's left out."""
+    rows = conn.execute(
+        "SELECT query, calls, total_exec_time FROM pg_stat_statements"
         " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
         " AND query NOT ILIKE '%pg_stat%'"
-    ).fetchone()
-    return int(row[0]) if row else 0
+    ).fetchall()
+    out: dict[str, tuple[int, float]] = {}
+    for query, calls, ms in rows:
+        k = kind_of(str(query))
+        c0, m0 = out.get(k, (0, 0.0))
+        out[k] = (c0 + int(calls), m0 + float(ms))
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 def measure(
-    conn: psycopg.Connection[tuple[object, ...]],
+    conn: Conn,
     fleet: list[int],
     window: float,
     client: Client | None,
     rate: float,
-) -> dict[str, float]:
-    """DB CPU %, worker CPU %, transactions/s over ``window`` (enqueueing at ``rate`` if a client)."""
-    servers = server_pids(conn)
-    db0, w0, c0, t0 = cpu_seconds(servers), cpu_seconds(fleet), statements(conn), time.monotonic()
-    enqueued = 0
+    delayed: int = 0,
+) -> dict[str, Any]:
+    """One phase over ``window`` seconds: CPU, sessions, statements by kind, pick-up delays."""
+    backends, rest, sessions = server_processes(conn)
+    delayed_ids: list[int] = []
+    if delayed and client is not None:
+        # Due at random moments inside the window (after a margin for the enqueue).
+        for _ in range(delayed):
+            job = client.enqueue(
+                "bench.noop", queue=QUEUE, delay=timedelta(seconds=random.uniform(1, window - 2))
+            )
+            delayed_ids.append(job.id)
+    conn.execute("SELECT pg_stat_statements_reset()")
+    b0, r0, w0 = cpu_seconds(backends), cpu_seconds(rest), cpu_seconds(fleet)
+    t0 = time.monotonic()
+    trickle = client is not None and rate > 0
+    enqueued: list[int] = []
     while (elapsed := time.monotonic() - t0) < window:
-        if client is not None and enqueued < elapsed * rate:
-            client.enqueue("bench.noop", queue=QUEUE)
-            enqueued += 1
-        time.sleep(0.005 if client is not None else 0.5)
+        if trickle and client is not None and len(enqueued) < elapsed * rate:
+            enqueued.append(client.enqueue("bench.noop", queue=QUEUE).id)
+        time.sleep(0.005 if trickle else 0.25)
     span = time.monotonic() - t0
+    b1, r1, w1 = cpu_seconds(backends), cpu_seconds(rest), cpu_seconds(fleet)
+    kinds = statement_kinds(conn)
+    if trickle:
+        kinds.pop("enqueue", None)
+    time.sleep(1.0)  # the last jobs start
+    delays = [
+        float(r[0])
+        for r in conn.execute(
+            "SELECT extract(epoch FROM started_at - greatest(created_at, available_at)) * 1000"
+            " FROM queue_engine.jobs WHERE id = ANY(%s) AND started_at IS NOT NULL",
+            [enqueued or delayed_ids],
+        ).fetchall()
+    ]
+    missed = len(enqueued or delayed_ids) - len(delays)
     return {
-        "db_cpu_pct": 100 * (cpu_seconds(servers) - db0) / span,
-        "workers_cpu_pct": 100 * (cpu_seconds(fleet) - w0) / span,
-        "xact_per_s": (statements(conn) - c0 - enqueued) / span,
-        "jobs": enqueued,
+        "db_cpu_pct": 100 * ((b1 - b0) + (r1 - r0)) / span,
+        "fleet_backends_pct": 100 * (b1 - b0) / span,
+        "other_server_pct": 100 * (r1 - r0) / span,
+        "workers_cpu_pct": 100 * (w1 - w0) / span,
+        "sessions": sessions,
+        "kinds": {k: (c / span, ms / span) for k, (c, ms) in kinds.items()},
+        "stmt_per_s": sum(c for c, _ in kinds.values()) / span,
+        "jobs": len(enqueued),
+        "delays_ms": delays,
+        "missed": missed,
     }
+
+
+def describe_kinds(kinds: dict[str, tuple[float, float]]) -> str:
+    """``heartbeat 20.0/s (1.2 ms/s), ...`` ordered by calls."""
+    parts = sorted(kinds.items(), key=lambda kv: -kv[1][0])
+    return ", ".join(f"{k} {c:.1f}/s ({ms:.2f} ms/s)" for k, (c, ms) in parts if c >= 0.05)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="200", help="fleet sizes, comma-separated")
     parser.add_argument("--window", type=float, default=30.0)
-    parser.add_argument("--rate", type=float, default=10.0, help="jobs/s in the trickle phase")
+    parser.add_argument("--rate", type=float, default=5.0, help="jobs/s in the trickle phase")
+    parser.add_argument(
+        "--delayed", type=int, default=10, help="delayed jobs coming due in the idle window"
+    )
     parser.add_argument("--settle", type=float, default=5.0)
     parser.add_argument(
         "--ab",
@@ -133,48 +242,86 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=1, help="rounds (alternated with --ab)")
     args = parser.parse_args()
-    builds = [("this build", WORKER_BIN)] + ([("other build", Path(args.ab))] if args.ab else [])
+    builds = [("new", WORKER_BIN)] + ([("old", Path(args.ab))] if args.ab else [])
     sizes = [int(x) for x in args.workers.split(",")]
-    with big_server(max(sizes) * 2 + 50) as admin:
+    results: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    with big_server(max(sizes) + 60) as admin:
         with psycopg.connect(admin) as c:
             print(
-                f"# server {c.execute('SHOW server_version').fetchone()[0]}, "
-                f"poll {os.environ.get('QUEUE_ENGINE_POLL_S', '1.0')} s, "
-                f"heartbeat {os.environ.get('QUEUE_ENGINE_HEARTBEAT_S', '10')} s"
+                f"# server {c.execute('SHOW server_version').fetchone()[0]}, "  # type: ignore[index]
+                f"env poll {os.environ.get('QUEUE_ENGINE_POLL_S', 'default')}, "
+                f"heartbeat {os.environ.get('QUEUE_ENGINE_HEARTBEAT_S', 'default')}"
             )
         print(
-            "| build | workers | phase | DB CPU, % of one core | workers' CPU, % of one core "
-            "| statements/s (fleet) | per job |"
+            "| round | build | workers | phase | DB CPU % (fleet backends + rest) "
+            "| workers' CPU % (per worker) | sessions | statements/s | per job "
+            "| pick-up ms p50 / p99 / max |"
         )
-        print("|---|---|---|---|---|---|---|")
-        runs = [(n, b) for _ in range(args.rounds) for n in sizes for b in builds]
-        for n, (label, path) in runs:
-            with fresh_database(admin) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-                procs = start_fleet(dsn, n, path)
-                try:
-                    wait_registered(conn, n, timeout=60 + n)
-                    time.sleep(args.settle)
-                    pids = [p.pid for p in procs]
-                    idle = measure(conn, pids, args.window, None, 0)
-                    print(
-                        f"| {label} | {n} | idle | {idle['db_cpu_pct']:.2f} | "
-                        f"{idle['workers_cpu_pct']:.2f} | {idle['xact_per_s']:.0f} | |",
-                        flush=True,
-                    )
-                    if args.rate <= 0:
-                        continue
-                    with Client(dsn) as client:
-                        busy = measure(conn, pids, args.window, client, args.rate)
-                    per_job = busy["xact_per_s"] * args.window / max(busy["jobs"], 1)
-                    print(
-                        f"| {label} | {n} | {args.rate:g} jobs/s | {busy['db_cpu_pct']:.2f} | "
-                        f"{busy['workers_cpu_pct']:.2f} | {busy['xact_per_s']:.0f} | "
-                        f"{per_job:.1f} statements |",
-                        flush=True,
-                    )
-                finally:
-                    stop_workers(procs)
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for rnd in range(1, args.rounds + 1):
+            order = builds if rnd % 2 else builds[::-1]
+            for n in sizes:
+                for label, path in order:
+                    with (
+                        fresh_database(admin) as dsn,
+                        psycopg.connect(dsn, autocommit=True) as conn,
+                    ):
+                        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                        procs = start_fleet(dsn, n, path)
+                        try:
+                            wait_registered(conn, n, timeout=120 + 3 * n)
+                            time.sleep(args.settle)
+                            pids = [p.pid for p in procs]
+                            phases = [("idle", 0.0)]
+                            phases += [("delayed", 0.0)] if args.delayed > 0 else []
+                            phases += [("trickle", args.rate)] if args.rate > 0 else []
+                            with Client(dsn) as client:
+                                for phase, rate in phases:
+                                    m = measure(
+                                        conn,
+                                        pids,
+                                        args.window,
+                                        client,
+                                        rate,
+                                        delayed=args.delayed if phase == "delayed" else 0,
+                                    )
+                                    results.setdefault((label, n, phase), []).append(m)
+                                    report(rnd, label, n, phase, m, args.window)
+                        finally:
+                            stop_workers(procs)
+        print()
+        print("medians:")
+        for (label, n, phase), ms in results.items():
+            med = statistics.median
+            delays = [d for m in ms for d in m["delays_ms"]]
+            print(
+                f"  {label} {n} {phase}: DB CPU {med(m['db_cpu_pct'] for m in ms):.2f} % "
+                f"(fleet backends {med(m['fleet_backends_pct'] for m in ms):.2f}), "
+                f"workers {med(m['workers_cpu_pct'] for m in ms):.1f} %, "
+                f"statements {med(m['stmt_per_s'] for m in ms):.1f}/s, "
+                f"pick-up p50 {pct(delays, 0.5):.0f} p99 {pct(delays, 0.99):.0f} "
+                f"max {max(delays, default=float('nan')):.0f} ms, "
+                f"missed {sum(m['missed'] for m in ms)}"
+            )
+
+
+def report(rnd: int, label: str, n: int, phase: str, m: dict[str, Any], window: float) -> None:
+    per_job = f"{m['stmt_per_s'] * window / m['jobs']:.1f}" if m["jobs"] else ""
+    d = m["delays_ms"]
+    picked = (
+        f"{pct(d, 0.5):.0f} / {pct(d, 0.99):.0f} / {max(d):.0f} (n={len(d)}, missed {m['missed']})"
+        if d
+        else f"(missed {m['missed']})"
+    )
+    name = phase if phase != "trickle" else f"{m['jobs'] / window:g} jobs/s"
+    print(
+        f"| {rnd} | {label} | {n} | {name} | {m['db_cpu_pct']:.2f} "
+        f"({m['fleet_backends_pct']:.2f} + {m['other_server_pct']:.2f}) "
+        f"| {m['workers_cpu_pct']:.1f} ({m['workers_cpu_pct'] / n:.2f}) | {m['sessions']} "
+        f"| {m['stmt_per_s']:.1f} | {per_job} | {picked} |",
+        flush=True,
+    )
+    print(f"|   | kinds: {describe_kinds(m['kinds'])} |", flush=True)
 
 
 if __name__ == "__main__":

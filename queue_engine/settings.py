@@ -364,6 +364,15 @@ PREFETCH = integer(
     option="--prefetch",
 )
 POLL_S = number("POLL_S", 1.0, (WORKER,), "seconds between safety polls when idle", minimum=0.001)
+QUEUE_POLL_RATE = number(
+    "QUEUE_POLL_RATE",
+    2,
+    (WORKER,),
+    "safety polls per second the idle workers of one queue make together: each polls every "
+    "POLL_S x idle workers / this (never more often than POLL_S); 0: each every POLL_S",
+    minimum=0.01,
+    zero_is_off=True,
+)
 LEASE_TTL_S = integer(
     "LEASE_TTL_S",
     60,
@@ -472,7 +481,7 @@ SWEEP_S = number(
 )
 DEAD_AFTER_S = optional_number(
     "DEAD_AFTER_S",
-    (ORCHESTRATOR, CTL),
+    (ORCHESTRATOR, CTL, WORKER),
     "heartbeat age at which a worker counts as dead (sweep, stats, workers, metrics)",
     minimum=0.1,
     default_text=f"{DEAD_AFTER_BEATS} \N{MULTIPLICATION SIGN} `{HEARTBEAT_S.env}`",
@@ -687,6 +696,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         APP,
         PREFETCH,
         POLL_S,
+        QUEUE_POLL_RATE,
         LEASE_TTL_S,
         WORKER_SYNCHRONOUS_COMMIT,
         WORKER_TELEMETRY_NOTIFY,

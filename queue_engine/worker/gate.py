@@ -29,6 +29,11 @@ from queue_engine.worker.store import WorkerControls
 
 log = logging.getLogger("queue_engine.worker")
 
+#: An idle worker re-reads its controls at most this often without a NOTIFY
+#: (seconds): the claim enforces them anyway, every change sends a NOTIFY and a
+#: reconnect re-reads them, so this only covers a notification lost otherwise,
+#: and a big idle fleet's re-reads cost the database a round trip each.
+IDLE_CONTROLS_S = 60.0
 #: Shortest wait for a rate token before claiming again (seconds).
 RATE_WAIT_MIN_S = 0.005
 #: Why a worker does not claim, as logged with ``worker.parked``.
@@ -145,16 +150,22 @@ class Gate:
 
     # -- decisions ------------------------------------------------------------------
 
-    def due(self, now: float) -> bool:
+    def due(self, now: float, *, idle: bool = False) -> bool:
         """Whether to re-read the controls now.
 
         A slot that frees (its holder exited or died) sends no notification:
-        a worker parked for want of one looks again at every poll.
+        a worker parked for want of one looks again at every poll. An idle
+        worker looks every :data:`IDLE_CONTROLS_S` at the longest.
         """
-        period = self.poll_s if self.parked == "scale" else self.heartbeat_s
+        if self.parked == "scale":
+            period = self.poll_s
+        else:
+            period = max(self.heartbeat_s, IDLE_CONTROLS_S) if idle else self.heartbeat_s
         return self.dirty or self.read_at is None or now - self.read_at >= period
 
-    def refresh(self, now: float, *, before_release: Callable[[], None]) -> GateStep:
+    def refresh(
+        self, now: float, *, before_release: Callable[[], None], idle: bool = False
+    ) -> GateStep:
         """Re-read the controls if due and act on them; say what the worker must do.
 
         Called by the main loop between jobs only: a control never interrupts
@@ -163,7 +174,7 @@ class Gate:
         under that slot, so a worker that takes the slot over never overlaps
         them).
         """
-        if not self.due(now):
+        if not self.due(now, idle=idle):
             return GateStep()
         self.dirty = False
         self.read_at = now

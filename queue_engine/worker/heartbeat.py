@@ -10,7 +10,9 @@ already waiting on the socket (a cancel NOTIFY is seen within a tick, no round
 trip). A held job whose own lease is short (``lease_ttl_s`` under three
 heartbeats) shortens the period: the target says how often to beat
 (``beat_period_s``), and the ticks shorten with it, so such a lease is renewed
-about three times per TTL. Clock and wait are injectable (see :class:`~queue_engine.service.Service`),
+about three times per TTL. The target may also lengthen it: a worker that
+holds no job beats less often (:func:`~queue_engine.worker.renewal.idle_beat_s`),
+and beats at the next tick once it holds one again if a beat is then overdue. Clock and wait are injectable (see :class:`~queue_engine.service.Service`),
 so the cadence is unit-tested without sleeping.
 """
 
@@ -119,7 +121,8 @@ class Heartbeat(Service[HeartbeatRun]):
             self.target.poll_notifications()
         now = self.clock()
         period_of = getattr(self.target, "beat_period_s", None)
-        period = self.heartbeat_s if period_of is None else min(self.heartbeat_s, period_of())
+        # The target's period may be shorter (a short lease) or longer (an idle worker).
+        period = self.heartbeat_s if period_of is None else period_of()
         # A shortened period is ticked a few times over, so it is kept, not rounded up.
         self._tick_s = (
             self.interval_s if period >= self.heartbeat_s else min(self.interval_s, period / 4)

@@ -8,8 +8,10 @@ one after another and flushes their outcomes together (at the latest every
 handler executes at a time.
 
 Idle, the worker waits for a NOTIFY on ``<schema>.jobs`` whose payload is its
-queue, and polls every ``poll_s`` in case a notification was lost (delayed jobs
-are found by that poll too). Between jobs it obeys the operator controls
+queue, and polls in case a notification was lost (delayed jobs are found by
+that poll too): every ``poll_s`` in a small fleet, less often in a big one, so
+that the queue's idle workers poll about ``queue_poll_rate`` times a second
+together (:mod:`.idle`). Between jobs it obeys the operator controls
 (:mod:`.gate`) and its recycling limits (:mod:`.recycle`: after N jobs, past
 an RSS or an age it stops like a SIGTERM between jobs and exits 79).
 :class:`Worker` wires the parts, each with one job:
@@ -68,10 +70,11 @@ from queue_engine.worker.deadline import HardDeadline, process_timer
 from queue_engine.worker.flush import Flusher
 from queue_engine.worker.gate import DbGateStore, Gate
 from queue_engine.worker.heartbeat import Heartbeat
+from queue_engine.worker.idle import poll_interval
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.liveness import Liveness, TripRecorder
 from queue_engine.worker.recycle import RecycleLimits, Recycler, process_rss_mb
-from queue_engine.worker.renewal import Renewer
+from queue_engine.worker.renewal import Renewer, idle_beat_s
 from queue_engine.worker.runner import JobRunner
 from queue_engine.worker.settings import WorkerSettings
 from queue_engine.worker.watchdog import (
@@ -123,6 +126,9 @@ class Worker:
         self._wake = threading.Event()
         self._stop_at: float | None = None
         self._registered = False
+        self._rand = rand
+        #: Idle workers of the queue at the last probe (this one included).
+        self.idle_workers = 1
         self.recycler = Recycler(
             RecycleLimits(settings.max_jobs, settings.max_rss_mb, settings.max_age_s),
             clock=clock,
@@ -196,6 +202,7 @@ class Worker:
             warm_key=lambda: self.gate.warm_key,
             clock=clock,
             publish_telemetry=settings.telemetry_notify == "on",
+            idle_beat_s=idle_beat_s(settings.heartbeat_s, settings.dead_after()),
         )
         self._trips = TripRecorder(
             self.jobs,
@@ -381,14 +388,14 @@ class Worker:
         idle_poll = False
         while not self.stopping:
             self.liveness.mark_alive()
-            self._apply_controls()
+            self._apply_controls(idle=idle_poll)
             # Between jobs, never inside the claim: the hot path stays one statement.
             if self.stopping or self._recycle_due():
                 break
             if not jobs.ready:
                 if idle_poll and not jobs.pending and not self._any_due():
                     # A safety poll found nothing due: no claim statement at all.
-                    idle_poll = not self._wait_for_work(recycler.cap_wait(self.settings.poll_s))
+                    idle_poll = not self._wait_for_work(recycler.cap_wait(self.idle_poll_s()))
                     continue
                 idle_poll = False
                 self._wake.clear()
@@ -398,7 +405,7 @@ class Worker:
                     claimed = self.flusher.flush(claim_limit=0) if jobs.pending else 0
                 if not claimed:
                     throttled = self.gate.throttled
-                    wait_s = self.gate.rate_wait_s() if throttled else self.settings.poll_s
+                    wait_s = self.gate.rate_wait_s() if throttled else self.idle_poll_s()
                     # An idle worker ages too (cap_wait). A wait that times out
                     # is a safety poll: the next round probes before it claims.
                     woken = self._wait_for_work(recycler.cap_wait(wait_s))
@@ -437,14 +444,18 @@ class Worker:
         self.stop()
         return True
 
-    def _apply_controls(self) -> None:
-        """Act on the controls between jobs: stop, or give back prefetched jobs when parked."""
+    def _apply_controls(self, *, idle: bool = False) -> None:
+        """Act on the controls between jobs: stop, or give back prefetched jobs when parked.
+
+        ``idle``: the worker is back from a safety poll that found nothing
+        (not from a NOTIFY or a job): its periodic re-read may wait longer.
+        """
 
         def flush_pending() -> None:
             if self.jobs.pending:
                 self.flusher.flush(claim_limit=0)
 
-        step = self.gate.refresh(self._clock(), before_release=flush_pending)
+        step = self.gate.refresh(self._clock(), before_release=flush_pending, idle=idle)
         if step.stop:
             self.stop()
         elif step.parked and self.jobs.ready:
@@ -466,9 +477,19 @@ class Worker:
         return self._wake.is_set()
 
     def _any_due(self) -> bool:
-        """The idle poll's probe: is anything due on the queue (one index probe)?"""
+        """The idle poll's probe: is anything due on the queue? (It counts the idle workers too.)"""
         queue = self.settings.queue
-        return self.connection.run(lambda conn: store.any_due(conn, self.schema, queue=queue))
+        fresh_s = 3 * self.settings.heartbeat_s
+        due, idle = self.connection.run(
+            lambda conn: store.any_due(conn, self.schema, queue=queue, fresh_s=fresh_s)
+        )
+        self.idle_workers = max(1, idle)
+        return due
+
+    def idle_poll_s(self) -> float:
+        """Seconds to the next safety poll: the queue's idle workers share the poll rate (:mod:`.idle`)."""
+        s = self.settings
+        return poll_interval(s.poll_s, s.queue_poll_rate, self.idle_workers, self._rand)
 
     def _on_notify(self, notify: psycopg.Notify) -> None:
         if notify.channel == self.jobs_channel:

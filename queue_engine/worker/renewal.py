@@ -30,6 +30,25 @@ log = logging.getLogger("queue_engine.worker")
 
 #: Renewals per lease: a job's lease is renewed at least this many times per its TTL.
 RENEWALS_PER_LEASE = 3
+#: A worker that holds no job beats every this many heartbeats (at most; see idle_beat_s).
+IDLE_BEATS = 2
+
+
+def idle_beat_s(heartbeat_s: float, dead_after_s: float) -> float:
+    """Seconds between the beats of a worker that holds no job.
+
+    Its beat renews no lease, it only says "alive" to the views (``queue-ctl
+    workers``, ``stats``, metrics: dead once ``dead_after_s`` old) and keeps
+    the row's telemetry fresh, and on a database serving hundreds of idle
+    workers each beat's round trip is most of what the fleet costs
+    (``bench/idle_fleet.py``). So it beats every :data:`IDLE_BEATS` heartbeats,
+    but always at least one heartbeat before ``dead_after_s`` runs out (with
+    the defaults: every 20 s, dead after 30 s), and never more rarely than a
+    busy worker would be judged. A worker that starts a job beats at once if
+    its last beat is a heartbeat old, so a busy worker's row is never older
+    than before and the dead-worker sweep's bound is unchanged.
+    """
+    return max(heartbeat_s, min(IDLE_BEATS * heartbeat_s, dead_after_s - heartbeat_s))
 
 
 def renew_period_s(heartbeat_s: float, shortest_lease_s: float | None) -> float:
@@ -54,8 +73,12 @@ class Renewer:
         warm_key: Callable[[], str | None],
         clock: Callable[[], float],
         publish_telemetry: bool = False,
+        idle_beat_s: float | None = None,
     ) -> None:
-        """``state(busy)`` is the worker's shown state; ``warm_key()`` its current warm key."""
+        """``state(busy)`` is the worker's shown state; ``warm_key()`` its current warm key.
+
+        ``idle_beat_s``: the beat period while no job is held (None: ``heartbeat_s``).
+        """
         self.connection = connection
         self.jobs = jobs
         self.worker_id = worker_id
@@ -65,12 +88,15 @@ class Renewer:
         self._warm_key = warm_key
         self._clock = clock
         self._publish = publish_telemetry
+        self.idle_beat_s = heartbeat_s if idle_beat_s is None else idle_beat_s
         self._process = psutil.Process()
         self._gpu = GpuProbe()
         self._telemetry_at: float | None = None  # clock of the last telemetry sent
 
     def period_s(self) -> float:
-        """How often to beat now (see :func:`renew_period_s`)."""
+        """How often to beat now: :func:`renew_period_s`, or :func:`idle_beat_s` holding no job."""
+        if self.jobs.current is None and not self.jobs.all() and not self.jobs.progress_pending():
+            return self.idle_beat_s
         return renew_period_s(self.heartbeat_s, self.jobs.shortest_own_lease_s())
 
     def beat(self) -> None:

@@ -40,7 +40,9 @@ ENV_FIELDS: dict[str, table.Setting[Any]] = {
     "app": table.APP,
     "prefetch": table.PREFETCH,
     "poll_s": table.POLL_S,
+    "queue_poll_rate": table.QUEUE_POLL_RATE,
     "heartbeat_s": table.HEARTBEAT_S,
+    "dead_after_s": table.DEAD_AFTER_S,
     "lease_ttl_s": table.LEASE_TTL_S,
     "synchronous_commit": table.WORKER_SYNCHRONOUS_COMMIT,
     "telemetry_notify": table.WORKER_TELEMETRY_NOTIFY,
@@ -94,7 +96,13 @@ class WorkerSettings:
     schema: str = table.SCHEMA.default
     prefetch: int = table.PREFETCH.default
     poll_s: float = DEFAULT_POLL_S
+    #: Safety polls per second of the queue's idle workers together (0: every
+    #: worker polls every ``poll_s``): see :func:`~queue_engine.worker.idle.poll_interval`.
+    queue_poll_rate: float = table.QUEUE_POLL_RATE.default
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    #: When the views and the dead-worker sweep count a worker dead (None:
+    #: three heartbeats); an idle worker beats often enough to stay clear of it.
+    dead_after_s: float | None = None
     lease_ttl_s: int = DEFAULT_LEASE_TTL_S
     synchronous_commit: str = DEFAULT_SYNCHRONOUS_COMMIT
     #: "on": publish each heartbeat's telemetry on ``<schema>.telemetry`` (off by
@@ -131,6 +139,12 @@ class WorkerSettings:
             )
         if not self.flush_interval_s >= 0:
             raise ConfigError("flush_interval_s must be >= 0")
+
+    def dead_after(self) -> float:
+        """``dead_after_s``, or three heartbeats when unset (the sweep's and the views' rule)."""
+        if self.dead_after_s is not None:
+            return self.dead_after_s
+        return table.DEAD_AFTER_BEATS * self.heartbeat_s
 
     @classmethod
     def from_env(cls, **overrides: object) -> WorkerSettings:

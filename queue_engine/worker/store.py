@@ -375,12 +375,16 @@ def mark_stopped(conn: Connection, schema: str, *, worker_id: str) -> None:
     conn.execute(queries.query("worker_stop", schema), {"worker_id": worker_id})
 
 
-def any_due(conn: Connection, schema: str, *, queue: str) -> bool:
-    """True when a job of ``queue`` is due (the idle poll's cheap probe, ``any_due_job.sql``)."""
+def any_due(conn: Connection, schema: str, *, queue: str, fresh_s: float) -> tuple[bool, int]:
+    """(a job of ``queue`` is due, idle workers of ``queue``): the idle poll's probe.
+
+    ``any_due_job.sql``; a worker counts as idle when its row says so and it
+    heartbeated within ``fresh_s`` seconds.
+    """
     row = conn.execute(
-        queries.query("any_due_job", schema), {"queue": queue}, prepare=True
+        queries.query("any_due_job", schema), {"queue": queue, "fresh_s": fresh_s}, prepare=True
     ).fetchone()
-    return bool(row and row[0])
+    return (bool(row[0]), int(row[1] or 0)) if row else (False, 0)
 
 
 def try_lock_key(conn: Connection, schema: str, lock_key: str) -> bool:

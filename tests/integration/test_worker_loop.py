@@ -299,6 +299,49 @@ def test_an_idle_safety_poll_probes_and_claims_only_when_a_job_is_due(
     assert calls["claim"] >= 2
 
 
+def test_idle_workers_of_a_queue_share_the_safety_poll_rate(
+    dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four idle workers count each other in the probe and space their polls: at
+    POLL_S = 0.02 s each would probe 50 times a second (200 in all); sharing a
+    rate of 2 polls a second they probe a few times in two seconds. A delayed
+    job (announced by no NOTIFY) is still found by one of their polls."""
+    import time
+
+    from queue_engine.worker import store
+
+    probes: list[int] = []
+    real_probe = store.any_due
+
+    def probe(*args: object, **kwargs: object) -> tuple[bool, int]:
+        result = real_probe(*args, **kwargs)  # type: ignore[arg-type]
+        probes.append(result[1])
+        return result
+
+    monkeypatch.setattr(store, "any_due", probe)
+    settings = {"poll_s": 0.02, "queue_poll_rate": 2.0}
+    with (
+        running_worker(dsn, **settings) as a,
+        running_worker(dsn, **settings) as b,
+        running_worker(dsn, **settings) as c,
+        running_worker(dsn, **settings) as d,
+    ):
+        fleet = (a, b, c, d)
+        # Every worker has probed and seen the other three (the probe counts them).
+        wait_until(lambda: all(w.idle_workers == 4 for w in fleet), what="all saw 4 idle")
+        # Each now waits 4 / 2 = 2 s x (0.5-1.5) between polls, not 0.02 s.
+        assert all(1.0 <= w.idle_poll_s() < 3.0 for w in fleet)
+        before = len(probes)
+        time.sleep(2.0)
+        # At most one probe per worker per second (1.0 s is the shortest spaced
+        # wait), plus one in flight each: far below the 200 of unshared polls.
+        assert len(probes) - before <= 4 * 3
+        delayed = client.enqueue("echo", queue=Q, delay=0.2).id
+        wait_until(
+            lambda: statuses(dsn).get(delayed) == "succeeded", timeout=40, what="delayed job ran"
+        )
+
+
 def test_a_handler_calling_sys_exit_fails_its_attempt_and_the_worker_goes_on(
     dsn: str, client: Client, conn
 ) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from queue_engine.worker.gate import Gate, GateStep
+from queue_engine.worker.gate import IDLE_CONTROLS_S, Gate, GateStep
 from queue_engine.worker.store import WorkerControls
 
 
@@ -74,6 +74,26 @@ def test_reads_the_controls_first_then_once_per_heartbeat_period_or_when_told() 
     assert store.reads == 3
     gate.session_lost()  # a reconnect: read again
     gate.refresh(10.2, before_release=never)
+    assert store.reads == 4
+
+
+def test_an_idle_worker_re_reads_its_controls_every_minute_unless_told() -> None:
+    """Back from a safety poll that found nothing, the periodic re-read waits
+    IDLE_CONTROLS_S (the claim enforces the controls, and a change NOTIFYs);
+    a NOTIFY still makes it read at once."""
+    store = FakeGateStore()
+    gate = make_gate(store)
+    gate.refresh(0.0, before_release=never, idle=True)
+    assert store.reads == 1
+    gate.refresh(30.0, before_release=never, idle=True)
+    assert store.reads == 1
+    gate.refresh(IDLE_CONTROLS_S, before_release=never, idle=True)
+    assert store.reads == 2
+    gate.mark_dirty()
+    gate.refresh(IDLE_CONTROLS_S + 1, before_release=never, idle=True)
+    assert store.reads == 3
+    # Busy again: the heartbeat period.
+    gate.refresh(IDLE_CONTROLS_S + 11, before_release=never)
     assert store.reads == 4
 
 

@@ -16,7 +16,7 @@ import pytest
 from queue_engine.context import ClaimedJob
 from queue_engine.worker.heartbeat import TICK_S, Heartbeat
 from queue_engine.worker.jobs import HeldJobs
-from queue_engine.worker.renewal import renew_period_s
+from queue_engine.worker.renewal import idle_beat_s, renew_period_s
 
 
 class Target:
@@ -113,3 +113,55 @@ def test_the_period_shrinks_as_soon_as_a_short_lease_is_held() -> None:
     assert hb.run_once().beat  # the last beat is more than a third of the lease ago
     target.now = 3.2
     assert hb.next_interval(hb.run_once()) == pytest.approx(1 / 12)
+
+
+@pytest.mark.parametrize(
+    ("heartbeat_s", "dead_after_s", "expected"),
+    [
+        (10.0, 30.0, 20.0),  # the defaults: every 2 beats, a beat clear of the dead line
+        (10.0, 25.0, 15.0),  # a short dead line: one heartbeat before it
+        (10.0, 100.0, 20.0),  # a long one: still 2 beats at most
+        (10.0, 12.0, 10.0),  # never more often than a busy worker
+    ],
+)
+def test_an_idle_worker_beats_less_often_but_before_it_would_look_dead(
+    heartbeat_s: float, dead_after_s: float, expected: float
+) -> None:
+    assert idle_beat_s(heartbeat_s, dead_after_s) == pytest.approx(expected)
+
+
+def test_the_idle_period_applies_only_while_no_job_is_held() -> None:
+    from queue_engine.worker.renewal import Renewer
+
+    jobs = HeldJobs(Notes(), worker_id="w", zombie_grace_s=10.0, clock=lambda: 0.0)
+    renewer = Renewer(
+        None,  # type: ignore[arg-type]  # period_s never touches the connection
+        jobs,
+        worker_id="w",
+        heartbeat_s=10.0,
+        lease_ttl_s=60,
+        state=lambda busy: "idle",
+        warm_key=lambda: None,
+        clock=lambda: 0.0,
+        idle_beat_s=20.0,
+    )
+    assert renewer.period_s() == 20.0
+    jobs.settle([], [_job(1, None)])  # a prefetched job is held: its lease needs the beat
+    assert renewer.period_s() == 10.0
+
+
+def test_a_worker_that_starts_a_job_beats_at_once_when_its_last_beat_is_a_heartbeat_old() -> None:
+    """Idle, the beats come every 20 s; the job claimed 15 s after the last idle
+    beat is renewed at the next tick, so a busy worker's row is never older than
+    a heartbeat (plus a tick) and the dead-worker sweep's 30 s bound holds."""
+    target = Target(period_s=20.0)
+    hb = Heartbeat(target, heartbeat_s=10.0, clock=lambda: target.now, wait=lambda e, s: False)
+    target.now = 15.0
+    assert not hb.run_once().beat  # idle: the 20 s beat is not due
+    target.now = 20.0
+    assert hb.run_once().beat
+    target.now = 35.0
+    assert not hb.run_once().beat
+    target.period_s = 10.0  # a job was claimed: 15 s since the last beat
+    target.now = 35.25
+    assert hb.run_once().beat
