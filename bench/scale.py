@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -58,6 +57,7 @@ import psycopg
 import scale_db as db
 from psycopg import sql as psql
 from psycopg.conninfo import make_conninfo
+from worker_bench import stop_workers
 
 from queue_engine import Client
 from queue_engine import sql as queries
@@ -144,19 +144,6 @@ def start_workers(dsn: str, k: int) -> list[subprocess.Popen[bytes]]:
     argv = [str(BIN / "queue-claim-worker"), "--queue=bench", "--app", "worker_bench_tasks"]
     argv += ["--dsn", dsn, "--prefetch=1", "--log-level", "WARNING"]
     return [subprocess.Popen(argv, env=env) for _ in range(k)]
-
-
-def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def bench_left(conn: psycopg.Connection[Any]) -> int:
