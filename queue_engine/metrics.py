@@ -1,5 +1,11 @@
 """Prometheus metrics and the ``/health`` probe, served by the orchestrator.
 
+Why this module is long: it is the whole Prometheus surface of the
+orchestrator (the scrape-time collector, the telemetry families, the process
+counters and gauges, and the HTTP server with ``/health``); each part is small,
+and every metric's name, help and type stand next to the others, so adding or
+renaming one is one edit and ``docs/operations.md`` is checked against one list.
+
 Three kinds of figures:
 
 - *Queue state*, read from the database on each scrape by :class:`QueueCollector`
@@ -25,16 +31,7 @@ Three kinds of figures:
 database answers ``SELECT 1``, 503 otherwise) from a daemon thread. The
 exposition part needs the optional extra: ``pip install 'queue-engine[metrics]'``.
 
-Why this module is long: the collector, the telemetry families, the
-counters and the tiny server are one metric namespace that is read together
-when a metric is added or renamed; split, each part would be a page of
-declarations importing the others' names.
 
-why this module is long: it is the whole Prometheus surface of the
-orchestrator (the scrape-time collector, the telemetry families, the
-process counters and gauges, and the HTTP server with ``/health``); each part
-is small, and a metric's name, help and type are kept next to the others so
-``docs/operations.md`` can be checked against one list.
 """
 
 from __future__ import annotations

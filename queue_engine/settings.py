@@ -1,5 +1,10 @@
 """Every ``QUEUE_ENGINE_*`` setting in one declarative table.
 
+Why this module is long: it *is* the one table of every ``QUEUE_ENGINE_*``
+variable (about 150 lines of machinery, then one declaration per setting with
+its docs); splitting it by process would bring back the disagreements between
+daemons that it exists to prevent.
+
 Each :class:`Setting` says once what a variable is: its name, how its text is
 parsed, its default, its bounds or choices, which processes read it, the
 command-line option that overrides it (if any) and a one-line description.
@@ -16,13 +21,7 @@ Values are checked when read: a bad value raises a one-line
 so a typo stops a daemon at start rather than at the first job.
 
 This module imports only :mod:`queue_engine.errors`, so any layer may use it.
-Why this module is long: it *is* the table: about 150 lines of
-machinery, then one declaration per variable, which belong together so a
-reader sees every setting in one place.
 
-why this module is long: it is the one table of every ``QUEUE_ENGINE_*``
-variable (about 70 declarations, one per setting, with their docs); splitting
-it by process would bring back the disagreements it exists to prevent.
 """
 
 from __future__ import annotations

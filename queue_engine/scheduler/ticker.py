@@ -1,5 +1,10 @@
 """The ticker: decide which slots are due and enqueue each exactly once.
 
+Why this module is long: the slot decisions (pure functions) and their
+application to the database (one transaction per slot, job or workflow) are
+one exactly-once protocol; keeping both halves together keeps the protocol
+readable as a whole.
+
 Decisions are pure functions of (schedule, cursor, now) — :func:`due_slots` and
 :func:`plan_slots` — so the cron and catch-up rules are tested with a virtual
 clock; :meth:`Ticker.run_once` applies them to the database and returns a
@@ -38,10 +43,6 @@ lost database, both retry after the reconnect backoff, cut short by an
 :class:`~queue_engine.outage.OutageProbe` within about a second of Postgres
 accepting connections again.
 
-why this module is long: the slot decisions (pure functions) and their
-application to the database (one transaction per slot, job or workflow) are
-one exactly-once protocol; keeping both halves together keeps the protocol
-readable as a whole.
 """
 
 from __future__ import annotations

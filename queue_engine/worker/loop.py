@@ -1,5 +1,10 @@
 """The claim worker's main loop: claim, execute, finish; one job at a time.
 
+Why this module is long: it wires the worker's parts (connection, gate,
+flush, runner, renewal, liveness, recycling, watchdog) and holds the main
+loop, the idle wait and the shutdown; every behaviour lives in a part, and
+what remains here is the ordering between them, which reads best in one place.
+
 A job costs one statement at steady state: the outcome of the job just run
 is flushed in the same statement that claims the next one (:mod:`.flush`).
 With ``prefetch`` > 1 the worker holds up to that many claimed jobs, runs them
@@ -32,15 +37,7 @@ an RSS or an age it stops like a SIGTERM between jobs and exits 79).
   watchdog trip writes;
 - :mod:`.handler_connections`: the pooled connection ``ctx.connect()`` lends.
 
-Why this module is long: this module is the wiring of the parts above,
-the start-up and shutdown order, and the main loop; each of these reads best
-next to the others, and every behaviour lives in a part.
 
-why this module is long: it wires the worker's parts (connection, gate,
-flush, runner, renewal, liveness, recycling, watchdog) and holds the main
-loop, the idle wait and the shutdown; the parts themselves live in their own
-modules, and what remains is the ordering between them, which reads best in
-one place.
 """
 
 from __future__ import annotations
