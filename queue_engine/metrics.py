@@ -30,8 +30,6 @@ Three kinds of figures:
 ``/health`` (JSON: 200 ``{"status": "ok", "leader": ..., "db": "ok"}`` when the
 database answers ``SELECT 1``, 503 otherwise) from a daemon thread. The
 exposition part needs the optional extra: ``pip install 'queue-engine[metrics]'``.
-
-
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ Values are checked when read: a bad value raises a one-line
 so a typo stops a daemon at start rather than at the first job.
 
 This module imports only :mod:`queue_engine.errors`, so any layer may use it.
-
 """
 
 from __future__ import annotations

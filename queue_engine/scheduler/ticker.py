@@ -42,7 +42,6 @@ drift), at most ``max_sleep_s`` (a safety re-read of the table); a NOTIFY on
 lost database, both retry after the reconnect backoff, cut short by an
 :class:`~queue_engine.outage.OutageProbe` within about a second of Postgres
 accepting connections again.
-
 """
 
 from __future__ import annotations

@@ -36,8 +36,6 @@ an RSS or an age it stops like a SIGTERM between jobs and exits 79).
 - :mod:`.liveness`: systemd READY/STATUS/WATCHDOG/STOPPING, and what a
   watchdog trip writes;
 - :mod:`.handler_connections`: the pooled connection ``ctx.connect()`` lends.
-
-
 """
 
 from __future__ import annotations
