@@ -139,6 +139,27 @@ def test_every_page_answers_and_a_read_only_visitor_gets_no_controls(
         assert web.get("/jobs?status=nope", headers=REX).status_code == 200  # says why
 
 
+def test_the_live_fragment_resends_the_actions_the_jobs_status_offers(
+    dsn: str, client: Client, conn: psycopg.Connection[Any]
+) -> None:
+    """A job that ends while its page is open stops offering Cancel (out-of-band swap)."""
+    job = client.enqueue("t", queue="pages")
+    with web_client(dsn) as web:
+        live = web.get(f"/fragments/jobs/{job.id}", headers=ADA).text
+        assert '<div class="actions" id="job-actions" hx-swap-oob="true">' in live
+        assert 'id="cancel-job"' in live and 'id="retry-job"' not in live
+        # The page itself carries the same block in place, not out of band.
+        page = web.get(f"/jobs/{job.id}", headers=ADA).text
+        assert page.count('id="job-actions"') == 1 and "hx-swap-oob" not in page
+        conn.execute(
+            "UPDATE queue_engine.jobs SET status = 'canceled', finished_at = now() WHERE id = %s",
+            (job.id,),
+        )
+        live = web.get(f"/fragments/jobs/{job.id}", headers=ADA).text
+        assert 'id="cancel-job"' not in live and 'id="retry-job"' in live
+        assert 'id="retry-job"' not in web.get(f"/fragments/jobs/{job.id}", headers=REX).text
+
+
 def test_login_form_sets_a_session_and_pages_send_strangers_to_it(dsn: str) -> None:
     with web_client(dsn) as web:
         stranger = web.get("/queues", follow_redirects=False)

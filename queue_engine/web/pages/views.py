@@ -133,7 +133,7 @@ def job_fragment(job_id: int, ctx: Page) -> HTMLResponse:
     values = _job_values(ctx, job_id)
     if values is None:
         return _not_found(ctx, job_id)
-    return _html(ctx, "_job.html", **values)
+    return _html(ctx, "_job.html", oob=True, **values)
 
 
 def _job_values(ctx: PageContext, job_id: int) -> dict[str, Any] | None:
