@@ -136,19 +136,27 @@ def server_pids(conn: psycopg.Connection[Any]) -> list[int]:
         return []
 
 
-def start_workers(dsn: str, k: int) -> list[subprocess.Popen[bytes]]:
+def start_workers(dsn: str, k: int, bin_dir: Path = BIN) -> list[subprocess.Popen[bytes]]:
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join([str(db.BENCH_DIR), os.environ.get("PYTHONPATH", "")]),
     )
-    argv = [str(BIN / "queue-claim-worker"), "--queue=bench", "--app", "worker_bench_tasks"]
+    argv = [str(bin_dir / "queue-claim-worker"), "--queue=bench", "--app", "worker_bench_tasks"]
     argv += ["--dsn", dsn, "--prefetch=1", "--log-level", "WARNING"]
     return [subprocess.Popen(argv, env=env) for _ in range(k)]
 
 
 def bench_left(conn: psycopg.Connection[Any]) -> int:
+    """Jobs of queue bench still queued or running, through the two partial indexes.
+
+    One count per status: ``status IN ('queued', 'running')`` matches neither
+    partial index's predicate, and once psycopg prepares the statement its plan
+    was a sequential scan of the whole table, 5.8 s a poll at 11 million jobs,
+    counted in the big database's server CPU per job (before 2026-11-24).
+    """
     row = conn.execute(
-        "SELECT count(*) FROM queue_engine.jobs WHERE queue = 'bench' AND status IN ('queued', 'running')"
+        "SELECT (SELECT count(*) FROM queue_engine.jobs WHERE queue = 'bench' AND status = 'queued')"
+        " + (SELECT count(*) FROM queue_engine.jobs WHERE queue = 'bench' AND status = 'running')"
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -163,6 +171,10 @@ class Target:
     which: str  # "empty" or "big"
     dsn: str
     oid: int
+    #: Figure name prefix ("" or "base ", "new " in a --base-schema A/B).
+    label: str = ""
+    #: Where the worker's console scripts are (another venv for the base build).
+    bin_dir: Path = BIN
 
 
 def enqueue_figures(
@@ -210,7 +222,7 @@ def drain_figures(
         conn.execute("CHECKPOINT")
         db.pss_reset(admin, t.oid)
         server_before = cpu_seconds(server_pids(conn))
-        procs = start_workers(t.dsn, k)
+        procs = start_workers(t.dsn, k, t.bin_dir)
         try:
             deadline = time.monotonic() + timeout
             while bench_left(conn) and time.monotonic() < deadline:
@@ -230,10 +242,12 @@ def drain_figures(
     if done != n:
         db.log(f"warning: {t.which}: only {done} of {n} jobs succeeded")
     worker = db.pss_totals(admin, t.oid, WORKER_STATEMENT)
-    figures.add(f"drain K={k} (jobs/s)", t.which, done / seconds, rate=True)
-    figures.add(f"claim+finish server ms/job K={k}", t.which, worker.total_ms / max(done, 1))
-    figures.add(f"server CPU ms/job K={k}", t.which, server_cpu / max(done, 1) * 1000)
-    figures.add(f"worker CPU ms/job K={k}", t.which, worker_cpu / max(done, 1) * 1000)
+    p = t.label
+    figures.add(f"{p}drain K={k} (jobs/s)", t.which, done / seconds, rate=True)
+    figures.add(f"{p}claim+finish server ms/job K={k}", t.which, worker.total_ms / max(done, 1))
+    figures.add(f"{p}server CPU ms/job K={k}", t.which, server_cpu / max(done, 1) * 1000)
+    figures.add(f"{p}worker CPU ms/job K={k}", t.which, worker_cpu / max(done, 1) * 1000)
+    figures.add(f"{p}claim+finish buffers/job K={k}", t.which, worker.buffers / max(done, 1))
 
 
 CTL_COMMANDS: dict[str, list[str]] = {
@@ -466,6 +480,20 @@ def main() -> None:
         help="set autovacuum_vacuum_scale_factor = 0 and this threshold on jobs in both"
         " databases (the operations guide's advice for big tables); 0: the migration's",
     )
+    parser.add_argument(
+        "--base-schema",
+        type=int,
+        default=0,
+        help="A/B of schema versions: each round measures both databases migrated down to"
+        " this version ('base ' figures, workers from --base-bin) and up to this build's"
+        " ('new ' figures); only drain is measured",
+    )
+    parser.add_argument(
+        "--base-bin",
+        default="",
+        help="bin folder of the base build's venv (its queue-claim-worker waits for its own"
+        " schema version); default: this build's",
+    )
     opts = parser.parse_args()
     skip = {x for x in opts.skip.split(",") if x}
     ks = [int(x) for x in opts.workers.split(",") if x]
@@ -490,6 +518,8 @@ def main() -> None:
             print(
                 f"fill: {opts.finished:,} finished + {opts.queued:,} queued jobs in {took:,.0f} s"
             )
+        if opts.reuse:
+            db.migrate_to(big_dsn, None)  # a big database filled by an older build
         if opts.jobs_vacuum_threshold:
             for dsn in (empty_dsn, big_dsn):
                 with psycopg.connect(dsn, autocommit=True) as conn:
@@ -519,6 +549,9 @@ def main() -> None:
             print(f"  {name:<40}{size / 2**20:>10,.1f}{size / 2**20 / big_rows * 1e6:>10,.1f}")
 
         figures = Figures()
+        if opts.base_schema:
+            ab_rounds(opts, targets, admin_dsn, ks, figures)
+            return
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
             for rnd in range(1, opts.rounds + 1):
                 for t in targets:
@@ -564,6 +597,37 @@ def main() -> None:
                     f"  {t.which:<6}plain VACUUM: "
                     + ", ".join(f"{k} {v:.2f} s" for k, v in took_s.items())
                 )
+
+
+def ab_rounds(
+    opts: argparse.Namespace, targets: list[Target], admin_dsn: str, ks: list[int], figures: Figures
+) -> None:
+    """Drain figures of two schema versions, alternated in every round (base, then new).
+
+    The schema is moved down or up on both databases before each half (for a
+    migration that only sets table options, a moment's work). What one half
+    leaves in the tables (dead index entries, say) the other inherits: a base
+    half that follows a new one starts cleaner than base would stay on its own.
+    """
+    base_bin = Path(opts.base_bin) if opts.base_bin else BIN
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        for rnd in range(1, opts.rounds + 1):
+            for label, version, bin_dir in (
+                ("base ", opts.base_schema, base_bin),
+                ("new ", None, BIN),
+            ):
+                for t in targets:
+                    db.migrate_to(t.dsn, version)
+                for t in targets:
+                    with psycopg.connect(t.dsn) as conn:
+                        db.log(f"round {rnd}: {label}{t.which}: jobs ({db.jobs_options(conn)})")
+                    half = Target(t.which, t.dsn, t.oid, label, bin_dir)
+                    for k in ks:
+                        drain_figures(half, admin, opts.drain_jobs, k, opts.timeout, figures)
+    for t in targets:
+        db.migrate_to(t.dsn, None)
+    report(figures)
+    flat_check(figures)
 
 
 def db_target(which: str, dsn: str, admin_dsn: str, name: str) -> Target:

@@ -163,18 +163,23 @@ class StatementTotals:
     max_ms: float
     rows: int
     wal_bytes: float
+    #: Shared buffers hit or read.
+    buffers: int = 0
 
 
 def pss_totals(admin: psycopg.Connection[Any], oid: int, like: str = "%") -> StatementTotals:
     """Totals over the database's statements whose text matches ``like``."""
     row = admin.execute(
         "SELECT coalesce(sum(calls), 0), coalesce(sum(total_exec_time), 0),"
-        " coalesce(max(max_exec_time), 0), coalesce(sum(rows), 0), coalesce(sum(wal_bytes), 0)"
+        " coalesce(max(max_exec_time), 0), coalesce(sum(rows), 0), coalesce(sum(wal_bytes), 0),"
+        " coalesce(sum(shared_blks_hit + shared_blks_read), 0)"
         " FROM pg_stat_statements WHERE dbid = %s AND query LIKE %s",
         (oid, like),
     ).fetchone()
     assert row is not None
-    return StatementTotals(int(row[0]), float(row[1]), float(row[2]), int(row[3]), float(row[4]))
+    return StatementTotals(
+        int(row[0]), float(row[1]), float(row[2]), int(row[3]), float(row[4]), int(row[5])
+    )
 
 
 def pss_slowest(admin: psycopg.Connection[Any], oid: int) -> tuple[float, str]:
@@ -205,6 +210,24 @@ def sizes(conn: psycopg.Connection[Any]) -> list[tuple[str, int]]:
         " ORDER BY 1"
     ).fetchall()
     return [(str(name), int(size)) for name, size in rows]
+
+
+def migrate_to(dsn: str, version: int | None) -> None:
+    """Bring the engine schema to ``version`` (None: this build's last), up or down, no ANALYZE."""
+    migrator = Migrator(dsn)
+    if version is not None and migrator.current_version() > version:
+        migrator.down(version)
+    else:
+        migrator.up(version, analyze=False)
+
+
+def jobs_options(conn: psycopg.Connection[Any]) -> str:
+    """The jobs table's storage options (autovacuum, fillfactor) as the catalog has them."""
+    row = conn.execute(
+        "SELECT array_to_string(reloptions, ', ') FROM pg_class"
+        " WHERE oid = 'queue_engine.jobs'::regclass"
+    ).fetchone()
+    return str(row[0]) if row else ""
 
 
 def table_stats(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
