@@ -32,8 +32,8 @@ and WAL per batch, the worker statement's longest time and the longest lock
 wait seen in pg_stat_activity. Last: sizes per million jobs, dead tuples,
 autovacuum counts and the time of a plain VACUUM of each table.
 
-Why this file is long (~600 lines): it holds every measurement of the run
-(enqueue, drain, queue-ctl views, --compare-sql, the pruner phase) and the
+Why this file is long (~660 lines): it holds every measurement of the run
+(enqueue, drain, the --base-schema A/B, queue-ctl views, --compare-sql, the pruner phase) and the
 report, each short; the server, the fill and the statistics readers are in
 ``bench/scale_db.py``.
 """
