@@ -410,7 +410,10 @@ def queue_stats(
                 estimate=estimate,
             )
             row = {**row, "queued": queued, "delayed": delayed}
-            row["estimated"] = [*row["estimated"], *(k for k, v in kinds.items() if v == "estimate")]
+            row["estimated"] = [
+                *row["estimated"],
+                *(k for k, v in kinds.items() if v == "estimate"),
+            ]
             row["at_least"] = [*row["at_least"], *(k for k, v in kinds.items() if v == "at_least")]
         out.append(QueueStats.from_row(row))
     return out

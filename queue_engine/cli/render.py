@@ -266,10 +266,8 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
             count_cell(q, "succeeded_1h"),
             count_cell(q, "failed_1h"),
             count_cell(q, "lost_1h"),
-            _mark(q, "in_1m", "in_15m")
-            + f"{_per_min(q.in_1m, 60)}|{_per_min(q.in_15m, 900)}",
-            _mark(q, "out_1m", "out_15m")
-            + f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
+            _mark(q, "in_1m", "in_15m") + f"{_per_min(q.in_1m, 60)}|{_per_min(q.in_15m, 900)}",
+            _mark(q, "out_1m", "out_15m") + f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
             _mark(q, "wait_p50_s", "wait_p95_s") + _pair(q.wait_p50_s, q.wait_p95_s),
             _mark(q, "run_p50_s", "run_p95_s") + _pair(q.run_p50_s, q.run_p95_s),
             stats.format_duration(q.oldest_queued_s),
