@@ -287,7 +287,7 @@ def ctl_figures(t: Target, admin: psycopg.Connection[Any], repeat: int, figures:
 
 #: Parameters of the view statements --compare-sql can time (every filter off).
 VIEW_PARAMS: dict[str, dict[str, Any]] = {
-    "stats_queues": {"now": None, "queue": None, "dead_after_s": 30.0},
+    "stats_queues": {"now": None, "queue": None, "dead_after_s": 30.0, "cap": 10_000},
     "stats_workers": {"dead_after_s": 30.0},
 }
 

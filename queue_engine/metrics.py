@@ -292,7 +292,14 @@ class QueueCollector:
             "Most jobs of the queue started per second (queue-ctl rate); absent: no limit.",
             labels=["queue"],
         )
+        inexact = GaugeMetricFamily(
+            f"{PREFIX}_queue_figure_inexact",
+            "1 for each figure above QUEUE_ENGINE_STATS_EXACT_CAP: an estimate or a lower bound.",
+            labels=["queue", "figure", "kind"],
+        )
         for q in rows:
+            for figure in (*q.estimated, *q.at_least):
+                inexact.add_metric([q.queue, figure, q.exactness(figure)], 1)
             for state, value in (
                 ("queued", q.queued),
                 ("delayed", q.delayed),
@@ -327,7 +334,7 @@ class QueueCollector:
             if q.rate_limit is not None:
                 rate.add_metric([q.queue], q.rate_limit)
         yield from (depth, oldest, finished, throughput, wait, workers_q, replicas, paused)
-        yield from (scale, rate)
+        yield from (scale, rate, inexact)
 
         workers = GaugeMetricFamily(
             f"{PREFIX}_workers",
@@ -342,13 +349,18 @@ class QueueCollector:
 
         durations = GaugeHistogramMetricFamily(
             f"{PREFIX}_job_duration_seconds",
-            "Run time of jobs that succeeded or failed in the last 15 minutes.",
+            "Run time of jobs that succeeded or failed in the last 15 minutes "
+            "(at most QUEUE_ENGINE_STATS_EXACT_CAP newest).",
             labels=["queue"],
         )
         per_queue: dict[str, tuple[list[int], float]] = {}
         for queue, bucket, n, total_s in conn.execute(
             queries.query("metrics_durations", self.schema),
-            {"bounds_s": list(DURATION_BUCKETS_S), "window_s": DURATION_WINDOW_S},
+            {
+                "bounds_s": list(DURATION_BUCKETS_S),
+                "window_s": DURATION_WINDOW_S,
+                "cap": stats.exact_cap(),
+            },
         ):
             counts, total = per_queue.setdefault(queue, ([0] * (len(DURATION_BUCKETS_S) + 1), 0.0))
             counts[int(bucket)] += int(n)

@@ -555,6 +555,14 @@ HTTP_HOST = text(
 
 # -- queue-scheduler ------------------------------------------------------------------
 
+STATS_EXACT_CAP = integer(
+    "STATS_EXACT_CAP",
+    10_000,
+    (LIBRARY, CTL, ORCHESTRATOR, WEB),
+    "per-queue figures are exact up to this many jobs, estimated above (stats, top, metrics, queue-web)",
+    minimum=1,
+    maximum=10_000_000,
+)
 SCHEDULER_GRACE_S = number(
     "SCHEDULER_GRACE_S",
     60,
@@ -721,6 +729,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         RETAIN_WORKERS_S,
         HTTP_PORT,
         HTTP_HOST,
+        STATS_EXACT_CAP,
         SCHEDULER_GRACE_S,
         SCHEDULER_POLL_S,
         SCHEDULER_RUNS_KEEP_S,

@@ -27,10 +27,19 @@ Definitions (also in docs/operations.md):
 - *parked*: live workers whose state is ``parked`` (a ``queue-ctl park`` matches
   them, or they hold no scale slot): alive, claiming nothing. They are counted in
   *live* too, so live minus parked is the workers that can claim.
+
+Estimates at scale: no read of the stats statement goes past a cap
+(``QUEUE_ENGINE_STATS_EXACT_CAP``, 10,000 by default) of index entries or rows,
+so ``stats`` costs the same on a table of 10 million jobs as on one of 10,000.
+Below the cap every figure is exact. Above it a figure is named in
+:attr:`QueueStats.estimated` (extrapolated from the rows read, or for a
+backlog the planner's estimate from the table's statistics) or in
+:attr:`QueueStats.at_least` (the count of the rows read: a lower bound).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -173,11 +182,31 @@ class QueueStats:
     scale_limit: int | None = None
     rate_limit: float | None = None
     rate_burst: int | None = None
+    #: Figures that are estimates (the exact count stopped at the cap), by field name.
+    estimated: tuple[str, ...] = ()
+    #: Figures that are lower bounds (counted up to the cap, no estimate beyond it).
+    at_least: tuple[str, ...] = ()
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> QueueStats:
-        """Build from a ``stats_queues`` row (counts arrive as ints, figures as floats)."""
-        return cls(**row)
+        """Build from a ``stats_queues`` row (counts arrive as ints, figures as floats).
+
+        The row's ``queued_capped`` / ``delayed_capped`` (index ranges whose
+        count stopped at the cap) are dropped: :func:`queue_stats` has already
+        turned them into estimates or lower bounds.
+        """
+        fields = {k: v for k, v in row.items() if k not in ("queued_capped", "delayed_capped")}
+        fields["estimated"] = tuple(fields.get("estimated") or ())
+        fields["at_least"] = tuple(fields.get("at_least") or ())
+        return cls(**fields)
+
+    def exactness(self, name: str) -> str:
+        """``exact``, ``estimate`` or ``at_least`` for the figure ``name``."""
+        if name in self.estimated:
+            return "estimate"
+        if name in self.at_least:
+            return "at_least"
+        return "exact"
 
     @property
     def arrival_rate_per_s(self) -> float:
@@ -194,6 +223,8 @@ class QueueStats:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready figures, with the rates and the suggestion and how it was computed."""
         out = asdict(self)
+        out["estimated"] = list(self.estimated)
+        out["at_least"] = list(self.at_least)
         out["throughput_per_s"] = {
             "in_1m": rate_per_s(self.in_1m, 60.0),
             "in_15m": rate_per_s(self.in_15m, 900.0),
@@ -280,6 +311,66 @@ class JobEvent:
 # -- reading -------------------------------------------------------------------
 
 
+def exact_cap() -> int:
+    """``QUEUE_ENGINE_STATS_EXACT_CAP``: figures are exact up to this many jobs per read."""
+    return settings.STATS_EXACT_CAP.read()
+
+
+def split_backlog(
+    queued: int,
+    delayed: int,
+    *,
+    queued_capped: bool,
+    delayed_capped: bool,
+    estimate: float | None,
+) -> tuple[int, int, dict[str, str]]:
+    """A queue's queued and delayed figures once a count stopped at the cap.
+
+    ``queued`` / ``delayed`` are the counts read (each a lower bound when its
+    ``*_capped``); ``estimate`` is the planner's estimate of the whole backlog
+    (queued + delayed). When one count is exact, the other is the estimate
+    minus it; an estimate below what was counted is stale (statistics older
+    than the backlog), so the count read is kept as a lower bound. When both
+    stopped at the cap the split is unknown: both are lower bounds. Returns
+    the two figures and ``{field: "estimate" | "at_least"}`` for those not exact.
+    """
+    kinds: dict[str, str] = {}
+    if queued_capped and delayed_capped:
+        return queued, delayed, {"queued": "at_least", "delayed": "at_least"}
+    if queued_capped:
+        guess = None if estimate is None else round(estimate) - delayed
+        if guess is not None and guess > queued:
+            return guess, delayed, {"queued": "estimate"}
+        return queued, delayed, {"queued": "at_least"}
+    if delayed_capped:
+        guess = None if estimate is None else round(estimate) - queued
+        if guess is not None and guess > delayed:
+            return queued, guess, {"delayed": "estimate"}
+        return queued, delayed, {"delayed": "at_least"}
+    return queued, delayed, kinds
+
+
+def backlog_estimate(conn: psycopg.Connection[Any], schema: str, queue: str) -> float | None:
+    """The planner's estimate of a queue's backlog (``sql/estimate_backlog.sql``), no rows read.
+
+    EXPLAIN plans the statement with the queue's name bound, so the estimate
+    comes from the table's statistics (the (queue, status) MCV list of the
+    ``stats_estimates`` migration) scaled to the relation's current size. None
+    when the plan carries no estimate.
+    """
+    with schema_errors(schema):
+        row = conn.execute(
+            "EXPLAIN (FORMAT JSON) " + queries.query("estimate_backlog", schema), {"queue": queue}
+        ).fetchone()
+    if row is None:
+        return None
+    document = row[0]
+    if isinstance(document, str):
+        document = json.loads(document)
+    rows = document[0]["Plan"].get("Plan Rows")
+    return float(rows) if rows is not None else None
+
+
 def queue_stats(
     conn: psycopg.Connection[Any],
     schema: str,
@@ -287,16 +378,45 @@ def queue_stats(
     queue: str | None = None,
     now: datetime | None = None,
     dead_after: float | None = None,
+    cap: int | None = None,
 ) -> list[QueueStats]:
-    """Per-queue figures, one statement; ``now`` pins the clock (None: the database's)."""
+    """Per-queue figures, one statement; ``now`` pins the clock (None: the database's).
+
+    ``cap``: exact up to this many jobs per read (None: ``QUEUE_ENGINE_STATS_EXACT_CAP``);
+    a queue whose backlog count stopped at it costs one more EXPLAIN for its estimate.
+    """
     params = {
         "now": now,
         "queue": queue,
         "dead_after_s": dead_after if dead_after is not None else dead_after_s(),
+        "cap": cap if cap is not None else exact_cap(),
     }
     with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
         cur.execute(queries.query("stats_queues", schema), params)
-        return [QueueStats.from_row(r) for r in cur.fetchall()]
+        rows = cur.fetchall()
+    out = []
+    for row in rows:
+        queued_capped = bool(row["queued_capped"])
+        delayed_capped = bool(row["delayed_capped"])
+        if queued_capped or delayed_capped:
+            estimate = None
+            if not (queued_capped and delayed_capped):
+                estimate = backlog_estimate(conn, schema, row["queue"])
+            queued, delayed, kinds = split_backlog(
+                int(row["queued"]),
+                int(row["delayed"]),
+                queued_capped=queued_capped,
+                delayed_capped=delayed_capped,
+                estimate=estimate,
+            )
+            row = {**row, "queued": queued, "delayed": delayed}
+            row["estimated"] = [
+                *row["estimated"],
+                *(k for k, v in kinds.items() if v == "estimate"),
+            ]
+            row["at_least"] = [*row["at_least"], *(k for k, v in kinds.items() if v == "at_least")]
+        out.append(QueueStats.from_row(row))
+    return out
 
 
 def workers(

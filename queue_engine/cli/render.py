@@ -191,6 +191,39 @@ def _per_min(n: int, window_s: float) -> str:
     return f"{value:.0f}" if value >= 10 or value == 0 else f"{value:.1f}"
 
 
+#: Marks of a figure that is not exact (``QUEUE_ENGINE_STATS_EXACT_CAP``).
+MARKS = {"exact": "", "estimate": "~", "at_least": "\N{GREATER-THAN OR EQUAL TO} "}
+
+
+def compact_count(n: int) -> str:
+    """An estimated count, rounded as it deserves: ``9876``, ``12k``, ``1.0M``."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1000:.0f}k"
+    return str(n)
+
+
+def count_cell(q: stats.QueueStats, name: str) -> str:
+    """A count of ``q``: exact as is, ``~1.0M`` when estimated, ``≥ 10,000`` when a lower bound."""
+    n = int(getattr(q, name))
+    kind = q.exactness(name)
+    if kind == "estimate":
+        return MARKS[kind] + compact_count(n)
+    if kind == "at_least":
+        return MARKS[kind] + f"{n:,}"
+    return str(n)
+
+
+def _mark(q: stats.QueueStats, *names: str) -> str:
+    """The mark of the least exact of ``names`` (``~`` wins over ``≥``)."""
+    kinds = {q.exactness(name) for name in names}
+    for kind in ("estimate", "at_least"):
+        if kind in kinds:
+            return MARKS[kind]
+    return ""
+
+
 def scale_cell(limit: int | None) -> str:
     """``-`` for no scale limit, else the limit."""
     return "-" if limit is None else str(limit)
@@ -227,16 +260,16 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
     body = [
         [
             q.queue,
-            str(q.queued),
-            str(q.delayed),
+            count_cell(q, "queued"),
+            count_cell(q, "delayed"),
             str(q.running),
-            str(q.succeeded_1h),
-            str(q.failed_1h),
-            str(q.lost_1h),
-            f"{_per_min(q.in_1m, 60)}|{_per_min(q.in_15m, 900)}",
-            f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
-            _pair(q.wait_p50_s, q.wait_p95_s),
-            _pair(q.run_p50_s, q.run_p95_s),
+            count_cell(q, "succeeded_1h"),
+            count_cell(q, "failed_1h"),
+            count_cell(q, "lost_1h"),
+            _mark(q, "in_1m", "in_15m") + f"{_per_min(q.in_1m, 60)}|{_per_min(q.in_15m, 900)}",
+            _mark(q, "out_1m", "out_15m") + f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
+            _mark(q, "wait_p50_s", "wait_p95_s") + _pair(q.wait_p50_s, q.wait_p95_s),
+            _mark(q, "run_p50_s", "run_p95_s") + _pair(q.run_p50_s, q.run_p95_s),
             stats.format_duration(q.oldest_queued_s),
             f"{q.workers_live}/{q.workers_parked}/{q.workers_dead}",
             str(q.replicas_suggested),
@@ -246,11 +279,17 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
         ]
         for q in rows
     ]
-    return table(header, body, right=set(range(1, 16)))
+    lines = table(header, body, right=set(range(1, 16)))
+    if any(q.estimated or q.at_least for q in rows):
+        lines.append(
+            "~ estimate, \N{GREATER-THAN OR EQUAL TO} at least: a figure above "
+            "QUEUE_ENGINE_STATS_EXACT_CAP jobs per read is not counted exactly"
+        )
+    return lines
 
 
-def stats_document(rows: list[stats.QueueStats]) -> dict[str, Any]:
-    """``queue-ctl stats --json``: the figures with the definition of each."""
+def stats_document(rows: list[stats.QueueStats], exact_cap: int) -> dict[str, Any]:
+    """``queue-ctl stats --json``: the figures with the definition of each, and the cap used."""
     return {
         "generated_at": datetime.now(UTC).isoformat(),
         "definitions": {
@@ -266,7 +305,13 @@ def stats_document(rows: list[stats.QueueStats]) -> dict[str, Any]:
             "in bursts of rate_burst (null: no limit)",
             "workers_parked": "live workers in state parked (a park, or no scale slot), "
             "also counted in workers_live",
+            "estimated": "figures of the queue that are estimates: a count that stopped at "
+            "exact_cap (backlog: the planner's estimate from the table's statistics; "
+            "windows: extrapolated from the newest exact_cap finished jobs; percentiles: "
+            "of those jobs)",
+            "at_least": "figures of the queue that are lower bounds (counted up to exact_cap)",
         },
+        "exact_cap": exact_cap,
         "queues": [q.to_dict() for q in rows],
     }
 

@@ -33,10 +33,11 @@ from queue_engine.client import Client
 @pass_cli
 def stats_cmd(cli: CliContext, queue: str | None, as_json: bool) -> None:
     """Per-queue depth, throughput, wait/run times, workers and a replicas suggestion."""
+    cap = stats.exact_cap()
     with cli.connect() as conn:
-        rows = stats.queue_stats(conn, cli.schema, queue=queue)
+        rows = stats.queue_stats(conn, cli.schema, queue=queue, cap=cap)
     if as_json:
-        print_json(render.stats_document(rows))
+        print_json(render.stats_document(rows, cap))
         return
     click.echo("\n".join(render.stats_lines(rows)))
     if not rows:

@@ -1,7 +1,23 @@
 -- Per-queue figures of `queue-ctl stats`, the live view and the metrics scrape,
--- in one statement over three index-backed slices of the jobs table:
---   * queued rows (jobs_claimable_idx) and running rows (jobs_running_lease_idx),
---   * rows finished in the last hour (jobs_finished_at_idx).
+-- in one statement whose every read is bounded by %(cap)s (the
+-- QUEUE_ENGINE_STATS_EXACT_CAP setting), whatever the size of the jobs table:
+--   * the backlog is counted from jobs_claimable_idx alone (index-only), per
+--     (queue, priority) range, at most %(cap)s + 1 entries per range and figure;
+--   * running rows come from jobs_running_lease_idx (as many as running jobs);
+--   * finished rows: the newest %(cap)s + 1 of the last hour from
+--     jobs_finished_at_idx; queued rows for `in`: the newest %(cap)s + 1 due in
+--     the last 15 minutes per (queue, priority) range.
+-- Below the cap every figure is exact (as before). Where a read stops at its
+-- cap, the figure is not exact and the statement says so:
+--   * queued_capped / delayed_capped: ranges whose count stopped at the cap
+--     (the count is then a lower bound; stats.py turns it into an estimate from
+--     the planner's statistics, see sql/estimate_backlog.sql);
+--   * finished_from: the finished_at of the oldest finished row read when that
+--     read stopped at its cap (NULL: the whole hour was read). Figures of a window
+--     reaching further back are extrapolated from the span read (count x window
+--     / span) and listed in `estimated`; percentiles are those of the rows read;
+--   * in_1m / in_15m are listed in `at_least` when a queued read stopped at its
+--     cap before the start of their window (a lower bound).
 -- A job created or started in the last 15 minutes is in one of those slices
 -- (still active, or finished after it was created/started), so throughput in,
 -- wait times and run times never need a scan of the whole table.
@@ -20,48 +36,128 @@
 --               they are counted in workers_live too
 -- %(now)s pins the clock for tests; NULL: the database's now().
 -- %(queue)s NULL: every queue.
-WITH p AS MATERIALIZED (
-    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+WITH RECURSIVE p AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now, %(cap)s::bigint AS cap
+),
+parts AS (
+    -- The (queue, priority) ranges of jobs_claimable_idx, by a loose index scan:
+    -- one index probe per range, however many entries each holds. Within a
+    -- range the index is ordered by available_at, so due and delayed entries
+    -- are two contiguous runs that can be counted up to a cap.
+    (SELECT j.queue, j.priority
+     FROM __SCHEMA__.jobs j
+     WHERE j.status = 'queued' AND j.queue >= coalesce(%(queue)s::text, '')
+     ORDER BY j.queue, j.priority
+     LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.priority
+    FROM parts c
+    CROSS JOIN LATERAL (
+        SELECT j.queue, j.priority
+        FROM __SCHEMA__.jobs j
+        WHERE j.status = 'queued' AND (j.queue, j.priority) > (c.queue, c.priority)
+        ORDER BY j.queue, j.priority
+        LIMIT 1
+    ) n
+    WHERE %(queue)s::text IS NULL OR c.queue = %(queue)s::text
+),
+ranges AS MATERIALIZED (
+    SELECT pt.queue, pt.priority,
+        (SELECT count(*) FROM (
+            SELECT 1 FROM __SCHEMA__.jobs j
+            WHERE j.status = 'queued' AND j.queue = pt.queue AND j.priority = pt.priority
+              AND j.available_at <= p.now
+            LIMIT p.cap + 1) x) AS queued,
+        (SELECT count(*) FROM (
+            SELECT 1 FROM __SCHEMA__.jobs j
+            WHERE j.status = 'queued' AND j.queue = pt.queue AND j.priority = pt.priority
+              AND j.available_at > p.now
+            LIMIT p.cap + 1) x) AS delayed,
+        (SELECT j.available_at FROM __SCHEMA__.jobs j
+         WHERE j.status = 'queued' AND j.queue = pt.queue AND j.priority = pt.priority
+         ORDER BY j.available_at
+         LIMIT 1) AS first_available_at
+    FROM parts pt CROSS JOIN p
+    WHERE %(queue)s::text IS NULL OR pt.queue = %(queue)s::text
 ),
 backlog AS (
-    -- Queued rows by queue, from jobs_claimable_idx alone: queue and available_at
-    -- are its columns and status = 'queued' its predicate, so this is an
-    -- index-only scan (no heap page is read for an all-visible row), in index
-    -- order (no sort). A million-job backlog costs one pass over a narrow index,
-    -- never over the table's rows: the plan once read every queued row's heap
-    -- tuple (for created_at), which made `stats` take seconds at a million.
-    SELECT j.queue,
-        count(*) FILTER (WHERE j.available_at <= p.now) AS queued,
-        count(*) FILTER (WHERE j.available_at > p.now) AS delayed,
-        min(j.available_at) FILTER (WHERE j.available_at <= p.now) AS oldest_available_at
-    FROM __SCHEMA__.jobs j CROSS JOIN p
-    WHERE j.status = 'queued' AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
-    GROUP BY j.queue
+    -- Per queue: the counts (each range's stops at cap + 1, so the sum is exact
+    -- when no range reached it, else a lower bound), how many ranges reached
+    -- the cap, and the oldest due job (exact: the first entry of each range).
+    SELECT r.queue,
+        sum(r.queued)::bigint AS queued, sum(r.delayed)::bigint AS delayed,
+        count(*) FILTER (WHERE r.queued > p.cap) AS queued_capped,
+        count(*) FILTER (WHERE r.delayed > p.cap) AS delayed_capped,
+        min(r.first_available_at) FILTER (WHERE r.first_available_at <= p.now)
+            AS oldest_available_at
+    FROM ranges r CROSS JOIN p
+    GROUP BY r.queue
 ),
-slice AS (
-    -- Queued rows only for in_1m / in_15m: those due in the last 15 minutes or
-    -- later (a job created in the window is due at its creation, or later when
-    -- delayed); the condition on available_at is checked in jobs_claimable_idx
-    -- before any heap page is read. (A job enqueued with a run_at already in
-    -- the past is due before its creation and not counted in `in`.)
+fin AS MATERIALIZED (
+    -- The newest cap + 1 jobs finished in the last hour (jobs_finished_at_idx,
+    -- read backwards: at most cap + 1 heap rows, however busy the hour was).
     SELECT j.queue, j.status, j.available_at, j.created_at, j.started_at, j.finished_at,
            j.duration_ms
     FROM __SCHEMA__.jobs j
-    WHERE j.status = 'queued' AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
-      AND j.available_at > coalesce(%(now)s::timestamptz, now()) - interval '15 minutes'
-      AND j.created_at > coalesce(%(now)s::timestamptz, now()) - interval '15 minutes'
+    WHERE j.finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+      AND j.finished_at IS NOT NULL
+      AND j.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
+    ORDER BY j.finished_at DESC
+    LIMIT %(cap)s::bigint + 1
+),
+fin_cover AS (
+    -- finished_from: NULL when the read held the whole hour, else the oldest
+    -- finished_at read (the rows at that instant are left out, so the span read,
+    -- finished_from to now, is complete).
+    SELECT CASE WHEN count(*) > p.cap THEN min(f.finished_at) END AS finished_from
+    FROM fin f CROSS JOIN p
+    GROUP BY p.cap
+),
+recent_queued AS MATERIALIZED (
+    -- Queued rows for in_1m / in_15m: per range, the newest cap + 1 due in the
+    -- last 15 minutes or later (a job created in the window is due at its
+    -- creation, or later when delayed; a job enqueued with a run_at already in
+    -- the past is due before its creation and not counted in `in`).
+    SELECT r.queue, q.created_at, q.available_at, q.n, p.cap
+    FROM ranges r CROSS JOIN p
+    CROSS JOIN LATERAL (
+        SELECT j.created_at, j.available_at, row_number() OVER (ORDER BY j.available_at DESC) AS n
+        FROM (
+            SELECT j.created_at, j.available_at
+            FROM __SCHEMA__.jobs j
+            WHERE j.status = 'queued' AND j.queue = r.queue AND j.priority = r.priority
+              AND j.available_at > p.now - interval '15 minutes'
+            ORDER BY j.available_at DESC
+            LIMIT p.cap + 1
+        ) j
+    ) q
+),
+queued_cover AS (
+    -- Per queue: the earliest available_at of a queued read that stopped at its
+    -- cap (NULL: every read was complete). `in` of a window starting before it
+    -- is a lower bound.
+    SELECT rq.queue, max(rq.available_at) FILTER (WHERE rq.n > rq.cap) AS queued_from
+    FROM recent_queued rq
+    GROUP BY rq.queue
+),
+slice AS (
+    SELECT rq.queue, 'queued'::text AS status, rq.available_at, rq.created_at,
+           NULL::timestamptz AS started_at, NULL::timestamptz AS finished_at,
+           NULL::bigint AS duration_ms
+    FROM recent_queued rq
+    WHERE rq.n <= rq.cap
+      AND rq.created_at > coalesce(%(now)s::timestamptz, now()) - interval '15 minutes'
     UNION ALL
     SELECT j.queue, j.status, j.available_at, j.created_at, j.started_at, j.finished_at,
            j.duration_ms
     FROM __SCHEMA__.jobs j
     WHERE j.status = 'running' AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
     UNION ALL
-    SELECT j.queue, j.status, j.available_at, j.created_at, j.started_at, j.finished_at,
-           j.duration_ms
-    FROM __SCHEMA__.jobs j
-    WHERE j.finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
-      AND j.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
-      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+    SELECT f.queue, f.status, f.available_at, f.created_at, f.started_at, f.finished_at,
+           f.duration_ms
+    FROM fin f CROSS JOIN fin_cover c
+    WHERE (c.finished_from IS NULL OR f.finished_at > c.finished_from)
+      AND (%(queue)s::text IS NULL OR f.queue = %(queue)s::text)
 ),
 job_agg AS (
     SELECT s.queue,
@@ -109,17 +205,66 @@ job_agg AS (
     FROM slice s CROSS JOIN p
     GROUP BY s.queue, p.now
 ),
+cover AS (
+    -- How far back the finished read reaches, as a factor per window: 1 when
+    -- the read holds the whole window (exact), else window / span read, by
+    -- which the window's counts are extrapolated.
+    SELECT
+        CASE WHEN c.finished_from IS NULL OR c.finished_from <= p.now - interval '1 minute'
+             THEN 1.0 ELSE 60.0 / greatest(extract(epoch FROM p.now - c.finished_from)::float8, 0.001)
+        END AS k_1m,
+        CASE WHEN c.finished_from IS NULL OR c.finished_from <= p.now - interval '15 minutes'
+             THEN 1.0 ELSE 900.0 / greatest(extract(epoch FROM p.now - c.finished_from)::float8, 0.001)
+        END AS k_15m,
+        CASE WHEN c.finished_from IS NULL OR c.finished_from <= p.now - interval '1 hour'
+             THEN 1.0 ELSE 3600.0 / greatest(extract(epoch FROM p.now - c.finished_from)::float8, 0.001)
+        END AS k_1h
+    FROM p LEFT JOIN fin_cover c ON true
+),
 queue_agg AS (
     -- Every queue with queued, running or recently finished jobs.
     SELECT coalesce(b.queue, j.queue) AS queue,
         coalesce(b.queued, 0) AS queued, coalesce(b.delayed, 0) AS delayed,
+        coalesce(b.queued_capped, 0) AS queued_capped,
+        coalesce(b.delayed_capped, 0) AS delayed_capped,
         extract(epoch FROM p.now - b.oldest_available_at)::float8 AS oldest_queued_s,
-        j.running, j.succeeded_1h, j.failed_1h, j.lost_1h, j.canceled_1h,
-        j.in_1m, j.in_15m, j.out_1m, j.out_15m, j.wait_p50_s, j.wait_p95_s, j.wait_samples,
-        j.run_p50_s, j.run_p95_s, j.run_mean_s, j.run_samples
+        j.running,
+        round(j.succeeded_1h * k.k_1h)::bigint AS succeeded_1h,
+        round(j.failed_1h * k.k_1h)::bigint AS failed_1h,
+        round(j.lost_1h * k.k_1h)::bigint AS lost_1h,
+        round(j.canceled_1h * k.k_1h)::bigint AS canceled_1h,
+        j.in_1m, j.in_15m,
+        round(j.out_1m * k.k_1m)::bigint AS out_1m,
+        round(j.out_15m * k.k_15m)::bigint AS out_15m,
+        j.wait_p50_s, j.wait_p95_s, j.wait_samples,
+        j.run_p50_s, j.run_p95_s, j.run_mean_s, j.run_samples,
+        array_remove(ARRAY[
+            CASE WHEN k.k_1h <> 1 THEN 'succeeded_1h' END,
+            CASE WHEN k.k_1h <> 1 THEN 'failed_1h' END,
+            CASE WHEN k.k_1h <> 1 THEN 'lost_1h' END,
+            CASE WHEN k.k_1h <> 1 THEN 'canceled_1h' END,
+            CASE WHEN k.k_1m <> 1 THEN 'out_1m' END,
+            CASE WHEN k.k_15m <> 1 THEN 'out_15m' END,
+            CASE WHEN k.k_15m <> 1 THEN 'wait_p50_s' END,
+            CASE WHEN k.k_15m <> 1 THEN 'wait_p95_s' END,
+            CASE WHEN k.k_15m <> 1 THEN 'run_p50_s' END,
+            CASE WHEN k.k_15m <> 1 THEN 'run_p95_s' END,
+            CASE WHEN k.k_15m <> 1 THEN 'run_mean_s' END
+        ], NULL) AS estimated,
+        -- Counts of rows read where a read stopped at its cap: lower bounds.
+        array_remove(ARRAY[
+            CASE WHEN k.k_1m <> 1 OR qc.queued_from > p.now - interval '1 minute'
+                 THEN 'in_1m' END,
+            CASE WHEN k.k_15m <> 1 OR qc.queued_from > p.now - interval '15 minutes'
+                 THEN 'in_15m' END,
+            CASE WHEN k.k_15m <> 1 THEN 'wait_samples' END,
+            CASE WHEN k.k_15m <> 1 THEN 'run_samples' END
+        ], NULL) AS at_least
     FROM backlog b
     FULL JOIN job_agg j ON j.queue = b.queue
+    LEFT JOIN queued_cover qc ON qc.queue = coalesce(b.queue, j.queue)
     CROSS JOIN p
+    CROSS JOIN cover k
 ),
 worker_agg AS (
     -- live: not stopped, not flagged, heartbeat fresher than %(dead_after_s)s;
@@ -152,6 +297,8 @@ ctl AS (
 )
 SELECT coalesce(j.queue, w.queue, c.queue) AS queue,
        coalesce(j.queued, 0) AS queued, coalesce(j.delayed, 0) AS delayed,
+       coalesce(j.queued_capped, 0) AS queued_capped,
+       coalesce(j.delayed_capped, 0) AS delayed_capped,
        coalesce(j.running, 0) AS running,
        coalesce(j.succeeded_1h, 0) AS succeeded_1h, coalesce(j.failed_1h, 0) AS failed_1h,
        coalesce(j.lost_1h, 0) AS lost_1h, coalesce(j.canceled_1h, 0) AS canceled_1h,
@@ -163,7 +310,9 @@ SELECT coalesce(j.queue, w.queue, c.queue) AS queue,
        coalesce(w.workers_parked, 0) AS workers_parked,
        coalesce(w.workers_dead, 0) AS workers_dead,
        coalesce(c.paused, false) AS paused,
-       c.scale_limit, c.rate_limit, c.rate_burst
+       c.scale_limit, c.rate_limit, c.rate_burst,
+       coalesce(j.estimated, '{}'::text[]) AS estimated,
+       coalesce(j.at_least, '{}'::text[]) AS at_least
 FROM queue_agg j
 FULL JOIN worker_agg w ON w.queue = j.queue
 FULL JOIN ctl c ON c.queue = coalesce(j.queue, w.queue)

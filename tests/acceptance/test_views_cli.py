@@ -54,6 +54,22 @@ def test_stats_table_and_json(dsn: str, conn: Any) -> None:
     assert empty["queues"] == []
 
 
+def test_stats_marks_figures_above_the_cap(dsn: str, conn: Any) -> None:
+    """With QUEUE_ENGINE_STATS_EXACT_CAP=2, three queued jobs are more than counted exactly."""
+    seed(conn)
+    env = {"QUEUE_ENGINE_STATS_EXACT_CAP": "2"}
+    out = ok(queue_ctl("--dsn", dsn, "stats", env=env)).splitlines()
+    queued_cell = out[1].split()[1]
+    assert queued_cell.startswith(("~", "\N{GREATER-THAN OR EQUAL TO}")), out[1]
+    assert "QUEUE_ENGINE_STATS_EXACT_CAP" in out[-1]
+    doc = json.loads(ok(queue_ctl("--dsn", dsn, "stats", "--json", env=env)))
+    (q,) = doc["queues"]
+    assert "queued" in q["estimated"] + q["at_least"]
+    assert doc["exact_cap"] == 2
+    exact = json.loads(ok(queue_ctl("--dsn", dsn, "stats", "--json")))
+    assert exact["queues"][0]["estimated"] == [] and exact["queues"][0]["at_least"] == []
+
+
 def test_workers_and_show(dsn: str, conn: Any) -> None:
     job_id = seed(conn)
     out = ok(queue_ctl("--dsn", dsn, "workers"))

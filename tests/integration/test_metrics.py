@@ -299,3 +299,25 @@ def test_metrics_report_scale_and_rate_limits(server, workload, conn: Any) -> No
     # No limit, no sample: absent means unlimited (0 would mean "claim nothing").
     assert ("queue_engine_queue_scale_limit", (("queue", "idle.r"),)) not in got
     assert ("queue_engine_queue_rate_limit", (("queue", "m"),)) not in got
+
+
+def test_metrics_mark_figures_above_the_stats_cap(server, workload, monkeypatch) -> None:
+    """Above QUEUE_ENGINE_STATS_EXACT_CAP a figure is flagged, and the histogram is bounded."""
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    assert not [k for k in samples(text) if k[0] == "queue_engine_queue_figure_inexact"]
+
+    monkeypatch.setenv("QUEUE_ENGINE_STATS_EXACT_CAP", "1")  # read at each scrape
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    got = samples(text)
+    flagged = {
+        dict(labels)["figure"]: dict(labels)["kind"]
+        for name, labels in got
+        if name == "queue_engine_queue_figure_inexact" and dict(labels)["queue"] == "m"
+    }
+    # 2 due jobs in one range, counted up to 1 + 1: an estimate or a lower bound.
+    assert flagged["queued"] in ("estimate", "at_least")
+    assert "delayed" not in flagged  # 1 delayed job: still exact
+    assert flagged["out_15m"] == "estimate"  # the newest finished job only, extrapolated
+    assert got[("queue_engine_job_duration_seconds_gcount", (("queue", "m"),))] == 1

@@ -259,6 +259,14 @@ class QueueOut(Open):
     scale_limit: int | None
     rate_limit: float | None
     throughput_per_s: dict[str, float]
+    estimated: list[str] = Field(
+        default_factory=list,
+        description="figures that are estimates (above QUEUE_ENGINE_STATS_EXACT_CAP)",
+    )
+    at_least: list[str] = Field(
+        default_factory=list,
+        description="figures that are lower bounds (counted up to QUEUE_ENGINE_STATS_EXACT_CAP)",
+    )
 
 
 class QueuesOut(BaseModel):

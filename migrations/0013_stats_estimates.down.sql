@@ -1,0 +1,1 @@
+DROP STATISTICS IF EXISTS __SCHEMA__.jobs_queue_status_stats;
