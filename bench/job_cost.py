@@ -158,8 +158,10 @@ def busy_seconds() -> float:
     return float(sum(t)) - t.idle - getattr(t, "iowait", 0.0)
 
 
-def measure(admin: str, n: int, k: int, worker_bin: str, log_level: str) -> dict[str, float]:
-    """One drain of ``n`` jobs by ``k`` workers of ``worker_bin``; per-job figures."""
+def measure(
+    admin: str, n: int, k: int, worker_bin: str, log_level: str, prefetch: int = 1
+) -> dict[str, float]:
+    """One drain of ``n`` jobs by ``k`` workers of ``worker_bin`` (``prefetch`` each); per-job figures."""
     with fresh_database(admin) as dsn:
         with Client(dsn) as client:
             for start in range(0, n, 1000):
@@ -184,12 +186,12 @@ def measure(admin: str, n: int, k: int, worker_bin: str, log_level: str) -> dict
                 procs = [
                     subprocess.Popen(
                         [worker_bin, __file__, "--inproc-child", dsn, log_level, out],
-                        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent)),
+                        env=child_env(prefetch),
                     )
                     for out in outs
                 ]
             else:
-                procs = start_workers(dsn, k, 1, {}, worker_bin, log_level)
+                procs = start_workers(dsn, k, prefetch, {}, worker_bin, log_level)
             try:
                 deadline = time.monotonic() + 600
                 while unfinished(conn) and time.monotonic() < deadline:
@@ -384,10 +386,20 @@ def sum_wal(node: dict[str, Any]) -> float:
 # -- cProfile of an in-process worker ------------------------------------------------------
 
 
-def profile(admin: str, n: int) -> None:
+def child_env(prefetch: int) -> dict[str, str]:
+    """The environment of an in-process worker child: this folder importable, its prefetch."""
+    return dict(
+        os.environ,
+        PYTHONPATH=str(Path(__file__).resolve().parent),
+        JOB_COST_PREFETCH=str(prefetch),
+    )
+
+
+def profile(admin: str, n: int, prefetch: int = 1) -> None:
     """Drain ``n`` jobs with a worker in this process under cProfile; print the top functions."""
     import worker_bench_tasks  # noqa: F401  (registers the noop task)
 
+    from queue_engine.logs import setup_logging
     from queue_engine.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
@@ -400,26 +412,34 @@ def profile(admin: str, n: int) -> None:
                 )
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE queue_engine.jobs")
-        worker = Worker(
-            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn),
-            load_app("worker_bench_tasks"),
-            exit=lambda code: None,
-        )
+        # The console script's logging: INFO (one line per finished job) to a file.
+        with tempfile.TemporaryFile("w") as log_file:
+            saved_stderr, sys.stderr = sys.stderr, log_file
+            setup_logging("text", "INFO")
+            worker = Worker(
+                WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn, prefetch=prefetch),
+                load_app("worker_bench_tasks"),
+                exit=lambda code: None,
+            )
 
-        def stop_when_done() -> None:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                while unfinished(conn):
-                    time.sleep(0.05)
-            worker.stop()
+            def stop_when_done() -> None:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    while unfinished(conn):
+                        time.sleep(0.05)
+                worker.stop()
 
-        threading.Thread(target=stop_when_done, daemon=True).start()
-        prof = cProfile.Profile(time.thread_time)  # CPU of the main thread, not wall
-        cpu0 = time.process_time()
-        prof.enable()
-        worker.run()
-        prof.disable()
-        cpu = time.process_time() - cpu0
-    print(f"\ncProfile, one in-process worker, {n} jobs: {cpu / n * 1e6:.0f} us CPU per job")
+            threading.Thread(target=stop_when_done, daemon=True).start()
+            prof = cProfile.Profile(time.thread_time)  # CPU of the main thread, not wall
+            cpu0 = time.process_time()
+            prof.enable()
+            worker.run()
+            prof.disable()
+            cpu = time.process_time() - cpu0
+            sys.stderr = saved_stderr
+    print(
+        f"\ncProfile, one in-process worker, prefetch {prefetch}, {n} jobs:"
+        f" {cpu / n * 1e6:.0f} us CPU per job"
+    )
     stats = pstats.Stats(prof)
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats("queue_engine", 30)
@@ -443,8 +463,9 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
     with tempfile.TemporaryFile("w") as log:
         sys.stderr = log
         setup_logging("text", level)
+        prefetch = int(os.environ.get("JOB_COST_PREFETCH") or 1)
         worker = Worker(
-            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn),
+            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn, prefetch=prefetch),
             load_app("worker_bench_tasks"),
         )
 
@@ -482,7 +503,9 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
     )
 
 
-def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int, int]) -> None:
+def callgrind(
+    admin: str, builds: list[tuple[str, str, str]], counts: tuple[int, int], prefetch: int = 1
+) -> None:
     """Instructions per job of the worker process, counted by valgrind: blind to foreign load.
 
     Each build's interpreter runs :func:`inproc_child` under ``valgrind
@@ -490,7 +513,10 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
     jobs; the difference of the two totals over the difference of the jobs is
     the cost of one job (start-up, imports and shutdown cancel out).
     """
-    print(f"\nworker main-thread instructions per job (callgrind, {counts[1]} - {counts[0]} jobs):")
+    print(
+        f"\nworker main-thread instructions per job (callgrind, {counts[1]} - {counts[0]} jobs,"
+        f" prefetch {prefetch}):"
+    )
     for label, python, level in builds:
         totals = []
         for n in counts:
@@ -510,7 +536,7 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
                         f"--callgrind-out-file={cg_dir}/cg.out",
                         *(python, __file__, "--inproc-child", dsn, level, out),
                     ],
-                    env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent)),
+                    env=child_env(prefetch),
                     capture_output=True,
                     text=True,
                     check=False,
@@ -668,6 +694,12 @@ def main() -> None:
     parser.add_argument("--k", default="1,4")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=1,
+        help="each worker's --prefetch (100: the shared harness's drain-best, with --k 2)",
+    )
+    parser.add_argument(
         "--build",
         action="append",
         default=[],
@@ -704,7 +736,7 @@ def main() -> None:
                 order = builds if r % 2 == 0 else builds[::-1]
                 for k in ks:
                     for label, binary, level in order:
-                        m = measure(admin, opts.jobs, k, binary, level)
+                        m = measure(admin, opts.jobs, k, binary, level, opts.prefetch)
                         results.setdefault((label, k), []).append(m)
                         print(
                             f"  round {r + 1} {label} K={k}: {m['jobs_s']:,.0f} jobs/s,"
@@ -713,7 +745,8 @@ def main() -> None:
                             file=sys.stderr,
                         )
             print(
-                f"\nper job, N={opts.jobs:,} no-op jobs, prefetch 1, median of {opts.rounds} rounds\n"
+                f"\nper job, N={opts.jobs:,} no-op jobs, prefetch {opts.prefetch},"
+                f" median of {opts.rounds} rounds\n"
             )
             print_table(dict(sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))))
         if opts.explain or opts.explain_only:
@@ -722,9 +755,9 @@ def main() -> None:
             sql_ab(admin, opts.sql_ab)
         if opts.callgrind:
             low, high = (int(x) for x in opts.callgrind_jobs.split(","))
-            callgrind(admin, builds, (low, high))
+            callgrind(admin, builds, (low, high), opts.prefetch)
         if opts.profile:
-            profile(admin, min(opts.jobs, 5000))
+            profile(admin, min(opts.jobs, 20000), opts.prefetch)
 
 
 if __name__ == "__main__":

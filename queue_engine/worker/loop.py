@@ -186,6 +186,7 @@ class Worker:
             worker_id=self.worker_id,
             lease_ttl_s=settings.lease_ttl_s,
             stopping=self._stopping,
+            batch_log=settings.prefetch > 1,
         )
         self.renewer = Renewer(
             self.connection,

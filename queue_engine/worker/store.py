@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import set_json_loads
 
 from queue_engine import sql as queries
 from queue_engine.context import ClaimedJob
@@ -183,6 +184,22 @@ def configure_session(conn: Connection, *, synchronous_commit: str) -> None:
     conn.execute(sql.SQL("SET synchronous_commit = {}").format(sql.Literal(synchronous_commit)))
     conn.execute("SET plan_cache_mode = force_generic_plan")
     conn.execute("SET enable_seqscan = off")
+    set_json_loads(json_loads, conn)
+
+
+_decode_json = json.JSONDecoder().decode
+
+
+def json_loads(data: str | bytes) -> Any:
+    """``json.loads`` for the worker's connection: a claimed job's ``args`` are decoded per job.
+
+    The server sends ``jsonb`` as UTF-8 text; ``json.loads`` of bytes first
+    sniffs the encoding, and most jobs of a busy queue carry ``{}`` (a fresh
+    dict each, as a handler may change its args).
+    """
+    if data == b"{}":
+        return {}
+    return _decode_json(data if isinstance(data, str) else data.decode())
 
 
 @dataclass(frozen=True, slots=True)
