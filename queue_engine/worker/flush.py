@@ -195,12 +195,20 @@ class Flusher:
         other outcome keeps its own line at its own level.
         """
         successes: list[Outcome] = []
+        tasks: dict[str, int] = {}
+        duration_ms = followups = 0
         for outcome in outcomes:
             status = finished.get(outcome.job_id)
+            held = by_id.get(outcome.job_id)
             if status == "succeeded" and outcome.kind == "succeeded":
                 successes.append(outcome)
+                task = held.job.task if held is not None else "?"
+                tasks[task] = tasks.get(task, 0) + 1
+                duration_ms += outcome.duration_ms or 0
+                if outcome.followups:
+                    followups += len(outcome.followups)
             else:
-                self._log_outcome(outcome, by_id.get(outcome.job_id), status)
+                self._log_outcome(outcome, held, status)
         if not successes:
             return
         self.jobs_done += len(successes)
@@ -209,14 +217,6 @@ class Flusher:
                 self._log_success(outcome, by_id.get(outcome.job_id), logging.DEBUG)
         if not log.isEnabledFor(logging.INFO):
             return
-        tasks: dict[str, int] = {}
-        duration_ms = followups = 0
-        for outcome in successes:
-            held = by_id.get(outcome.job_id)
-            task = held.job.task if held is not None else "?"
-            tasks[task] = tasks.get(task, 0) + 1
-            duration_ms += outcome.duration_ms or 0
-            followups += len(outcome.followups)
         fields: dict[str, Any] = {
             "jobs": len(successes),
             "job_ids": id_ranges(o.job_id for o in successes),
