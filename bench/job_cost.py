@@ -12,7 +12,8 @@ leaves them; the workers use their own default, ``off``) with
 ``pg_stat_statements`` preloaded and ``track_functions = pl``. Each
 measurement: a fresh migrated database, ``--jobs`` no-op jobs bulk-enqueued,
 ANALYZE, CHECKPOINT, every counter reset, K real ``queue-claim-worker``
-processes (prefetch 1) until none is unfinished. Per job it reports:
+processes (``--prefetch``, default 1; ``--k 2 --prefetch 100`` is the shared
+harness's drain-best) until none is unfinished. Per job it reports:
 
 - jobs/s (N / (last ``finished_at`` - first ``started_at``));
 - CPU ms of the server's processes and of the worker processes (psutil);
