@@ -304,26 +304,32 @@ def print_table(results: dict[tuple[str, int], list[dict[str, float]]]) -> None:
 # -- EXPLAIN ANALYZE of the hot statement ----------------------------------------------
 
 
-def explain(admin: str, loops: int) -> None:
-    """Mean execution, trigger time and WAL of the finish-and-claim statement, one job a call."""
+def explain(admin: str, loops: int, batch: int = 1) -> None:
+    """Mean execution, trigger time and WAL of the finish-and-claim statement, ``batch`` jobs a call.
+
+    Each statement finishes the ``batch`` jobs the previous one claimed and
+    claims ``batch`` more (``--prefetch``: a prefetching worker's statement).
+    """
     from queue_engine.worker import store
 
     text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     with fresh_database(admin) as dsn:
         with Client(dsn) as client:
-            client.enqueue_many([{"task": "noop", "queue": QUEUE} for _ in range(loops + 1)])
+            for start in range(0, (loops + 1) * batch, 1000):
+                client.enqueue_many(
+                    [
+                        {"task": "noop", "queue": QUEUE}
+                        for _ in range(min(1000, (loops + 1) * batch - start))
+                    ]
+                )
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE queue_engine.jobs")
             store.configure_session(conn, synchronous_commit="off")
             conn.execute(f"PREPARE fc AS {text.text}")  # type: ignore[arg-type]  # our own SQL
-            held: tuple[int, int] | None = None
+            held: list[tuple[int, int]] = []
             totals: dict[str, float] = {}
             for _ in range(loops):
-                outcome = (
-                    []
-                    if held is None
-                    else [{"id": held[0], "attempt": held[1], "status": "succeeded"}]
-                )
+                outcome = [{"id": i, "attempt": a, "status": "succeeded"} for i, a in held]
                 params = {
                     "outcomes": json.dumps(
                         [
@@ -333,7 +339,7 @@ def explain(admin: str, loops: int) -> None:
                     ),
                     "worker_id": "explain",
                     "queue": QUEUE,
-                    "claim_limit": 1,
+                    "claim_limit": batch,
                     "lease_ttl_s": 60,
                     "jobs_channel": "queue_engine.jobs",
                     "host": "explain",
@@ -354,14 +360,17 @@ def explain(admin: str, loops: int) -> None:
                     totals[name + " ms"] = totals.get(name + " ms", 0.0) + ms
                 wal = sum_wal(top["Plan"])
                 totals["WAL bytes"] = totals.get("WAL bytes", 0.0) + wal
-                row = conn.execute(
+                rows = conn.execute(
                     "SELECT id, attempt FROM queue_engine.jobs"
                     " WHERE status = 'running' AND claimed_by = 'explain'"
-                ).fetchone()
-                held = (int(row[0]), int(row[1])) if row else None
-    print(f"\nEXPLAIN (ANALYZE, WAL) of finish_and_claim_jobs, mean of {loops} statements:")
+                ).fetchall()
+                held = [(int(r[0]), int(r[1])) for r in rows]
+    print(
+        f"\nEXPLAIN (ANALYZE, WAL) of finish_and_claim_jobs, {batch} job(s) finished and"
+        f" claimed per statement, mean of {loops} statements (per statement; per job):"
+    )
     for key, value in totals.items():
-        print(f"  {key}: {value / loops:.4f}")
+        print(f"  {key}: {value / loops:.4f}; {value / loops / batch:.4f}")
 
 
 def scalar_explain(conn: Conn, placeholders: str, args: list[Any]) -> Any:
@@ -751,7 +760,7 @@ def main() -> None:
             )
             print_table(dict(sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))))
         if opts.explain or opts.explain_only:
-            explain(admin, 300)
+            explain(admin, 300 if opts.prefetch == 1 else 30, opts.prefetch)
         if opts.sql_ab:
             sql_ab(admin, opts.sql_ab)
         if opts.callgrind:
