@@ -12,7 +12,8 @@ leaves them; the workers use their own default, ``off``) with
 ``pg_stat_statements`` preloaded and ``track_functions = pl``. Each
 measurement: a fresh migrated database, ``--jobs`` no-op jobs bulk-enqueued,
 ANALYZE, CHECKPOINT, every counter reset, K real ``queue-claim-worker``
-processes (prefetch 1) until none is unfinished. Per job it reports:
+processes (``--prefetch``, default 1; ``--k 2 --prefetch 100`` is the shared
+harness's drain-best) until none is unfinished. Per job it reports:
 
 - jobs/s (N / (last ``finished_at`` - first ``started_at``));
 - CPU ms of the server's processes and of the worker processes (psutil);
@@ -158,8 +159,10 @@ def busy_seconds() -> float:
     return float(sum(t)) - t.idle - getattr(t, "iowait", 0.0)
 
 
-def measure(admin: str, n: int, k: int, worker_bin: str, log_level: str) -> dict[str, float]:
-    """One drain of ``n`` jobs by ``k`` workers of ``worker_bin``; per-job figures."""
+def measure(
+    admin: str, n: int, k: int, worker_bin: str, log_level: str, prefetch: int = 1
+) -> dict[str, float]:
+    """One drain of ``n`` jobs by ``k`` workers of ``worker_bin`` (``prefetch`` each); per-job figures."""
     with fresh_database(admin) as dsn:
         with Client(dsn) as client:
             for start in range(0, n, 1000):
@@ -184,12 +187,12 @@ def measure(admin: str, n: int, k: int, worker_bin: str, log_level: str) -> dict
                 procs = [
                     subprocess.Popen(
                         [worker_bin, __file__, "--inproc-child", dsn, log_level, out],
-                        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent)),
+                        env=child_env(prefetch),
                     )
                     for out in outs
                 ]
             else:
-                procs = start_workers(dsn, k, 1, {}, worker_bin, log_level)
+                procs = start_workers(dsn, k, prefetch, {}, worker_bin, log_level)
             try:
                 deadline = time.monotonic() + 600
                 while unfinished(conn) and time.monotonic() < deadline:
@@ -301,26 +304,32 @@ def print_table(results: dict[tuple[str, int], list[dict[str, float]]]) -> None:
 # -- EXPLAIN ANALYZE of the hot statement ----------------------------------------------
 
 
-def explain(admin: str, loops: int) -> None:
-    """Mean execution, trigger time and WAL of the finish-and-claim statement, one job a call."""
+def explain(admin: str, loops: int, batch: int = 1) -> None:
+    """Mean execution, trigger time and WAL of the finish-and-claim statement, ``batch`` jobs a call.
+
+    Each statement finishes the ``batch`` jobs the previous one claimed and
+    claims ``batch`` more (``--prefetch``: a prefetching worker's statement).
+    """
     from queue_engine.worker import store
 
     text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     with fresh_database(admin) as dsn:
         with Client(dsn) as client:
-            client.enqueue_many([{"task": "noop", "queue": QUEUE} for _ in range(loops + 1)])
+            for start in range(0, (loops + 1) * batch, 1000):
+                client.enqueue_many(
+                    [
+                        {"task": "noop", "queue": QUEUE}
+                        for _ in range(min(1000, (loops + 1) * batch - start))
+                    ]
+                )
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE queue_engine.jobs")
             store.configure_session(conn, synchronous_commit="off")
             conn.execute(f"PREPARE fc AS {text.text}")  # type: ignore[arg-type]  # our own SQL
-            held: tuple[int, int] | None = None
+            held: list[tuple[int, int]] = []
             totals: dict[str, float] = {}
             for _ in range(loops):
-                outcome = (
-                    []
-                    if held is None
-                    else [{"id": held[0], "attempt": held[1], "status": "succeeded"}]
-                )
+                outcome = [{"id": i, "attempt": a, "status": "succeeded"} for i, a in held]
                 params = {
                     "outcomes": json.dumps(
                         [
@@ -330,7 +339,7 @@ def explain(admin: str, loops: int) -> None:
                     ),
                     "worker_id": "explain",
                     "queue": QUEUE,
-                    "claim_limit": 1,
+                    "claim_limit": batch,
                     "lease_ttl_s": 60,
                     "jobs_channel": "queue_engine.jobs",
                     "host": "explain",
@@ -351,14 +360,17 @@ def explain(admin: str, loops: int) -> None:
                     totals[name + " ms"] = totals.get(name + " ms", 0.0) + ms
                 wal = sum_wal(top["Plan"])
                 totals["WAL bytes"] = totals.get("WAL bytes", 0.0) + wal
-                row = conn.execute(
+                rows = conn.execute(
                     "SELECT id, attempt FROM queue_engine.jobs"
                     " WHERE status = 'running' AND claimed_by = 'explain'"
-                ).fetchone()
-                held = (int(row[0]), int(row[1])) if row else None
-    print(f"\nEXPLAIN (ANALYZE, WAL) of finish_and_claim_jobs, mean of {loops} statements:")
+                ).fetchall()
+                held = [(int(r[0]), int(r[1])) for r in rows]
+    print(
+        f"\nEXPLAIN (ANALYZE, WAL) of finish_and_claim_jobs, {batch} job(s) finished and"
+        f" claimed per statement, mean of {loops} statements (per statement; per job):"
+    )
     for key, value in totals.items():
-        print(f"  {key}: {value / loops:.4f}")
+        print(f"  {key}: {value / loops:.4f}; {value / loops / batch:.4f}")
 
 
 def scalar_explain(conn: Conn, placeholders: str, args: list[Any]) -> Any:
@@ -384,10 +396,20 @@ def sum_wal(node: dict[str, Any]) -> float:
 # -- cProfile of an in-process worker ------------------------------------------------------
 
 
-def profile(admin: str, n: int) -> None:
+def child_env(prefetch: int) -> dict[str, str]:
+    """The environment of an in-process worker child: this folder importable, its prefetch."""
+    return dict(
+        os.environ,
+        PYTHONPATH=str(Path(__file__).resolve().parent),
+        JOB_COST_PREFETCH=str(prefetch),
+    )
+
+
+def profile(admin: str, n: int, prefetch: int = 1) -> None:
     """Drain ``n`` jobs with a worker in this process under cProfile; print the top functions."""
     import worker_bench_tasks  # noqa: F401  (registers the noop task)
 
+    from queue_engine.logs import setup_logging
     from queue_engine.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
@@ -400,26 +422,34 @@ def profile(admin: str, n: int) -> None:
                 )
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE queue_engine.jobs")
-        worker = Worker(
-            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn),
-            load_app("worker_bench_tasks"),
-            exit=lambda code: None,
-        )
+        # The console script's logging: INFO (one line per finished job) to a file.
+        with tempfile.TemporaryFile("w") as log_file:
+            saved_stderr, sys.stderr = sys.stderr, log_file
+            setup_logging("text", "INFO")
+            worker = Worker(
+                WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn, prefetch=prefetch),
+                load_app("worker_bench_tasks"),
+                exit=lambda code: None,
+            )
 
-        def stop_when_done() -> None:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                while unfinished(conn):
-                    time.sleep(0.05)
-            worker.stop()
+            def stop_when_done() -> None:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    while unfinished(conn):
+                        time.sleep(0.05)
+                worker.stop()
 
-        threading.Thread(target=stop_when_done, daemon=True).start()
-        prof = cProfile.Profile(time.thread_time)  # CPU of the main thread, not wall
-        cpu0 = time.process_time()
-        prof.enable()
-        worker.run()
-        prof.disable()
-        cpu = time.process_time() - cpu0
-    print(f"\ncProfile, one in-process worker, {n} jobs: {cpu / n * 1e6:.0f} us CPU per job")
+            threading.Thread(target=stop_when_done, daemon=True).start()
+            prof = cProfile.Profile(time.thread_time)  # CPU of the main thread, not wall
+            cpu0 = time.process_time()
+            prof.enable()
+            worker.run()
+            prof.disable()
+            cpu = time.process_time() - cpu0
+            sys.stderr = saved_stderr
+    print(
+        f"\ncProfile, one in-process worker, prefetch {prefetch}, {n} jobs:"
+        f" {cpu / n * 1e6:.0f} us CPU per job"
+    )
     stats = pstats.Stats(prof)
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats("queue_engine", 30)
@@ -443,8 +473,9 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
     with tempfile.TemporaryFile("w") as log:
         sys.stderr = log
         setup_logging("text", level)
+        prefetch = int(os.environ.get("JOB_COST_PREFETCH") or 1)
         worker = Worker(
-            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn),
+            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn, prefetch=prefetch),
             load_app("worker_bench_tasks"),
         )
 
@@ -482,7 +513,9 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
     )
 
 
-def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int, int]) -> None:
+def callgrind(
+    admin: str, builds: list[tuple[str, str, str]], counts: tuple[int, int], prefetch: int = 1
+) -> None:
     """Instructions per job of the worker process, counted by valgrind: blind to foreign load.
 
     Each build's interpreter runs :func:`inproc_child` under ``valgrind
@@ -490,7 +523,10 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
     jobs; the difference of the two totals over the difference of the jobs is
     the cost of one job (start-up, imports and shutdown cancel out).
     """
-    print(f"\nworker main-thread instructions per job (callgrind, {counts[1]} - {counts[0]} jobs):")
+    print(
+        f"\nworker main-thread instructions per job (callgrind, {counts[1]} - {counts[0]} jobs,"
+        f" prefetch {prefetch}):"
+    )
     for label, python, level in builds:
         totals = []
         for n in counts:
@@ -510,7 +546,7 @@ def callgrind(admin: str, builds: list[tuple[str, str, str]], counts: tuple[int,
                         f"--callgrind-out-file={cg_dir}/cg.out",
                         *(python, __file__, "--inproc-child", dsn, level, out),
                     ],
-                    env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent)),
+                    env=child_env(prefetch),
                     capture_output=True,
                     text=True,
                     check=False,
@@ -668,6 +704,12 @@ def main() -> None:
     parser.add_argument("--k", default="1,4")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=1,
+        help="each worker's --prefetch (100: the shared harness's drain-best, with --k 2)",
+    )
+    parser.add_argument(
         "--build",
         action="append",
         default=[],
@@ -704,7 +746,7 @@ def main() -> None:
                 order = builds if r % 2 == 0 else builds[::-1]
                 for k in ks:
                     for label, binary, level in order:
-                        m = measure(admin, opts.jobs, k, binary, level)
+                        m = measure(admin, opts.jobs, k, binary, level, opts.prefetch)
                         results.setdefault((label, k), []).append(m)
                         print(
                             f"  round {r + 1} {label} K={k}: {m['jobs_s']:,.0f} jobs/s,"
@@ -713,18 +755,19 @@ def main() -> None:
                             file=sys.stderr,
                         )
             print(
-                f"\nper job, N={opts.jobs:,} no-op jobs, prefetch 1, median of {opts.rounds} rounds\n"
+                f"\nper job, N={opts.jobs:,} no-op jobs, prefetch {opts.prefetch},"
+                f" median of {opts.rounds} rounds\n"
             )
             print_table(dict(sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))))
         if opts.explain or opts.explain_only:
-            explain(admin, 300)
+            explain(admin, 300 if opts.prefetch == 1 else 30, opts.prefetch)
         if opts.sql_ab:
             sql_ab(admin, opts.sql_ab)
         if opts.callgrind:
             low, high = (int(x) for x in opts.callgrind_jobs.split(","))
-            callgrind(admin, builds, (low, high))
+            callgrind(admin, builds, (low, high), opts.prefetch)
         if opts.profile:
-            profile(admin, min(opts.jobs, 5000))
+            profile(admin, min(opts.jobs, 20000), opts.prefetch)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,8 @@ _WORKER: Final[dict[str, str]] = {
     "worker.recycle": "a recycling limit (max jobs, RSS, age) was reached between jobs: it stops, gives back prefetched jobs, exits 79",
     # job.*: one line per job outcome and per incident of a job.
     "job.started": "a handler starts a job (debug only; carries the masked arguments)",
-    "job.succeeded": "the handler returned; the job is succeeded",
+    "job.succeeded": "the handler returned; the job is succeeded (debug in a worker with prefetch > 1)",
+    "job.succeeded_batch": "a prefetching worker's successes written by one statement: one line for all of them",
     "job.skipped": "the handler raised or returned Skip; the job is skipped (final)",
     "job.failed": "the job failed for good (permanent error, attempts spent, bad result or unknown task)",
     "job.retry_scheduled": "the handler raised; the job is queued again after the retry delay",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import types
 from collections.abc import AsyncGenerator, Generator
 from typing import Any, Protocol
 
@@ -19,6 +20,9 @@ from queue_engine.context import JobCanceled
 from queue_engine.tasks import TaskDefinition
 
 __all__ = ["Checkpoints", "Executor", "JobCanceled"]
+
+#: What a handler call returns that the executor must drive (``inspect``'s tests below).
+_DRIVEN = (types.GeneratorType, types.AsyncGeneratorType, types.CoroutineType)
 
 
 class Checkpoints(Protocol):
@@ -49,6 +53,9 @@ class Executor:
         returned = (
             definition.handler(args, ctx) if definition.wants_context else definition.handler(args)
         )
+        # Most handlers return a plain value: one type check, not three.
+        if not isinstance(returned, _DRIVEN):
+            return returned
         if inspect.isgenerator(returned):
             return self._drive_generator(returned, ctx)
         if inspect.isasyncgen(returned):

@@ -68,6 +68,8 @@ class HeldJobs:
         self._clock = clock
         self._lock = threading.Lock()  # guards _held (the heartbeat iterates it)
         self._held: dict[int, HeldJob] = {}
+        #: How many held jobs have a lock key (most batches have none: no scan per flush).
+        self._keyed = 0
         self.ready: deque[ClaimedJob] = deque()  # claimed, not started
         self.pending: list[Outcome] = []  # run, not yet flushed
         self.pending_since = 0.0
@@ -92,9 +94,13 @@ class HeldJobs:
         between held and finished.
         """
         with self._lock:
-            done = [h for o in outcomes if (h := self._held.pop(o.job_id, None)) is not None]
+            pop = self._held.pop
+            done = [h for o in outcomes if (h := pop(o.job_id, None)) is not None]
+            held = self._held
             for job in claimed:
-                self._held[job.id] = HeldJob(job)
+                held[job.id] = HeldJob(job)
+            if self._keyed or any(job.lock_key is not None for job in claimed):
+                self._keyed = sum(1 for h in held.values() if h.job.lock_key is not None)
         self.ready.extend(claimed)
         return done
 
@@ -104,6 +110,7 @@ class HeldJobs:
             held = self._held.get(job.id)
             if held is None:  # cannot happen: claimed jobs are held until flushed
                 held = self._held[job.id] = HeldJob(job)
+                self._keyed += job.lock_key is not None
             held.started = True
             return held, held.canceled or job.cancel_requested
 
@@ -112,6 +119,7 @@ class HeldJobs:
         with self._lock:
             if self._held.get(held.job.id) is held:
                 del self._held[held.job.id]
+                self._keyed -= held.job.lock_key is not None
 
     def take_unstarted(self) -> list[Outcome]:
         """Give-back outcomes for every held job not started yet; the ready queue is emptied.
@@ -131,6 +139,8 @@ class HeldJobs:
     def any_lock_keyed(self, outcomes: Iterable[Outcome]) -> bool:
         """True when one of ``outcomes`` ends a held job that has a lock key."""
         with self._lock:
+            if not self._keyed:
+                return False
             return any(
                 h.job.lock_key is not None
                 for h in (self._held.get(o.job_id) for o in outcomes)
@@ -191,7 +201,14 @@ class HeldJobs:
             held.progress_dirty = True
 
     def take_progress(self, held: HeldJob) -> str | None:
-        """The job's progress not written yet (sent with its outcome), or None."""
+        """The job's progress not written yet (sent with its outcome), or None.
+
+        Called once the handler returned: only the heartbeat can still clear
+        the flag, so a clear flag read without the lock is the answer (no lock
+        taken per job that reported no progress).
+        """
+        if not held.progress_dirty:
+            return None
         with self._lock:
             if not held.progress_dirty:
                 return None

@@ -186,6 +186,7 @@ class Worker:
             worker_id=self.worker_id,
             lease_ttl_s=settings.lease_ttl_s,
             stopping=self._stopping,
+            batch_log=settings.prefetch > 1,
         )
         self.renewer = Renewer(
             self.connection,
@@ -378,14 +379,18 @@ class Worker:
 
     def _main_loop(self) -> None:
         prefetch = self.settings.prefetch
+        flush_interval_s = self.settings.flush_interval_s
         jobs = self.jobs
         recycler = self.recycler
+        stopping = self._stopping.is_set
+        mark_alive = self.liveness.mark_alive
+        run = self.runner.run
         idle_poll = False
-        while not self.stopping:
-            self.liveness.mark_alive()
+        while not stopping():
+            mark_alive()
             self._apply_controls(idle=idle_poll)
             # Between jobs, never inside the claim: the hot path stays one statement.
-            if self.stopping or self._recycle_due():
+            if stopping() or self._recycle_due():
                 break
             if not jobs.ready:
                 if idle_poll and not jobs.pending and not self._any_due():
@@ -406,16 +411,13 @@ class Worker:
                     woken = self._wait_for_work(recycler.cap_wait(wait_s))
                     idle_poll = not woken and not throttled
                     continue
-            elif (
-                jobs.pending
-                and self._clock() - jobs.pending_since >= self.settings.flush_interval_s
-            ):
+            elif jobs.pending and self._clock() - jobs.pending_since >= flush_interval_s:
                 # Long jobs: do not leave finished jobs looking "running" for long.
                 held = len(jobs.ready)
                 self.flusher.flush(claim_limit=recycler.claim_room(prefetch - held, held))
-            if self.stopping:
+            if stopping():
                 break
-            self.runner.run(jobs.ready.popleft())
+            run(jobs.ready.popleft())
             recycler.job_done()
 
     def _recycle_due(self) -> bool:
@@ -446,15 +448,16 @@ class Worker:
         (not from a NOTIFY or a job): its periodic re-read may wait longer.
         """
 
-        def flush_pending() -> None:
-            if self.jobs.pending:
-                self.flusher.flush(claim_limit=0)
-
-        step = self.gate.refresh(self._clock(), before_release=flush_pending, idle=idle)
+        step = self.gate.refresh(self._clock(), before_release=self._flush_pending, idle=idle)
         if step.stop:
             self.stop()
         elif step.parked and self.jobs.ready:
             self.flusher.flush(claim_limit=0, extra=self.jobs.take_unstarted())
+
+    def _flush_pending(self) -> None:
+        """Write the held outcomes now (before a scale slot is given up)."""
+        if self.jobs.pending:
+            self.flusher.flush(claim_limit=0)
 
     def _wait_for_work(self, timeout_s: float | None = None) -> bool:
         """Block until a NOTIFY for our queue or controls, ``timeout_s`` (the poll interval), or stop.

@@ -131,10 +131,10 @@ def succeeded(
     it fails at once rather than being retried (and its ``followups`` are
     dropped with the success they depended on).
     """
-    if isinstance(result, Skip):
-        return skipped(job, result, duration_ms, progress)
     if result is None:
         encoded = None
+    elif isinstance(result, Skip):
+        return skipped(job, result, duration_ms, progress)
     else:
         try:
             encoded = encode_json(result)

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from time import perf_counter
 
 from queue_engine.context import ClaimedJob, JobContext
 from queue_engine.logs import mask_secrets
@@ -134,7 +135,7 @@ class JobRunner:
             watchdog.note_cancel(job.id)
         if held.lost:
             watchdog.note_lost(job.id, job.attempt)
-        started = time.perf_counter()
+        started = perf_counter()
         try:
             result = self.executor.run(definition, args, ctx)
         except Exception as exc:
@@ -161,7 +162,7 @@ class JobRunner:
             outcome = oc.succeeded(
                 job,
                 result,
-                _elapsed_ms(started),
+                int((perf_counter() - started) * 1000),
                 self.jobs.take_progress(held),
                 ctx.followups.encoded(),
             )

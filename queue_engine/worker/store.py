@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import set_json_loads
 
 from queue_engine import sql as queries
 from queue_engine.context import ClaimedJob
@@ -42,35 +43,33 @@ def outcomes_json(outcomes: Sequence[Outcome]) -> str:
     column. ``result`` and ``progress`` are already JSON text and are embedded
     as they are.
     """
-    word, text = _json_word, _json_text
+    # No function call per outcome for the usual values (a known status and
+    # kind, no error, no message): a batch of 100 encodes 100 of them.
+    word, dumps = _WORDS, json.dumps
     items = [
-        f'{{"id":{o.job_id},"attempt":{o.attempt},"status":{word(o.status)},'
-        f'"kind":{word(o.kind)},"result":{o.result or "null"},"error":{text(o.error)},'
+        f'{{"id":{o.job_id},"attempt":{o.attempt},"status":{word[o.status]},'
+        f'"kind":{word[o.kind]},"result":{o.result or "null"},'
+        f'"error":{"null" if o.error is None else dumps(o.error)},'
         f'"delay_s":{float(o.delay_s)!r},"refund":{o.refund},'
         f'"duration_ms":{"null" if o.duration_ms is None else int(o.duration_ms)},'
-        f'"progress":{o.progress or "null"},"message":{text(o.message)}}}'
+        f'"progress":{o.progress or "null"},'
+        f'"message":{"null" if o.message is None else dumps(o.message)}}}'
         for o in outcomes
     ]
     return "[" + ",".join(items) + "]"
 
 
-#: JSON text of the few words an outcome's status and kind take, encoded once.
-_WORDS: dict[str, str] = {}
+class _Words(dict[str, str]):
+    """JSON text of the few words an outcome's status and kind take, encoded once."""
 
-
-def _json_word(value: str) -> str:
-    """``json.dumps(value)`` for a status or kind, from a small cache (a job costs none)."""
-    encoded = _WORDS.get(value)
-    if encoded is None:
+    def __missing__(self, value: str) -> str:
         encoded = json.dumps(value)
-        if len(_WORDS) < 64:  # statuses and kinds are a fixed set; never grows past it
-            _WORDS[value] = encoded
-    return encoded
+        if len(self) < 64:  # statuses and kinds are a fixed set; never grows past it
+            self[value] = encoded
+        return encoded
 
 
-def _json_text(value: str | None) -> str:
-    """``json.dumps(value)``, without the call for the usual None (no error, no message)."""
-    return "null" if value is None else json.dumps(value)
+_WORDS = _Words()
 
 
 def followups_json(outcomes: Sequence[Outcome]) -> str | None:
@@ -183,6 +182,22 @@ def configure_session(conn: Connection, *, synchronous_commit: str) -> None:
     conn.execute(sql.SQL("SET synchronous_commit = {}").format(sql.Literal(synchronous_commit)))
     conn.execute("SET plan_cache_mode = force_generic_plan")
     conn.execute("SET enable_seqscan = off")
+    set_json_loads(json_loads, conn)
+
+
+_decode_json = json.JSONDecoder().decode
+
+
+def json_loads(data: str | bytes) -> Any:
+    """``json.loads`` for the worker's connection: a claimed job's ``args`` are decoded per job.
+
+    The server sends ``jsonb`` as UTF-8 text; ``json.loads`` of bytes first
+    sniffs the encoding, and most jobs of a busy queue carry ``{}`` (a fresh
+    dict each, as a handler may change its args).
+    """
+    if data == b"{}":
+        return {}
+    return _decode_json(data if isinstance(data, str) else data.decode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,28 +261,24 @@ def finish_and_claim(
     statement = raw_statement("finish_and_claim_jobs", schema, tuple(variant))
     rows = statement.execute(conn, params).fetchall()
     result = FinishClaimResult()
+    claimed = result.claimed.append
     for row in rows:
         if row[0] is None:
             result.throttled = True
         elif row[0]:
-            result.claimed.append(
+            # Positional, in ClaimedJob's field order (a batch builds 100 of them):
+            # id, queue, task, args, attempt, max_attempts, priority, lock_key,
+            # lease_ttl_s, timeout_s, created_at, cancel_requested, affinity_key,
+            # workflow_id, node, parents.
+            args = row[6]
+            claimed(
                 ClaimedJob(
-                    id=row[1],
-                    attempt=row[2],
-                    queue=row[4],
-                    task=row[5],
-                    args=row[6] if isinstance(row[6], dict) else {},
-                    max_attempts=row[7],
-                    priority=row[8],
-                    lock_key=row[9],
-                    lease_ttl_s=row[10],
-                    timeout_s=row[11],
-                    created_at=row[12],
-                    cancel_requested=row[13],
-                    affinity_key=row[14],
-                    workflow_id=row[15],
-                    node=row[16],
-                    parents=row[17],
+                    row[1],
+                    row[4],
+                    row[5],
+                    args if type(args) is dict else {},
+                    row[2],
+                    *row[7:18],
                 )
             )
         else:
