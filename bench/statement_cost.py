@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -103,23 +104,33 @@ def script(text: str, names: tuple[str, ...], n: int) -> str:
     return "\n\n".join(lines) + "\n"
 
 
-def prepare_folder(folder: Path, ddl: str, jobs: int) -> tuple[EmbeddedPostgres, int]:
-    """A data folder holding the migrated database with ``jobs`` queued jobs; server stopped."""
+def enqueue_plain(dsn: str, jobs: int) -> None:
+    """``jobs`` queued no-op jobs in the bench queue."""
+    with Client(dsn) as client:
+        for start in range(0, jobs, 1000):
+            client.enqueue_many(
+                [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, jobs - start))]
+            )
+
+
+def prepare_folder(
+    folder: Path, ddl: str, jobs: int, load: Callable[[str, int], None] = enqueue_plain
+) -> tuple[EmbeddedPostgres, int]:
+    """A data folder holding the migrated database, loaded by ``load``; server stopped.
+
+    ``load(dsn, jobs)``: by default ``jobs`` queued no-op jobs.
+    """
     pg = EmbeddedPostgres(folder / "data")
     dsn = pg.start()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE DATABASE qe_stmt")
     dsn = pg.dsn("qe_stmt")
     Migrator(dsn).up()
-    with Client(dsn) as client:
-        for start in range(0, jobs, 1000):
-            client.enqueue_many(
-                [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, jobs - start))]
-            )
+    load(dsn, jobs)
     with psycopg.connect(dsn, autocommit=True) as conn:
         if ddl:
             conn.execute(ddl)  # type: ignore[arg-type]  # the bench's own fixed DDL
-        conn.execute("ANALYZE queue_engine.jobs")
+        conn.execute("ANALYZE")
         conn.execute("CHECKPOINT")
         row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
     assert row is not None

@@ -1,0 +1,170 @@
+"""Server instructions per workflow node against a plain job, counted by valgrind. Not a test.
+
+Usage::
+
+    python bench/workflow_cost.py                  # 300 and 900 statements per variant
+
+The chain target of issue 11 (a 1,000-node chain at >= 80 % of one worker's
+plain drain) is about what the server does per node: one worker waits for
+every statement. Time per statement moves with the machine's load;
+instructions do not. This counts them as ``statement_cost.py`` does (one data
+folder per run, PostgreSQL in single-user mode under ``valgrind --tool=callgrind``,
+the worker's session settings, one PREPAREd statement EXECUTEd N times, each
+its own transaction; N2 - N1 statements cancel start-up out), for:
+
+  plain       the worker's plain statement, each finishing the job the one
+              before claimed and claiming the next (prefetch 1)
+  chain       a workflow of nodes each after the one before: the first
+              statement claims the first node, every later one is the
+              ``handover`` variant that finishes node i, hands node i + 1
+              over and runs the workflow trigger (tally, release)
+  chain (before 0014)
+              the same, with migration 0014's down SQL applied first: the
+              trigger calling workflow_tally and workflow_release, the guard's
+              function for 'waiting' -> 'running'
+
+It prints instructions and WAL bytes per statement, and chain / plain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
+from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single
+
+from queue_engine import Client, Workflow
+from queue_engine.worker import store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The worker's parameters apart from the outcomes (store.py sends the same).
+PARAMS = {
+    "worker_id": "'w'",
+    "queue": f"'{QUEUE}'",
+    "claim_limit": "1",
+    "lease_ttl_s": "60",
+    "jobs_channel": "'queue_engine.jobs'",
+    "host": "'h'",
+    "slot": "NULL",
+    "affinity_wait_s": "30.0",
+    "followups": "'[]'",
+}
+
+
+def load_chain(dsn: str, nodes: int) -> None:
+    """One workflow of ``nodes`` no-op nodes, each after the one before."""
+    wf = Workflow(f"chain-{nodes}")
+    previous: list[str] = []
+    for i in range(nodes):
+        previous = [wf.add(f"step-{i}", "noop", queue=QUEUE, after=previous)]
+    with Client(dsn) as client:
+        client.start_workflow(wf)
+
+
+def job_ids(pg_dsn: str) -> list[int]:
+    """The jobs' ids in the order the statements meet them (chain: node order)."""
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(
+            "SELECT id FROM queue_engine.jobs"
+            " ORDER BY coalesce(substr(node, 6)::int, 0), id"
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def execute(name: str, names: tuple[str, ...], finished: int | None) -> str:
+    outcome = (
+        []
+        if finished is None
+        else [
+            {
+                "id": finished,
+                "attempt": 1,
+                "status": "succeeded",
+                "kind": "succeeded",
+                "refund": 0,
+                "delay_s": 0.0,
+                "duration_ms": 0,
+            }
+        ]
+    )
+    params = dict(PARAMS, outcomes=f"'{json.dumps(outcome)}'")
+    return f"EXECUTE {name}({', '.join(params[n] for n in names)});"
+
+
+def script(ids: list[int], n: int, chain: bool) -> str:
+    """Single-user input: claim the first job, then N - 1 finish-and-claims."""
+    cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
+    hand = store.raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "handover"))
+    lines = [
+        "SET synchronous_commit = off;",
+        "SET plan_cache_mode = force_generic_plan;",
+        "SET enable_seqscan = off;",
+        f"PREPARE fc AS {cold.text};",
+        f"PREPARE fh AS {hand.text};",
+        execute("fc", cold.names, None),
+    ]
+    for i in range(1, n):
+        if chain:
+            lines.append(execute("fh", hand.names, ids[i - 1]))
+        else:
+            lines.append(execute("fc", cold.names, ids[i - 1]))
+    lines.append("SELECT count(*) AS left_waiting FROM queue_engine.jobs WHERE status = 'waiting';")
+    lines.append("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn AS wal_end;")
+    return "\n\n".join(lines) + "\n"
+
+
+def measure(label: str, chain: bool, ddl: str, n1: int, n2: int) -> tuple[float, float]:
+    counts: list[tuple[int, int]] = []
+    for n in (n1, n2):
+        folder = Path(tempfile.mkdtemp(prefix="qe-wfcost-"))
+        folder.chmod(0o777)
+        try:
+            pg, wal_start = prepare_folder(
+                folder, ddl, n2 + 10, load_chain if chain else enqueue_plain
+            )
+            try:
+                pg.start()
+                ids = job_ids(pg.dsn("qe_stmt"))
+                pg.stop()
+                instructions, wal_end = run_single(pg, script(ids, n, chain), folder)
+            finally:
+                shutil.rmtree(pg.socket_dir, ignore_errors=True)
+            counts.append((instructions, wal_end - wal_start))
+            print(f"  {label} N={n}: {instructions:,} instructions", file=sys.stderr)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return (
+        (counts[1][0] - counts[0][0]) / (n2 - n1),
+        (counts[1][1] - counts[0][1]) / (n2 - n1),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", default="300,900", help="N1,N2 statements")
+    opts = parser.parse_args()
+    n1, n2 = (int(x) for x in opts.counts.split(","))
+    before = (ROOT / "migrations" / "0014_workflow_trigger.down.sql").read_text()
+    runs = {
+        "plain": (False, ""),
+        "chain": (True, ""),
+        "chain (before 0014)": (True, before.replace("__SCHEMA__", "queue_engine")),
+    }
+    print(f"server instructions per statement ({n2} - {n1} statements):\n")
+    print("| run | instructions per statement | WAL bytes per statement | / plain |")
+    print("|---|---|---|---|")
+    plain = 0.0
+    for label, (chain, ddl) in runs.items():
+        per, wal = measure(label, chain, ddl, n1, n2)
+        plain = plain or per
+        print(f"| {label} | {per:,.0f} | {wal:,.0f} | {per / plain:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
