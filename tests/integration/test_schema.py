@@ -368,3 +368,44 @@ def test_claim_query_uses_the_claimable_index(conn) -> None:
         "SELECT min(id) FROM queue_engine.jobs WHERE status = 'queued'"
     ).fetchone()[0]
     assert claimed == first_queued
+
+
+# Each rule of the jobs table, one row that breaks only it, and the constraint
+# name the refusal carries (migration 0015 checks them all in one function and
+# names the broken rule, as the separate CHECK constraints before it did).
+NAMED_BAD_ROWS = [
+    ("task, status", "('t', 'bogus')", "jobs_status_check"),
+    ("queue, task", "('bad queue', 't')", "jobs_queue_check"),
+    ("task", "('has space')", "jobs_task_check"),
+    ("task, args", "('t', '[]')", "jobs_args_object_check"),
+    ("task, priority", "('t', 1001)", "jobs_priority_check"),
+    ("task, attempt", "('t', -1)", "jobs_attempts_check"),
+    ("task, lease_ttl_s", "('t', 86401)", "jobs_lease_ttl_check"),
+    ("task, timeout_s", "('t', 604801)", "jobs_timeout_check"),
+    ("task, idempotency_key", "('t', '')", "jobs_keys_length_check"),
+    ("task, producer", f"('t', '{'p' * 256}')", "jobs_keys_length_check"),
+    ("task, affinity_key", "('t', '')", "jobs_affinity_key_check"),
+    ("task, node", "('t', 'n')", "jobs_workflow_node_check"),
+    ("task, workflow_id, node", "('t', 1, 'bad node')", "jobs_node_check"),
+]
+
+
+@pytest.mark.parametrize(("columns", "values", "constraint"), NAMED_BAD_ROWS)
+def test_a_refused_row_names_the_rule_it_broke(conn, columns, values, constraint) -> None:
+    with pytest.raises(pg_errors.CheckViolation) as refused:
+        conn.execute(f"INSERT INTO queue_engine.jobs ({columns}) VALUES {values}")
+    assert refused.value.diag.constraint_name == constraint
+    assert f'violates check constraint "{constraint}"' in str(refused.value)
+
+
+def test_rules_hold_for_updates_and_let_nulls_pass(conn) -> None:
+    job_id = conn.execute(
+        "INSERT INTO queue_engine.jobs (task, lease_ttl_s, timeout_s, idempotency_key,"
+        " affinity_key) VALUES ('t', NULL, NULL, NULL, NULL) RETURNING id"
+    ).fetchone()[0]
+    with pytest.raises(pg_errors.CheckViolation) as refused:
+        conn.execute("UPDATE queue_engine.jobs SET priority = -1 WHERE id = %s", (job_id,))
+    assert refused.value.diag.constraint_name == "jobs_priority_check"
+    assert conn.execute(
+        "SELECT priority FROM queue_engine.jobs WHERE id = %s", (job_id,)
+    ).fetchone() == (100,)
