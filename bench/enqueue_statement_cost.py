@@ -32,7 +32,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
