@@ -32,7 +32,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -129,11 +128,24 @@ def main() -> None:
     parser.add_argument(
         "--only", default="", help="comma-separated labels' first words to run (default all)"
     )
+    parser.add_argument(
+        "--bulk",
+        type=int,
+        default=0,
+        help="instead: one INSERT of this many rows per statement (per-row costs)",
+    )
     opts = parser.parse_args()
     n1, n2 = (int(x) for x in opts.counts.split(","))
     prepare, execute = qe_statement()
-    print(f"server instructions per single enqueue ({n2} - {n1} statements):\n")
-    print("| variant | instructions per enqueue | WAL bytes per enqueue |")
+    unit = "enqueue"
+    if opts.bulk:
+        prepare = (
+            f"INSERT INTO {SCHEMA}.jobs (queue, task) SELECT $1, $2 FROM generate_series(1, $3)"
+        )
+        execute = f"'bench', 'noop', {opts.bulk}"
+        unit = f"{opts.bulk}-row INSERT"
+    print(f"server instructions per {unit} ({n2} - {n1} statements):\n")
+    print(f"| variant | instructions per {unit} | WAL bytes per {unit} |")
     print("|---|---|---|")
     variants: list[tuple[str, str, str, str]] = [
         ("this build", "", prepare, execute),
@@ -156,7 +168,7 @@ def main() -> None:
     for extra in sorted((ROOT / "bench" / "sql").glob("enqueue_variant_*.sql")):
         ddl = extra.read_text().replace("__SCHEMA__", SCHEMA)
         variants.append((extra.stem.removeprefix("enqueue_variant_"), ddl, prepare, execute))
-    if opts.pgqueuer_python:
+    if opts.pgqueuer_python and not opts.bulk:
         install, enqueue = pgqueuer_sql(opts.pgqueuer_python)
         enqueue = "\n".join(
             line for line in enqueue.splitlines() if line.strip() and "--" not in line
