@@ -94,18 +94,28 @@ class Client:
             if chosen is not None:
                 yield chosen
                 return
+            # getconn/putconn rather than pool.connection(): that context manager
+            # also enters the connection's own one (a commit on exit, a no-op on
+            # these autocommit sessions but a pass through psycopg's wait loop)
+            # and adds a generator of its own; together ~20 % of the client's
+            # instructions per single enqueue (bench/README.md, "Single enqueue:
+            # the client"). putconn still rolls back a session left in a
+            # transaction and replaces a broken one.
+            pool = self._open_pool()
             try:
-                with self._open_pool().connection(timeout=30) as pooled:
-                    try:
-                        yield pooled
-                    except pg_errors.ReadOnlySqlTransaction:
-                        # The server turned read-only (a fenced or demoted primary):
-                        # closed, the session is replaced by the pool, and a multi-host
-                        # DSN with target_session_attrs=read-write opens it on the primary.
-                        pooled.close()
-                        raise
+                pooled = pool.getconn(timeout=30)
             except PoolTimeout:
                 raise DatabaseUnavailable("no database connection available within 30 s") from None
+            try:
+                yield pooled
+            except pg_errors.ReadOnlySqlTransaction:
+                # The server turned read-only (a fenced or demoted primary):
+                # closed, the session is replaced by the pool, and a multi-host
+                # DSN with target_session_attrs=read-write opens it on the primary.
+                pooled.close()
+                raise
+            finally:
+                pool.putconn(pooled)
 
     def _fetch_one(self, conn: Connection, statement: ops.Statement) -> dict[str, Any] | None:
         with conn.cursor(row_factory=dict_row) as cur:
