@@ -1,3 +1,4 @@
+-- (Written as 0016 in the brief: another branch takes 0015; renumber at merge.)
 -- The jobs table's twelve CHECK constraints in one, whose expression is a call
 -- of one plpgsql function (bench/README.md, "Single enqueue: the CHECK
 -- constraints"). PostgreSQL rebuilds a table's CHECK expressions for every
