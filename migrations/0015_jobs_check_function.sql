@@ -76,6 +76,14 @@ BEGIN
 END;
 $$;
 
+-- Every role that inserts or updates jobs runs it (a CHECK's function is called
+-- with the caller's rights): granted explicitly, so a database whose default
+-- privileges revoke EXECUTE from PUBLIC still lets producers and workers write.
+GRANT EXECUTE ON FUNCTION __SCHEMA__.jobs_row_check(
+    text, text, text, jsonb, smallint, integer, integer, integer, integer,
+    text, text, text, text, text, text, bigint, text
+) TO PUBLIC;
+
 ALTER TABLE __SCHEMA__.jobs ADD CONSTRAINT jobs_row_check CHECK (__SCHEMA__.jobs_row_check(
     status, queue, task, args, priority, attempt, max_attempts, lease_ttl_s, timeout_s,
     idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key,
