@@ -96,17 +96,21 @@ class AsyncClient:
             if chosen is not None:
                 yield chosen
                 return
+            # getconn/putconn rather than pool.connection(), as in Client (its
+            # comment says why).
             pool = await self._open_pool()
             try:
-                async with pool.connection(timeout=30) as pooled:
-                    try:
-                        yield pooled
-                    except pg_errors.ReadOnlySqlTransaction:
-                        # As in Client: a session on a server turned read-only is replaced.
-                        await pooled.close()
-                        raise
+                pooled = await pool.getconn(timeout=30)
             except PoolTimeout:
                 raise DatabaseUnavailable("no database connection available within 30 s") from None
+            try:
+                yield pooled
+            except pg_errors.ReadOnlySqlTransaction:
+                # As in Client: a session on a server turned read-only is replaced.
+                await pooled.close()
+                raise
+            finally:
+                await pool.putconn(pooled)
 
     async def _fetch_one(
         self, conn: AsyncConnection, statement: ops.Statement
