@@ -26,6 +26,10 @@ DECLARE
     broken text;
 BEGIN
     -- Each rule as its CHECK was: it fails only when false (NULL passes).
+    -- plpgsql builds an expression's executable state on its first use in each
+    -- transaction (a function lookup and permission check per operator), so
+    -- the common row, whose optional columns are all NULL, is decided by two
+    -- small expressions and never builds the one over the optional columns.
     IF (p_status IN ('waiting', 'queued', 'running', 'succeeded', 'failed', 'canceled',
                      'lost', 'skipped')) IS NOT FALSE
        AND (p_queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$' AND char_length(p_queue) <= 64) IS NOT FALSE
@@ -33,18 +37,28 @@ BEGIN
        AND (jsonb_typeof(p_args) = 'object') IS NOT FALSE
        AND (p_priority BETWEEN 0 AND 1000) IS NOT FALSE
        AND (p_attempt >= 0 AND p_max_attempts BETWEEN 1 AND 1000) IS NOT FALSE
-       AND (p_lease_ttl_s IS NULL OR p_lease_ttl_s BETWEEN 1 AND 86400) IS NOT FALSE
-       AND (p_timeout_s IS NULL OR p_timeout_s BETWEEN 1 AND 604800) IS NOT FALSE
-       AND (char_length(p_idempotency_key) BETWEEN 1 AND 255
-            AND char_length(p_dedupe_key) BETWEEN 1 AND 255
-            AND char_length(p_lock_key) BETWEEN 1 AND 255
-            AND char_length(p_partition_key) BETWEEN 1 AND 255
-            AND char_length(p_producer) BETWEEN 1 AND 255) IS NOT FALSE
-       AND (char_length(p_affinity_key) BETWEEN 1 AND 255) IS NOT FALSE
-       AND ((p_workflow_id IS NULL) = (p_node IS NULL)) IS NOT FALSE
-       AND (p_node ~ '^[A-Za-z0-9_][A-Za-z0-9_.:-]*$' AND char_length(p_node) <= 128) IS NOT FALSE
     THEN
-        RETURN true;
+        IF p_lease_ttl_s IS NULL AND p_timeout_s IS NULL AND p_idempotency_key IS NULL
+           AND p_dedupe_key IS NULL AND p_lock_key IS NULL AND p_partition_key IS NULL
+           AND p_producer IS NULL AND p_affinity_key IS NULL AND p_workflow_id IS NULL
+           AND p_node IS NULL
+        THEN
+            RETURN true;
+        END IF;
+        IF (p_lease_ttl_s IS NULL OR p_lease_ttl_s BETWEEN 1 AND 86400) IS NOT FALSE
+           AND (p_timeout_s IS NULL OR p_timeout_s BETWEEN 1 AND 604800) IS NOT FALSE
+           AND (char_length(p_idempotency_key) BETWEEN 1 AND 255
+                AND char_length(p_dedupe_key) BETWEEN 1 AND 255
+                AND char_length(p_lock_key) BETWEEN 1 AND 255
+                AND char_length(p_partition_key) BETWEEN 1 AND 255
+                AND char_length(p_producer) BETWEEN 1 AND 255) IS NOT FALSE
+           AND (char_length(p_affinity_key) BETWEEN 1 AND 255) IS NOT FALSE
+           AND ((p_workflow_id IS NULL) = (p_node IS NULL)) IS NOT FALSE
+           AND (p_node ~ '^[A-Za-z0-9_][A-Za-z0-9_.:-]*$'
+                AND char_length(p_node) <= 128) IS NOT FALSE
+        THEN
+            RETURN true;
+        END IF;
     END IF;
     -- Slow path, only for a row that is refused: name the rule it broke.
     broken := CASE
