@@ -15,13 +15,17 @@ its own transaction; N2 - N1 statements cancel start-up out), for:
   plain       the worker's plain statement, each finishing the job the one
               before claimed and claiming the next (prefetch 1)
   chain       a workflow of nodes each after the one before: the first
-              statement claims the first node, every later one is the
-              ``handover`` variant that finishes node i, hands node i + 1
-              over and runs the workflow trigger (tally, release)
-  chain (before 0014)
-              the same, with migration 0014's down SQL applied first: the
-              trigger calling workflow_tally and workflow_release, the guard's
-              function for 'waiting' -> 'running'
+              statement claims the first node, every later one finishes node
+              i, hands node i + 1 over and runs the workflow trigger (tally,
+              release): the ``handover`` variant for the first node, which
+              was claimed, then the ``solo`` variant (no claim CTEs) for the
+              nodes that were handed over, as the worker sends them
+  chain, handover with the claim (no solo)
+              every node's finish as the ``handover`` variant
+  chain (before 0014, no solo)
+              that, with migration 0014's down SQL applied first: the
+              trigger calling workflow_tally and workflow_release behind
+              their WHEN clauses (the build before this work)
 
 It prints instructions and WAL bytes per statement, and chain / plain.
 """
@@ -97,20 +101,31 @@ def execute(name: str, names: tuple[str, ...], finished: int | None) -> str:
     return f"EXECUTE {name}({', '.join(params[n] for n in names)});"
 
 
-def script(ids: list[int], n: int, chain: bool) -> str:
-    """Single-user input: claim the first job, then N - 1 finish-and-claims."""
+def script(ids: list[int], n: int, chain: bool, solo: bool = True) -> str:
+    """Single-user input: claim the first job, then N - 1 finish-and-claims.
+
+    A chain's first node is claimed from the queue, so its finish is the
+    ``handover`` variant; every later node was handed over, so the worker
+    sends its finish as ``solo`` (unless ``solo`` is false: the build before).
+    """
     cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     hand = store.raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "handover"))
+    alone = store.raw_statement(
+        "finish_and_claim_jobs", "queue_engine", ("cold", "handover", "solo")
+    )
     lines = [
         "SET synchronous_commit = off;",
         "SET plan_cache_mode = force_generic_plan;",
         "SET enable_seqscan = off;",
         f"PREPARE fc AS {cold.text};",
         f"PREPARE fh AS {hand.text};",
+        f"PREPARE fs AS {alone.text};",
         execute("fc", cold.names, None),
     ]
     for i in range(1, n):
-        if chain:
+        if chain and solo and i > 1:
+            lines.append(execute("fs", alone.names, ids[i - 1]))
+        elif chain:
             lines.append(execute("fh", hand.names, ids[i - 1]))
         else:
             lines.append(execute("fc", cold.names, ids[i - 1]))
@@ -119,7 +134,9 @@ def script(ids: list[int], n: int, chain: bool) -> str:
     return "\n\n".join(lines) + "\n"
 
 
-def measure(label: str, chain: bool, ddl: str, n1: int, n2: int) -> tuple[float, float]:
+def measure(
+    label: str, chain: bool, ddl: str, n1: int, n2: int, solo: bool = True
+) -> tuple[float, float]:
     counts: list[tuple[int, int]] = []
     for n in (n1, n2):
         folder = Path(tempfile.mkdtemp(prefix="qe-wfcost-"))
@@ -132,7 +149,7 @@ def measure(label: str, chain: bool, ddl: str, n1: int, n2: int) -> tuple[float,
                 pg.start()
                 ids = job_ids(pg.dsn("qe_stmt"))
                 pg.stop()
-                instructions, wal_end = run_single(pg, script(ids, n, chain), folder)
+                instructions, wal_end = run_single(pg, script(ids, n, chain, solo), folder)
             finally:
                 shutil.rmtree(pg.socket_dir, ignore_errors=True)
             counts.append((instructions, wal_end - wal_start))
@@ -152,16 +169,17 @@ def main() -> None:
     n1, n2 = (int(x) for x in opts.counts.split(","))
     before = (ROOT / "migrations" / "0014_workflow_trigger.down.sql").read_text()
     runs = {
-        "plain": (False, ""),
-        "chain": (True, ""),
-        "chain (before 0014)": (True, before.replace("__SCHEMA__", "queue_engine")),
+        "plain": (False, "", True),
+        "chain": (True, "", True),
+        "chain, handover with the claim (no solo)": (True, "", False),
+        "chain (before 0014, no solo)": (True, before.replace("__SCHEMA__", "queue_engine"), False),
     }
     print(f"server instructions per statement ({n2} - {n1} statements):\n")
     print("| run | instructions per statement | WAL bytes per statement | / plain |")
     print("|---|---|---|---|")
     plain = 0.0
-    for label, (chain, ddl) in runs.items():
-        per, wal = measure(label, chain, ddl, n1, n2)
+    for label, (chain, ddl, solo) in runs.items():
+        per, wal = measure(label, chain, ddl, n1, n2, solo)
         plain = plain or per
         print(f"| {label} | {per:,.0f} | {wal:,.0f} | {per / plain:.2f} |", flush=True)
 
