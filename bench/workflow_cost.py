@@ -28,8 +28,9 @@ its own transaction; N2 - N1 statements cancel start-up out), for:
               their WHEN clauses (the build before this work)
   fan part    (with --fan) root -> parts -> join: a part's finish, which
               takes one off the join's gate and claims the next part from
-              the queue (the ``handover`` variant: its hand-over finds the
-              join still waiting for other parts); and the same before 0014
+              the queue: the plain statement once the worker's policy gave
+              up the hand-over for the workflow (one part in 16 still tries
+              it); before 0014, the ``handover`` variant for every part
 
 It prints instructions and WAL bytes per statement, and chain / plain.
 """
@@ -48,6 +49,8 @@ from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single
 
 from queue_engine import Client, Workflow
 from queue_engine.worker import store
+from queue_engine.worker.handover import HandoverPolicy
+from queue_engine.worker.outcomes import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,20 +121,30 @@ def fan_script(ids: list[int], n: int, solo: bool) -> list[str]:
     The root's finish hands part 0 over. With ``solo`` (this build), part 0's
     finish is the ``solo`` variant, which hands nothing over (the join waits
     for the other parts), so a claim-only statement follows, as the worker
-    runs it; every later part's finish is the ``handover`` variant, whose
-    hand-over finds the join still waiting, and claims the next part.
+    runs it; the next parts' finishes carry the hand-over until the worker's
+    policy has seen three misses in a row (worker/handover.py), then only
+    every 16th does. Without (the build before), every part's finish is the
+    ``handover`` variant.
     """
     cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     hand = store.raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "handover"))
     alone = store.raw_statement(
         "finish_and_claim_jobs", "queue_engine", ("cold", "handover", "solo")
     )
+    policy = HandoverPolicy()
     out = [execute("fc", cold.names, None), execute("fh", hand.names, ids[0])]
     if solo:
         out += [execute("fs", alone.names, ids[1]), execute("fc", cold.names, None)]
+        policy.note([Outcome(ids[1], 1, "succeeded", "succeeded", workflow_id=1)], True, [])
     else:
         out.append(execute("fh", hand.names, ids[1]))
-    out += [execute("fh", hand.names, ids[i]) for i in range(2, n)]
+    for i in range(2, n):
+        batch = [Outcome(ids[i], 1, "succeeded", "succeeded", workflow_id=1)]
+        tried = not solo or policy.should_try(batch)
+        policy.note(batch, tried, [])
+        out.append(
+            execute("fh", hand.names, ids[i]) if tried else execute("fc", cold.names, ids[i])
+        )
     return out[:n]
 
 

@@ -249,6 +249,7 @@ def finish_and_claim(
     claim_limit: int = 0,
     lease_ttl_s: int = 60,
     gate: ClaimGate | None = None,
+    handover: bool = True,
 ) -> FinishClaimResult:
     """Apply ``outcomes`` (guarded) and claim up to ``claim_limit`` jobs, in one statement.
 
@@ -262,9 +263,9 @@ def finish_and_claim(
     Outcomes carrying follow-ups (``ctx.enqueue``) are sent with the
     ``followups`` variant, which inserts them for the successes it applies; a
     batch without any sends the statement that does not mention them. A batch
-    with a workflow node's success is sent with the ``handover`` variant, which
-    may claim that node's child straight from ``waiting``; plain jobs never pay
-    for it.
+    with a workflow node's success is sent with the ``handover`` variant (when
+    ``handover``: the worker's policy, worker/handover.py), which may claim
+    that node's child straight from ``waiting``; plain jobs never pay for it.
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
@@ -285,7 +286,11 @@ def finish_and_claim(
     if followups is not None:
         params["followups"] = followups
         variant.append("followups")
-    if claim_limit > 0 and any(o.workflow_node and o.status == "succeeded" for o in outcomes):
+    if (
+        handover
+        and claim_limit > 0
+        and any(o.workflow_id is not None and o.status == "succeeded" for o in outcomes)
+    ):
         variant.append("handover")
         if solo_handover(outcomes, claim_limit, gate.warm_key):
             variant.append("solo")

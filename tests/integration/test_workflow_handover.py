@@ -315,6 +315,24 @@ def test_a_worker_claims_at_once_when_a_solo_finish_hands_nothing_over(
     assert client.get_workflow(info.id).state == "succeeded"
 
 
+def test_a_worker_stops_trying_the_hand_over_on_a_fans_parts(dsn: str, client: Client) -> None:
+    """Parts whose join waits for the others: after a few misses the worker sends them plain."""
+    tasks = TaskRegistry()
+    tasks.register(TaskDefinition(name="t", handler=lambda args: None, queue=Q, max_attempts=1))
+    wf = Workflow("fan")
+    root = wf.add("root", "t", queue=Q)
+    parts = [wf.add(f"p{i}", "t", queue=Q, after=[root]) for i in range(40)]
+    wf.add("join", "t", queue=Q, after=parts)
+    info = client.start_workflow(wf)
+    with running_worker(dsn, tasks=tasks, queue=Q) as worker:
+        wait_until(lambda: client.get_workflow(info.id).state != "running", what="the fan ends")
+        misses = worker.flusher.handover.misses(info.id)
+    assert client.get_workflow(info.id).state == "succeeded"
+    # 40 parts, one worker: every part's success missed (the join waited for
+    # the others), tried or not; the join, the last node, has no child either.
+    assert misses >= 40
+
+
 def test_every_combination_of_the_finish_statements_variants_prepares(conn: Conn) -> None:
     """Warm or cold, with or without follow-ups and hand-over (and cold solo): all valid."""
     for claim_tag in ("cold", "warm"):
