@@ -29,6 +29,7 @@ from pathlib import Path
 
 from statement_cost import prepare_folder, script
 
+from queue_engine import sql as queries
 from queue_engine.worker import store
 
 
@@ -38,7 +39,14 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="callgrind output file to keep")
     parser.add_argument("--ddl", help="SQL file applied to the data folder first")
     parser.add_argument("--variant", default="cold", help="statement tags, comma-separated")
+    parser.add_argument("--sql", help="a candidate finish_and_claim_jobs.sql to profile instead")
     opts = parser.parse_args()
+    if opts.sql:
+        candidate = Path(opts.sql).read_text()
+        original = queries.source
+        queries.source = lambda name: (
+            candidate if name == "finish_and_claim_jobs" else original(name)
+        )  # type: ignore[assignment,return-value]
     ddl = Path(opts.ddl).read_text().replace("__SCHEMA__", "queue_engine") if opts.ddl else ""
     statement = store.raw_statement(
         "finish_and_claim_jobs", "queue_engine", tuple(opts.variant.split(","))

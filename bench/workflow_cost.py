@@ -71,8 +71,7 @@ def job_ids(pg_dsn: str) -> list[int]:
     """The jobs' ids in the order the statements meet them (chain: node order)."""
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute(
-            "SELECT id FROM queue_engine.jobs"
-            " ORDER BY coalesce(substr(node, 6)::int, 0), id"
+            "SELECT id FROM queue_engine.jobs ORDER BY coalesce(substr(node, 6)::int, 0), id"
         ).fetchall()
     return [int(r[0]) for r in rows]
 
