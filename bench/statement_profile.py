@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="callgrind output file to keep")
     parser.add_argument("--ddl", help="SQL file applied to the data folder first")
     parser.add_argument("--variant", default="cold", help="statement tags, comma-separated")
+    parser.add_argument("--prefetch", type=int, default=1, help="jobs claimed per statement")
     parser.add_argument("--sql", help="a candidate finish_and_claim_jobs.sql to profile instead")
     opts = parser.parse_args()
     if opts.sql:
@@ -54,7 +55,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="qe-stmtprof-"))
     folder.chmod(0o777)
     try:
-        pg, _ = prepare_folder(folder, ddl, opts.n + 10)
+        pg, _ = prepare_folder(folder, ddl, (opts.n + 10) * opts.prefetch)
         argv = [
             "valgrind",
             "--tool=callgrind",
@@ -70,7 +71,7 @@ def main() -> None:
         kwargs = {"user": pg.user} if pg.user else {}
         done = subprocess.run(
             argv,
-            input=script(statement.text, statement.names, opts.n),
+            input=script(statement.text, statement.names, opts.n, opts.prefetch),
             capture_output=True,
             text=True,
             check=False,

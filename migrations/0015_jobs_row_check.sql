@@ -25,6 +25,13 @@
 -- DETAIL line with the failing row is gone. EXECUTE stays granted to PUBLIC
 -- (a CHECK's function runs as the writing role).
 --
+-- The price is per row: a PL/pgSQL call costs about 9,000 instructions more
+-- than the compiled CHECKs' evaluation, so a statement writing many rows pays
+-- it many times. Per job, a one-at-a-time worker (prefetch 1) saves about
+-- 1,000,000 instructions; a worker claiming 100 at a time saves 10,000 in
+-- parsing and pays about 17,000 in calls (two rows written per job): +2 %
+-- of its 300,000 per job. A bulk enqueue pays the call per row inserted.
+--
 -- Online-safety: dropping the old constraints and adding the new one NOT VALID
 -- takes an ACCESS EXCLUSIVE lock on jobs for an instant (no scan, no rewrite);
 -- from then on every row written is checked. The new constraint is left NOT
@@ -39,8 +46,34 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     broken text;
 BEGIN
-    -- Each test as the constraint of 0001/0004/0007 it replaces: NOT coalesce(x, true)
-    -- is "x is false", the only result that fails a CHECK.
+    -- The common case first, as ONE expression: a row that breaks no rule costs one
+    -- evaluation (each IF below is an expression of its own, with its own set-up).
+    -- The same tests as below, one for one; NOT coalesce(x, true) below is "x is
+    -- false", the only result that fails a CHECK, and coalesce(x, true) here its opposite.
+    IF coalesce(char_length(r.affinity_key) BETWEEN 1 AND 255, true)
+       AND coalesce(jsonb_typeof(r.args) = 'object', true)
+       AND coalesce(r.attempt >= 0 AND r.max_attempts BETWEEN 1 AND 1000, true)
+       AND coalesce(char_length(r.idempotency_key) BETWEEN 1 AND 255
+                    AND char_length(r.dedupe_key) BETWEEN 1 AND 255
+                    AND char_length(r.lock_key) BETWEEN 1 AND 255
+                    AND char_length(r.partition_key) BETWEEN 1 AND 255
+                    AND char_length(r.producer) BETWEEN 1 AND 255, true)
+       AND coalesce(r.lease_ttl_s IS NULL OR r.lease_ttl_s BETWEEN 1 AND 86400, true)
+       AND coalesce(r.node ~ '^[A-Za-z0-9_][A-Za-z0-9_.:-]*$'
+                    AND char_length(r.node) <= 128, true)
+       AND coalesce(r.priority BETWEEN 0 AND 1000, true)
+       AND coalesce(r.queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]*$'
+                    AND char_length(r.queue) <= 64, true)
+       AND coalesce(r.status IN ('waiting', 'queued', 'running', 'succeeded', 'failed',
+                                 'canceled', 'lost', 'skipped'), true)
+       AND coalesce(r.task ~ '^[A-Za-z_][A-Za-z0-9_.:-]*$'
+                    AND char_length(r.task) <= 128, true)
+       AND coalesce(r.timeout_s IS NULL OR r.timeout_s BETWEEN 1 AND 604800, true)
+       AND coalesce((r.workflow_id IS NULL) = (r.node IS NULL), true) THEN
+        RETURN true;
+    END IF;
+    -- A rule is broken: name the first, each test as the constraint of
+    -- 0001/0004/0007 it replaces, in the order Postgres checked them.
     IF NOT coalesce(char_length(r.affinity_key) BETWEEN 1 AND 255, true) THEN
         broken := 'jobs_affinity_key_check';
     ELSIF NOT coalesce(jsonb_typeof(r.args) = 'object', true) THEN
