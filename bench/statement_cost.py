@@ -54,7 +54,7 @@ def variants() -> dict[str, tuple[str, str]]:
     """Label -> (statement text with $n, DDL applied to its data folder first)."""
     text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
     start = text.index(", claim_events AS (")
-    end = text.index(" SELECT true AS is_claim")
+    end = text.index(", wake AS (", start)  # the CTE after claim_events
     guard_0001 = (ROOT / "migrations" / "0011_guard_fast_path.down.sql").read_text()
     checks_0014 = (ROOT / "migrations" / "0015_jobs_row_check.down.sql").read_text()
     return {

@@ -96,15 +96,17 @@ class Flusher:
         stopping = self._stopping.is_set()
         if stopping:
             claim_limit = 0
+        solo = store.solo_handover(outcomes, claim_limit, self.gate.warm_key)
         claimed = self.connection.run(
             lambda conn: self._finish_and_claim(conn, outcomes, claim_limit),
             attempts=attempts,
             deadline=deadline,
         )
         self.jobs.take_pending()
-        if claimed < claim_limit and lock_keyed and not self._stopping.is_set():
-            # The finished jobs' lock keys looked busy to that statement's snapshot:
-            # look again now that they are free (a round trip only keyed jobs pay).
+        if claimed < claim_limit and (lock_keyed or solo) and not self._stopping.is_set():
+            # The finished jobs' lock keys looked busy to that statement's snapshot,
+            # or it was a hand-over without a claim that handed nothing over:
+            # look again (a round trip only those pay).
             claimed += self.connection.run(
                 lambda conn: self._finish_and_claim(conn, [], claim_limit - claimed)
             )

@@ -56,6 +56,10 @@ class Outcome:
     #: The job is a workflow node: its success may hand a child over to this
     #: worker in the finish statement (the ``handover`` variant, worker/store.py).
     workflow_node: bool = False
+    #: The job was handed over by its last parent's finish: it is likely a
+    #: link of a chain, whose own success may be sent with the ``solo``
+    #: variant (worker/store.py, :func:`~queue_engine.worker.store.solo_handover`).
+    handed_over: bool = False
 
     @property
     def event(self) -> str:
@@ -163,6 +167,7 @@ def succeeded(
         progress=progress,
         followups=followups,
         workflow_node=job.workflow_id is not None,
+        handed_over=job.handed_over,
     )
 
 
