@@ -313,9 +313,13 @@ allowed AS (
     -- lock; a rate-limited queue's claims queue up on its row until they commit
     -- (take_rate_tokens in migrations/0004_fleet_controls.sql). A volatile
     -- CTE is materialised: the function runs at most once per statement.
+    -- picked: the picked jobs, counted once here (not again for the last
+    -- branch of the output: each count is an aggregate to set up per statement).
     SELECT CASE WHEN (SELECT g.rated FROM gate g)
-                THEN __SCHEMA__.take_rate_tokens(%(queue)s, (SELECT count(*) FROM pick)::int)
-                ELSE (SELECT count(*) FROM pick)::int END AS n
+                THEN __SCHEMA__.take_rate_tokens(%(queue)s, p.picked)
+                ELSE p.picked END AS n,
+           p.picked
+    FROM (SELECT count(*)::int AS picked FROM pick) p
 ),
 claimed AS (
     UPDATE __SCHEMA__.jobs j SET
@@ -377,5 +381,5 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL
 FROM allowed a
-WHERE a.n < (SELECT count(*) FROM pick)
+WHERE a.n < a.picked
 -- @!solo end
