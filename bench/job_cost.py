@@ -160,10 +160,17 @@ def busy_seconds() -> float:
 
 
 def measure(
-    admin: str, n: int, k: int, worker_bin: str, log_level: str, prefetch: int = 1
+    admin: str, n: int, k: int, worker_bin: str, log_level: str, prefetch: int = 1, ddl: str = ""
 ) -> dict[str, float]:
-    """One drain of ``n`` jobs by ``k`` workers of ``worker_bin`` (``prefetch`` each); per-job figures."""
+    """One drain of ``n`` jobs by ``k`` workers of ``worker_bin`` (``prefetch`` each); per-job figures.
+
+    ``ddl``: SQL applied to the fresh database first (a migration's down SQL,
+    say: an A/B of a schema change with one worker build).
+    """
     with fresh_database(admin) as dsn:
+        if ddl:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(ddl.replace("__SCHEMA__", "queue_engine"))  # type: ignore[arg-type]  # bench's own file
         with Client(dsn) as client:
             for start in range(0, n, 1000):
                 client.enqueue_many(
@@ -716,6 +723,13 @@ def main() -> None:
         help="LABEL=BIN[@LOGLEVEL]: a build's queue-claim-worker (repeat to alternate several;"
         " default: this venv's, at INFO, the worker's default level)",
     )
+    parser.add_argument(
+        "--ddl",
+        action="append",
+        default=[],
+        help="LABEL=FILE: apply FILE's SQL to the database of that --build's rounds first"
+        " (e.g. a migration's .down.sql: A/B a schema change with one worker build)",
+    )
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--explain-only", action="store_true")
     parser.add_argument("--profile", action="store_true")
@@ -739,6 +753,10 @@ def main() -> None:
         return
     builds = [parse_build(b) for b in opts.build] or [("this", str(WORKER_BIN), "INFO")]
     ks = [int(x) for x in opts.k.split(",") if x]
+    ddls = {
+        label: Path(path).read_text()
+        for label, _, path in (spec.partition("=") for spec in opts.ddl)
+    }
     with server(opts.dsn) as admin:
         if not opts.explain_only and opts.rounds:
             results: dict[tuple[str, int], list[dict[str, float]]] = {}
@@ -746,7 +764,9 @@ def main() -> None:
                 order = builds if r % 2 == 0 else builds[::-1]
                 for k in ks:
                     for label, binary, level in order:
-                        m = measure(admin, opts.jobs, k, binary, level, opts.prefetch)
+                        m = measure(
+                            admin, opts.jobs, k, binary, level, opts.prefetch, ddls.get(label, "")
+                        )
                         results.setdefault((label, k), []).append(m)
                         print(
                             f"  round {r + 1} {label} K={k}: {m['jobs_s']:,.0f} jobs/s,"

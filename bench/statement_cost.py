@@ -19,7 +19,9 @@ the WAL one statement writes (``pg_current_wal_lsn`` before and after the
 run, over N2). Single-user mode runs no autovacuum, WAL writer or
 checkpointer: this is the backend's own cost of the statement.
 
-Variants: this build; the guard trigger as before migration 0011 (its
+``--prefetch P``: each statement finishes P jobs and claims P (divide by P
+for a job's share). Variants: this build; the twelve CHECKs of jobs as before
+migration 0015 (its down SQL applied); the guard trigger as before migration 0011 (its
 function called on every status change); the statement without its
 ``claim_events`` insert (no 'claimed' event row).
 """
@@ -52,10 +54,12 @@ def variants() -> dict[str, tuple[str, str]]:
     """Label -> (statement text with $n, DDL applied to its data folder first)."""
     text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
     start = text.index(", claim_events AS (")
-    end = text.index(" SELECT true AS is_claim")
+    end = text.index(", wake AS (", start)  # the CTE after claim_events
     guard_0001 = (ROOT / "migrations" / "0011_guard_fast_path.down.sql").read_text()
+    checks_0014 = (ROOT / "migrations" / "0015_jobs_row_check.down.sql").read_text()
     return {
         "this build": (text, ""),
+        "twelve CHECKs (before 0015)": (text, checks_0014.replace("__SCHEMA__", "queue_engine")),
         "guard function on every change (before 0011)": (
             text,
             guard_0001.replace("__SCHEMA__", "queue_engine"),
@@ -64,8 +68,12 @@ def variants() -> dict[str, tuple[str, str]]:
     }
 
 
-def script(text: str, names: tuple[str, ...], n: int) -> str:
-    """Single-user input (``-j``: statements end with a semicolon and a blank line)."""
+def script(text: str, names: tuple[str, ...], n: int, prefetch: int = 1) -> str:
+    """Single-user input (``-j``: statements end with a semicolon and a blank line).
+
+    Statement i claims ``prefetch`` jobs and finishes the ``prefetch`` the one
+    before claimed (ids in claim order: the jobs were enqueued in id order).
+    """
     lines = [
         "SET synchronous_commit = off;",
         "SET plan_cache_mode = force_generic_plan;",
@@ -78,7 +86,7 @@ def script(text: str, names: tuple[str, ...], n: int) -> str:
             if i == 1
             else [
                 {
-                    "id": i - 1,
+                    "id": job,
                     "attempt": 1,
                     "status": "succeeded",
                     "kind": "succeeded",
@@ -86,13 +94,14 @@ def script(text: str, names: tuple[str, ...], n: int) -> str:
                     "delay_s": 0.0,
                     "duration_ms": 0,
                 }
+                for job in range((i - 2) * prefetch + 1, (i - 1) * prefetch + 1)
             ]
         )
         params = {
             "outcomes": f"'{json.dumps(outcome)}'",
             "worker_id": "'w'",
             "queue": f"'{QUEUE}'",
-            "claim_limit": "1",
+            "claim_limit": str(prefetch),
             "lease_ttl_s": "60",
             "jobs_channel": "'queue_engine.jobs'",
             "host": "'h'",
@@ -173,21 +182,33 @@ def run_single(pg: EmbeddedPostgres, input_text: str, out_dir: Path) -> tuple[in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="300,900", help="N1,N2 statements")
+    parser.add_argument("--prefetch", type=int, default=1, help="jobs claimed per statement")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="run only the variants whose label has one of these (comma-separated)",
+    )
     opts = parser.parse_args()
+    p = opts.prefetch
     n1, n2 = (int(x) for x in opts.counts.split(","))
     names = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").names
-    print(f"server instructions per finish-and-claim statement ({n2} - {n1} statements):\n")
+    print(
+        f"server instructions per finish-and-claim statement ({n2} - {n1} statements,"
+        f" prefetch {p}):\n"
+    )
     print("| variant | instructions per statement | WAL bytes per statement |")
     print("|---|---|---|")
     for label, (text, ddl) in variants().items():
+        if not any(part in label for part in opts.only.split(",")):
+            continue
         counts: list[tuple[int, int]] = []
         for n in (n1, n2):
             folder = Path(tempfile.mkdtemp(prefix="qe-stmtcost-"))
             folder.chmod(0o777)
             try:
-                pg, wal_start = prepare_folder(folder, ddl, n2 + 10)
+                pg, wal_start = prepare_folder(folder, ddl, (n2 + 10) * p)
                 try:
-                    instructions, wal_end = run_single(pg, script(text, names, n), folder)
+                    instructions, wal_end = run_single(pg, script(text, names, n, p), folder)
                 finally:
                     shutil.rmtree(pg.socket_dir, ignore_errors=True)
                 counts.append((instructions, wal_end - wal_start))

@@ -15,13 +15,22 @@ its own transaction; N2 - N1 statements cancel start-up out), for:
   plain       the worker's plain statement, each finishing the job the one
               before claimed and claiming the next (prefetch 1)
   chain       a workflow of nodes each after the one before: the first
-              statement claims the first node, every later one is the
-              ``handover`` variant that finishes node i, hands node i + 1
-              over and runs the workflow trigger (tally, release)
-  chain (before 0014)
-              the same, with migration 0014's down SQL applied first: the
-              trigger calling workflow_tally and workflow_release, the guard's
-              function for 'waiting' -> 'running'
+              statement claims the first node, every later one finishes node
+              i, hands node i + 1 over and runs the workflow trigger (tally,
+              release): the ``handover`` variant for the first node, which
+              was claimed, then the ``solo`` variant (no claim CTEs) for the
+              nodes that were handed over, as the worker sends them
+  chain, handover with the claim (no solo)
+              every node's finish as the ``handover`` variant
+  chain (before 0014, no solo)
+              that, with migration 0014's down SQL applied first: the
+              trigger calling workflow_tally and workflow_release behind
+              their WHEN clauses (the build before this work)
+  fan part    (with --fan) root -> parts -> join: a part's finish, which
+              takes one off the join's gate and claims the next part from
+              the queue: the plain statement once the worker's policy gave
+              up the hand-over for the workflow (one part in 16 still tries
+              it); before 0014, the ``handover`` variant for every part
 
 It prints instructions and WAL bytes per statement, and chain / plain.
 """
@@ -40,6 +49,8 @@ from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single
 
 from queue_engine import Client, Workflow
 from queue_engine.worker import store
+from queue_engine.worker.handover import HandoverPolicy
+from queue_engine.worker.outcomes import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,13 +78,20 @@ def load_chain(dsn: str, nodes: int) -> None:
         client.start_workflow(wf)
 
 
+def load_fan(dsn: str, parts: int) -> None:
+    """root -> ``parts`` parts -> join (the join counts its parents through gates)."""
+    wf = Workflow(f"fan-{parts}")
+    root = wf.add("root", "noop", queue=QUEUE)
+    names = [wf.add(f"part-{i}", "noop", queue=QUEUE, after=[root]) for i in range(parts)]
+    wf.add("join", "noop", queue=QUEUE, after=names)
+    with Client(dsn) as client:
+        client.start_workflow(wf)
+
+
 def job_ids(pg_dsn: str) -> list[int]:
-    """The jobs' ids in the order the statements meet them (chain: node order)."""
+    """The jobs' ids in the order the statements meet them (node order: nodes are inserted so)."""
     with psycopg.connect(pg_dsn) as conn:
-        rows = conn.execute(
-            "SELECT id FROM queue_engine.jobs"
-            " ORDER BY coalesce(substr(node, 6)::int, 0), id"
-        ).fetchall()
+        rows = conn.execute("SELECT id FROM queue_engine.jobs ORDER BY id").fetchall()
     return [int(r[0]) for r in rows]
 
 
@@ -97,20 +115,68 @@ def execute(name: str, names: tuple[str, ...], finished: int | None) -> str:
     return f"EXECUTE {name}({', '.join(params[n] for n in names)});"
 
 
-def script(ids: list[int], n: int, chain: bool) -> str:
-    """Single-user input: claim the first job, then N - 1 finish-and-claims."""
+def fan_script(ids: list[int], n: int, solo: bool) -> list[str]:
+    """The EXECUTEs of one worker draining a fan (after the PREPAREs).
+
+    The root's finish hands part 0 over. With ``solo`` (this build), part 0's
+    finish is the ``solo`` variant, which hands nothing over (the join waits
+    for the other parts), so a claim-only statement follows, as the worker
+    runs it; the next parts' finishes carry the hand-over until the worker's
+    policy has seen three misses in a row (worker/handover.py), then only
+    every 16th does. Without (the build before), every part's finish is the
+    ``handover`` variant.
+    """
     cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     hand = store.raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "handover"))
+    alone = store.raw_statement(
+        "finish_and_claim_jobs", "queue_engine", ("cold", "handover", "solo")
+    )
+    policy = HandoverPolicy()
+    out = [execute("fc", cold.names, None), execute("fh", hand.names, ids[0])]
+    if solo:
+        out += [execute("fs", alone.names, ids[1]), execute("fc", cold.names, None)]
+        policy.note([Outcome(ids[1], 1, "succeeded", "succeeded", workflow_id=1)], True, [])
+    else:
+        out.append(execute("fh", hand.names, ids[1]))
+    for i in range(2, n):
+        batch = [Outcome(ids[i], 1, "succeeded", "succeeded", workflow_id=1)]
+        tried = not solo or policy.should_try(batch)
+        policy.note(batch, tried, [])
+        out.append(
+            execute("fh", hand.names, ids[i]) if tried else execute("fc", cold.names, ids[i])
+        )
+    return out[:n]
+
+
+def script(ids: list[int], n: int, chain: bool | None, solo: bool = True) -> str:
+    """Single-user input: claim the first job, then N - 1 finish-and-claims.
+
+    A chain's first node is claimed from the queue, so its finish is the
+    ``handover`` variant; every later node was handed over, so the worker
+    sends its finish as ``solo`` (unless ``solo`` is false: the build before).
+    """
+    cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
+    hand = store.raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "handover"))
+    alone = store.raw_statement(
+        "finish_and_claim_jobs", "queue_engine", ("cold", "handover", "solo")
+    )
     lines = [
         "SET synchronous_commit = off;",
         "SET plan_cache_mode = force_generic_plan;",
         "SET enable_seqscan = off;",
         f"PREPARE fc AS {cold.text};",
         f"PREPARE fh AS {hand.text};",
-        execute("fc", cold.names, None),
+        f"PREPARE fs AS {alone.text};",
     ]
+    if chain is None:  # a fan
+        lines += fan_script(ids, n, solo)
+        n = 0
+    else:
+        lines.append(execute("fc", cold.names, None))
     for i in range(1, n):
-        if chain:
+        if chain and solo and i > 1:
+            lines.append(execute("fs", alone.names, ids[i - 1]))
+        elif chain:
             lines.append(execute("fh", hand.names, ids[i - 1]))
         else:
             lines.append(execute("fc", cold.names, ids[i - 1]))
@@ -119,20 +185,22 @@ def script(ids: list[int], n: int, chain: bool) -> str:
     return "\n\n".join(lines) + "\n"
 
 
-def measure(label: str, chain: bool, ddl: str, n1: int, n2: int) -> tuple[float, float]:
+def measure(
+    label: str, chain: bool | None, ddl: str, n1: int, n2: int, solo: bool = True
+) -> tuple[float, float]:
+    """Instructions and WAL bytes per statement; ``chain`` None: the fan."""
     counts: list[tuple[int, int]] = []
     for n in (n1, n2):
         folder = Path(tempfile.mkdtemp(prefix="qe-wfcost-"))
         folder.chmod(0o777)
         try:
-            pg, wal_start = prepare_folder(
-                folder, ddl, n2 + 10, load_chain if chain else enqueue_plain
-            )
+            load = load_fan if chain is None else load_chain if chain else enqueue_plain
+            pg, wal_start = prepare_folder(folder, ddl, n2 + 10, load)
             try:
                 pg.start()
                 ids = job_ids(pg.dsn("qe_stmt"))
                 pg.stop()
-                instructions, wal_end = run_single(pg, script(ids, n, chain), folder)
+                instructions, wal_end = run_single(pg, script(ids, n, chain, solo), folder)
             finally:
                 shutil.rmtree(pg.socket_dir, ignore_errors=True)
             counts.append((instructions, wal_end - wal_start))
@@ -148,20 +216,25 @@ def measure(label: str, chain: bool, ddl: str, n1: int, n2: int) -> tuple[float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="300,900", help="N1,N2 statements")
+    parser.add_argument("--fan", action="store_true", help="also a fan's parts")
     opts = parser.parse_args()
     n1, n2 = (int(x) for x in opts.counts.split(","))
     before = (ROOT / "migrations" / "0014_workflow_trigger.down.sql").read_text()
-    runs = {
-        "plain": (False, ""),
-        "chain": (True, ""),
-        "chain (before 0014)": (True, before.replace("__SCHEMA__", "queue_engine")),
+    runs: dict[str, tuple[bool | None, str, bool]] = {
+        "plain": (False, "", True),
+        "chain": (True, "", True),
+        "chain, handover with the claim (no solo)": (True, "", False),
+        "chain (before 0014, no solo)": (True, before.replace("__SCHEMA__", "queue_engine"), False),
     }
+    if opts.fan:
+        runs["fan part"] = (None, "", True)
+        runs["fan part (before 0014)"] = (None, before.replace("__SCHEMA__", "queue_engine"), False)
     print(f"server instructions per statement ({n2} - {n1} statements):\n")
     print("| run | instructions per statement | WAL bytes per statement | / plain |")
     print("|---|---|---|---|")
     plain = 0.0
-    for label, (chain, ddl) in runs.items():
-        per, wal = measure(label, chain, ddl, n1, n2)
+    for label, (chain, ddl, solo) in runs.items():
+        per, wal = measure(label, chain, ddl, n1, n2, solo)
         plain = plain or per
         print(f"| {label} | {per:,.0f} | {wal:,.0f} | {per / plain:.2f} |", flush=True)
 

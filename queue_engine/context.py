@@ -73,6 +73,8 @@ class ClaimedJob:
     workflow_id: int | None = None
     node: str | None = None
     parents: dict[str, Any] | None = None
+    #: Claimed by its last parent's finish (a hand-over), not from the queue.
+    handed_over: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,16 @@
 -- after the claim read its snapshot, and a chain would cost two statements per
 -- node. Plain jobs never send it.
 --
+-- A fifth, "solo", removes lines: the "-- @!solo begin/end" blocks (the
+-- claim's CTEs and its two branches of the final SELECT) and the lines tagged
+-- with "+!solo" are in every variant except the one a worker sends when the
+-- job it finishes was itself handed over (worker/store.py, solo_handover): a
+-- link of a chain, whose hand-over fills the one-job claim. Postgres
+-- initialises every node of a generic plan at each execution, so the claim's
+-- CTEs cost even when the hand-over leaves them nothing to take. When this
+-- statement hands nothing over, the worker claims with the usual one at once.
+-- "wake" is the last CTE so that the list ends the same in every variant.
+--
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
 -- stays busy until the next one.
@@ -135,12 +145,6 @@ followup_events AS (
     JOIN followup_jobs fj ON fj.id = fu.new_id
 ),
 -- @followups end
-wake AS (
-    -- Jobs given back to run at once wake the idle workers of their queue.
-    SELECT pg_notify(%(jobs_channel)s, q.queue)
-    FROM (SELECT DISTINCT f.queue FROM finished f
-          WHERE f.status = 'queued' AND f.delay_s <= 0) q
-),
 gate AS (
     -- One row when this worker may claim at all; evaluated once per statement
     -- (it names no job column: two primary-key or index probes of tiny tables).
@@ -266,6 +270,7 @@ warm AS (
     FOR UPDATE SKIP LOCKED
 ),
 -- @warm end
+-- @!solo begin
 candidate AS (
     SELECT j.id, j.lock_key, j.priority, j.available_at
     FROM __SCHEMA__.jobs j
@@ -285,7 +290,7 @@ candidate AS (
     ORDER BY j.priority, j.available_at, j.id
     LIMIT %(claim_limit)s
         - (SELECT count(*) FROM warm)  --@warm
-        - (SELECT count(*) FROM handover)  --@handover
+        - (SELECT count(*) FROM handover)  --@handover+!solo
     FOR UPDATE SKIP LOCKED
 ),
 pick AS (
@@ -308,9 +313,13 @@ allowed AS (
     -- lock; a rate-limited queue's claims queue up on its row until they commit
     -- (take_rate_tokens in migrations/0004_fleet_controls.sql). A volatile
     -- CTE is materialised: the function runs at most once per statement.
+    -- picked: the picked jobs, counted once here (not again for the last
+    -- branch of the output: each count is an aggregate to set up per statement).
     SELECT CASE WHEN (SELECT g.rated FROM gate g)
-                THEN __SCHEMA__.take_rate_tokens(%(queue)s, (SELECT count(*) FROM pick)::int)
-                ELSE (SELECT count(*) FROM pick)::int END AS n
+                THEN __SCHEMA__.take_rate_tokens(%(queue)s, p.picked)
+                ELSE p.picked END AS n,
+           p.picked
+    FROM (SELECT count(*)::int AS picked FROM pick) p
 ),
 claimed AS (
     UPDATE __SCHEMA__.jobs j SET
@@ -340,26 +349,37 @@ claim_events AS (
     INSERT INTO __SCHEMA__.job_events (job_id, kind, from_status, to_status, attempt, worker_id)
     SELECT c.id, 'claimed', 'queued', 'running', c.attempt, %(worker_id)s
     FROM claimed c
+),
+-- @!solo end
+wake AS (
+    -- Jobs given back to run at once wake the idle workers of their queue.
+    SELECT pg_notify(%(jobs_channel)s, q.queue)
+    FROM (SELECT DISTINCT f.queue FROM finished f
+          WHERE f.status = 'queued' AND f.delay_s <= 0) q
 )
 -- is_claim: true for a claimed job, false for an applied finish, NULL for one
 -- row saying the rate limit withheld picked jobs (retry when a token is due).
+-- @!solo begin
 SELECT true AS is_claim, c.id, c.attempt, c.status, c.queue, c.task, c.args, c.max_attempts,
        c.priority, c.lock_key, c.lease_ttl_s, c.timeout_s, c.created_at, c.cancel_requested,
-       c.affinity_key, c.workflow_id, c.node, c.parents
+       c.affinity_key, c.workflow_id, c.node, c.parents, false AS handed_over
 FROM claimed c
 UNION ALL
+-- @!solo end
 -- @handover begin
 SELECT true, ho.id, ho.attempt, ho.status, ho.queue, ho.task, ho.args, ho.max_attempts,
        ho.priority, ho.lock_key, ho.lease_ttl_s, ho.timeout_s, ho.created_at,
-       ho.cancel_requested, ho.affinity_key, ho.workflow_id, ho.node, ho.parents
+       ho.cancel_requested, ho.affinity_key, ho.workflow_id, ho.node, ho.parents, true
 FROM handover ho
 UNION ALL
 -- @handover end
 SELECT false, f.id, f.attempt, f.status, f.queue, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL
 FROM finished f CROSS JOIN (SELECT count(*) FROM wake) w
+-- @!solo begin
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL
+       NULL, NULL, NULL, NULL
 FROM allowed a
-WHERE a.n < (SELECT count(*) FROM pick)
+WHERE a.n < a.picked
+-- @!solo end

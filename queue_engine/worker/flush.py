@@ -36,6 +36,7 @@ from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 from queue_engine.worker.connection import Connection, WorkerConnection
 from queue_engine.worker.gate import Gate
+from queue_engine.worker.handover import HandoverPolicy
 from queue_engine.worker.jobs import HeldJob, HeldJobs
 from queue_engine.worker.outcomes import Outcome
 
@@ -75,6 +76,8 @@ class Flusher:
         self.host = connection.host
         self.lease_ttl_s = lease_ttl_s
         self._stopping = stopping
+        #: Which workflows' successes carry the hand-over (worker/handover.py).
+        self.handover = HandoverPolicy()
         #: Outcomes the database applied (finishes that matched), since the start.
         self.jobs_done = 0
         #: One ``job.succeeded_batch`` line per statement instead of one line per success.
@@ -96,15 +99,18 @@ class Flusher:
         stopping = self._stopping.is_set()
         if stopping:
             claim_limit = 0
+        handover = claim_limit > 0 and self.handover.should_try(outcomes)
+        solo = handover and store.solo_handover(outcomes, claim_limit, self.gate.warm_key)
         claimed = self.connection.run(
-            lambda conn: self._finish_and_claim(conn, outcomes, claim_limit),
+            lambda conn: self._finish_and_claim(conn, outcomes, claim_limit, handover),
             attempts=attempts,
             deadline=deadline,
         )
         self.jobs.take_pending()
-        if claimed < claim_limit and lock_keyed and not self._stopping.is_set():
-            # The finished jobs' lock keys looked busy to that statement's snapshot:
-            # look again now that they are free (a round trip only keyed jobs pay).
+        if claimed < claim_limit and (lock_keyed or solo) and not self._stopping.is_set():
+            # The finished jobs' lock keys looked busy to that statement's snapshot,
+            # or it was a hand-over without a claim that handed nothing over:
+            # look again (a round trip only those pay).
             claimed += self.connection.run(
                 lambda conn: self._finish_and_claim(conn, [], claim_limit - claimed)
             )
@@ -130,8 +136,12 @@ class Flusher:
             reason="the job is no longer this worker's running attempt; no outcome written",
         )
 
-    def _finish_and_claim(self, conn: Connection, outcomes: list[Outcome], claim_limit: int) -> int:
+    def _finish_and_claim(
+        self, conn: Connection, outcomes: list[Outcome], claim_limit: int, handover: bool = False
+    ) -> int:
         """One finish-and-claim, recovering from a lost lock-key race; return the claimed count.
+
+        ``handover``: send the workflow nodes' successes with the hand-over.
 
         Runs under the connection lock, bookkeeping included, so the heartbeat
         never sees a job half-way between held and finished.
@@ -150,6 +160,7 @@ class Flusher:
                     claim_limit=claim_limit,
                     lease_ttl_s=self.lease_ttl_s,
                     gate=self.gate.claim_gate(),
+                    handover=handover,
                 )
             except RETRYABLE_CLAIM_ERRORS as exc:
                 # The whole statement rolled back, finishes included: never lose them.
@@ -171,6 +182,7 @@ class Flusher:
             claimed = result.claimed
             if claim_limit:
                 self.gate.note_claim(result.throttled)
+                self.handover.note(to_send, handover, claimed)
             break
         by_id = {h.job.id: h for h in self.jobs.settle(outcomes, claimed)}
         for held in by_id.values():

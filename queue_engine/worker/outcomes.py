@@ -53,9 +53,14 @@ class Outcome:
     #: Follow-up jobs (JSON objects, :mod:`queue_engine.followups`) to insert
     #: with this outcome; only a success carries any.
     followups: tuple[str, ...] = ()
-    #: The job is a workflow node: its success may hand a child over to this
-    #: worker in the finish statement (the ``handover`` variant, worker/store.py).
-    workflow_node: bool = False
+    #: The workflow the job is a node of: its success may hand a child over to
+    #: this worker in the finish statement (the ``handover`` variant,
+    #: worker/store.py; whether to try: worker/handover.py).
+    workflow_id: int | None = None
+    #: The job was handed over by its last parent's finish: it is likely a
+    #: link of a chain, whose own success may be sent with the ``solo``
+    #: variant (worker/store.py, :func:`~queue_engine.worker.store.solo_handover`).
+    handed_over: bool = False
 
     @property
     def event(self) -> str:
@@ -162,7 +167,8 @@ def succeeded(
         duration_ms=duration_ms,
         progress=progress,
         followups=followups,
-        workflow_node=job.workflow_id is not None,
+        workflow_id=job.workflow_id,
+        handed_over=job.handed_over,
     )
 
 

@@ -107,8 +107,8 @@ _jobs_channel = cache(queries.jobs_channel)
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 
-_BLOCK_TAG = re.compile(r"--\s*@(\w+)\s+(begin|end)\s*$")
-_LINE_TAG = re.compile(r"--@(\w+(?:\+\w+)*)\s*$")
+_BLOCK_TAG = re.compile(r"--\s*@(!?\w+)\s+(begin|end)\s*$")
+_LINE_TAG = re.compile(r"--@(!?\w+(?:\+!?\w+)*)\s*$")
 
 
 def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
@@ -119,7 +119,9 @@ def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
     variant. One file then holds every variant of a statement, side by side.
     Tags combine: ``("cold", "followups")`` keeps the lines of either tag. A
     line ending in ``--@a+b`` belongs to a variant with both tags only (a line
-    of one block that only matters when another block is there too).
+    of one block that only matters when another block is there too). A tag
+    ``!name`` (``-- @!name begin``, ``--@a+!name``) is the opposite: the lines
+    belong to every variant *without* ``name``.
     """
     tags = (variant,) if isinstance(variant, str) else (variant or ())
     kept: list[str] = []
@@ -131,11 +133,16 @@ def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
             continue
         tagged = _LINE_TAG.search(line)
         if tagged is not None:
-            if all(part in tags for part in tagged.group(1).split("+")):
+            if all(_has(tags, part) for part in tagged.group(1).split("+")):
                 kept.append(line)
-        elif block is None or block in tags:
+        elif block is None or _has(tags, block):
             kept.append(line)
     return "\n".join(kept)
+
+
+def _has(tags: tuple[str, ...], tag: str) -> bool:
+    """Whether a variant with ``tags`` keeps lines tagged ``tag`` (``!name``: without name)."""
+    return tag[1:] not in tags if tag.startswith("!") else tag in tags
 
 
 @cache
@@ -210,6 +217,28 @@ class ClaimGate:
     affinity_wait_s: float = DEFAULT_AFFINITY_WAIT_S
 
 
+def solo_handover(outcomes: Sequence[Outcome], claim_limit: int, warm_key: str | None) -> bool:
+    """Whether to send the ``solo`` variant: the hand-over without the claim.
+
+    A job that was itself handed over is most likely a link of a chain, whose
+    success hands its own child over in turn. For it the worker sends the
+    finish with the hand-over and without the claim's CTEs: Postgres
+    initialises every node of a generic plan on every execution, and the
+    claim's (its index scan, the lock-key rank, the rate limit, the UPDATE and
+    its event) were about a tenth of a chain node's statement although a
+    hand-over fills the one-job claim (bench/README.md, "workflow_cost.py").
+    When that statement hands nothing over (the chain's last node, a child
+    still waiting for another parent), the caller claims at once with the
+    usual statement (``Flusher.flush``): one more round trip, for that job only.
+    Only a one-job claim by a worker without a warm key qualifies.
+    """
+    return (
+        claim_limit == 1
+        and warm_key is None
+        and any(o.handed_over and o.status == "succeeded" for o in outcomes)
+    )
+
+
 def finish_and_claim(
     conn: Connection,
     schema: str,
@@ -220,6 +249,7 @@ def finish_and_claim(
     claim_limit: int = 0,
     lease_ttl_s: int = 60,
     gate: ClaimGate | None = None,
+    handover: bool = True,
 ) -> FinishClaimResult:
     """Apply ``outcomes`` (guarded) and claim up to ``claim_limit`` jobs, in one statement.
 
@@ -233,9 +263,9 @@ def finish_and_claim(
     Outcomes carrying follow-ups (``ctx.enqueue``) are sent with the
     ``followups`` variant, which inserts them for the successes it applies; a
     batch without any sends the statement that does not mention them. A batch
-    with a workflow node's success is sent with the ``handover`` variant, which
-    may claim that node's child straight from ``waiting``; plain jobs never pay
-    for it.
+    with a workflow node's success is sent with the ``handover`` variant (when
+    ``handover``: the worker's policy, worker/handover.py), which may claim
+    that node's child straight from ``waiting``; plain jobs never pay for it.
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
@@ -256,8 +286,14 @@ def finish_and_claim(
     if followups is not None:
         params["followups"] = followups
         variant.append("followups")
-    if claim_limit > 0 and any(o.workflow_node and o.status == "succeeded" for o in outcomes):
+    if (
+        handover
+        and claim_limit > 0
+        and any(o.workflow_id is not None and o.status == "succeeded" for o in outcomes)
+    ):
         variant.append("handover")
+        if solo_handover(outcomes, claim_limit, gate.warm_key):
+            variant.append("solo")
     statement = raw_statement("finish_and_claim_jobs", schema, tuple(variant))
     rows = statement.execute(conn, params).fetchall()
     result = FinishClaimResult()
@@ -269,7 +305,7 @@ def finish_and_claim(
             # Positional, in ClaimedJob's field order (a batch builds 100 of them):
             # id, queue, task, args, attempt, max_attempts, priority, lock_key,
             # lease_ttl_s, timeout_s, created_at, cancel_requested, affinity_key,
-            # workflow_id, node, parents.
+            # workflow_id, node, parents, handed_over.
             args = row[6]
             claimed(
                 ClaimedJob(
@@ -278,7 +314,7 @@ def finish_and_claim(
                     row[5],
                     args if type(args) is dict else {},
                     row[2],
-                    *row[7:18],
+                    *row[7:19],
                 )
             )
         else:

@@ -268,6 +268,55 @@ def test_check_constraints_accept_edge_values(conn) -> None:
     assert conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()[0] == len(GOOD_ROWS)
 
 
+#: One row breaking each rule, and the constraint a violation names. Since
+#: migration 0015 the rules are one CHECK (jobs_row_check, a function call:
+#: Postgres re-reads every CHECK per statement), whose function raises the old
+#: constraint's error, so the name a caller sees is unchanged.
+NAMED_VIOLATIONS = [
+    ("queue, task", "('bad queue', 't')", "jobs_queue_check"),
+    ("task", "('has space')", "jobs_task_check"),
+    ("task, args", "('t', '[]')", "jobs_args_object_check"),
+    ("task, priority", "('t', 1001)", "jobs_priority_check"),
+    ("task, max_attempts", "('t', 0)", "jobs_attempts_check"),
+    ("task, attempt", "('t', -1)", "jobs_attempts_check"),
+    ("task, lease_ttl_s", "('t', 0)", "jobs_lease_ttl_check"),
+    ("task, timeout_s", "('t', 0)", "jobs_timeout_check"),
+    ("task, status", "('t', 'bogus')", "jobs_status_check"),
+    ("task, lock_key", "('t', '')", "jobs_keys_length_check"),
+    ("task, producer", f"('t', '{'p' * 256}')", "jobs_keys_length_check"),
+    ("task, affinity_key", "('t', '')", "jobs_affinity_key_check"),
+    ("task, workflow_id", "('t', 1)", "jobs_workflow_node_check"),
+    ("task, workflow_id, node", "('t', 1, 'bad node')", "jobs_node_check"),
+]
+
+
+@pytest.mark.parametrize(("columns", "values", "constraint"), NAMED_VIOLATIONS)
+def test_check_violation_names_the_broken_rule(
+    conn: psycopg.Connection[Any], columns: str, values: str, constraint: str
+) -> None:
+    with pytest.raises(pg_errors.CheckViolation, match=f'check constraint "{constraint}"') as err:
+        conn.execute(f"INSERT INTO queue_engine.jobs ({columns}) VALUES {values}")
+    assert err.value.diag.sqlstate == "23514"
+    assert err.value.diag.constraint_name == constraint
+
+
+def test_check_applies_to_updates_of_any_column(conn: psycopg.Connection[Any]) -> None:
+    job_id = conn.execute(
+        "INSERT INTO queue_engine.jobs (task) VALUES ('t') RETURNING id"
+    ).fetchone()[0]
+    for assignment, constraint in [
+        ("queue = 'bad queue'", "jobs_queue_check"),
+        ("attempt = -1", "jobs_attempts_check"),
+        ("args = '[]'", "jobs_args_object_check"),
+    ]:
+        with pytest.raises(pg_errors.CheckViolation) as err:
+            conn.execute(f"UPDATE queue_engine.jobs SET {assignment} WHERE id = %s", (job_id,))
+        assert err.value.diag.constraint_name == constraint
+    assert conn.execute(
+        "SELECT queue, attempt, args FROM queue_engine.jobs WHERE id = %s", (job_id,)
+    ).fetchone() == ("default", 0, {})
+
+
 def test_transition_guard_refuses_unlisted_status_changes(conn) -> None:
     job_id = conn.execute(
         "INSERT INTO queue_engine.jobs (task) VALUES ('t') RETURNING id"

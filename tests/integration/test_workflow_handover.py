@@ -278,10 +278,68 @@ def test_a_real_worker_runs_a_chain_handing_every_node_over(
     assert handed == (19,)
 
 
+def test_a_handed_over_node_is_finished_without_the_claim(client: Client, conn: Conn) -> None:
+    """The ``solo`` variant: a handed-over node's finish hands over, and claims nothing else."""
+    info = client.start_workflow(chain(length=3))
+    other = client.enqueue("t", queue=Q, priority=200)
+    (first,) = claim(conn).claimed
+    assert first.node == "n0" and not first.handed_over
+    (second,) = claim(conn, outcomes=[oc.succeeded(first, None, 1)]).claimed
+    assert second.node == "n1" and second.handed_over
+    done = oc.succeeded(second, None, 1)
+    assert done.handed_over and store.solo_handover([done], 1, None)
+    assert not store.solo_handover([done], 2, None)  # a batch claim keeps the claim
+    assert not store.solo_handover([done], 1, "warm-key")
+    (third,) = claim(conn, outcomes=[done]).claimed
+    assert third.node == "n2" and third.handed_over
+    # The last node: nothing to hand over, and the solo statement claims nothing,
+    # not even the queued job that a claim would take.
+    result = claim(conn, outcomes=[oc.succeeded(third, None, 1)])
+    assert result.finished == {third.id: "succeeded"} and result.claimed == []
+    assert client.get(other.id).status == "queued"
+    assert client.get_workflow(info.id).state == "succeeded"
+
+
+def test_a_worker_claims_at_once_when_a_solo_finish_hands_nothing_over(
+    dsn: str, client: Client
+) -> None:
+    """After the chain's last node the worker claims the queued job without waiting for a poll."""
+    tasks = TaskRegistry()
+    tasks.register(TaskDefinition(name="t", handler=lambda args: None, queue=Q, max_attempts=1))
+    info = client.start_workflow(chain("tail", length=3))
+    other = client.enqueue("t", queue=Q, priority=200)
+    # Nothing wakes this worker but its own statements: its NOTIFYs came before
+    # it listened, and its poll is an hour away.
+    with running_worker(dsn, tasks=tasks, queue=Q, poll_s=3600):
+        wait_until(lambda: client.get(other.id).status == "succeeded", what="the queued job runs")
+    assert client.get_workflow(info.id).state == "succeeded"
+
+
+def test_a_worker_stops_trying_the_hand_over_on_a_fans_parts(dsn: str, client: Client) -> None:
+    """Parts whose join waits for the others: after a few misses the worker sends them plain."""
+    tasks = TaskRegistry()
+    tasks.register(TaskDefinition(name="t", handler=lambda args: None, queue=Q, max_attempts=1))
+    wf = Workflow("fan")
+    root = wf.add("root", "t", queue=Q)
+    parts = [wf.add(f"p{i}", "t", queue=Q, after=[root]) for i in range(40)]
+    wf.add("join", "t", queue=Q, after=parts)
+    info = client.start_workflow(wf)
+    with running_worker(dsn, tasks=tasks, queue=Q) as worker:
+        wait_until(lambda: client.get_workflow(info.id).state != "running", what="the fan ends")
+        misses = worker.flusher.handover.misses(info.id)
+    assert client.get_workflow(info.id).state == "succeeded"
+    # 40 parts, one worker: every part's success missed (the join waited for
+    # the others), tried or not; the join, the last node, has no child either.
+    assert misses >= 40
+
+
 def test_every_combination_of_the_finish_statements_variants_prepares(conn: Conn) -> None:
-    """Warm or cold, with or without follow-ups and hand-over: eight statements, all valid."""
+    """Warm or cold, with or without follow-ups and hand-over (and cold solo): all valid."""
     for claim_tag in ("cold", "warm"):
-        for extra in ((), ("followups",), ("handover",), ("followups", "handover")):
+        solo: tuple[tuple[str, ...], ...] = (
+            (("handover", "solo"), ("followups", "handover", "solo")) if claim_tag == "cold" else ()
+        )
+        for extra in ((), ("followups",), ("handover",), ("followups", "handover"), *solo):
             statement = store.raw_statement("finish_and_claim_jobs", S, (claim_tag, *extra))
             name = "_".join(("v", claim_tag, *extra))
             conn.execute(f"PREPARE {name} AS {statement.text}")  # type: ignore[arg-type]

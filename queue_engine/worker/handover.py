@@ -1,0 +1,86 @@
+"""Which workflow nodes' successes a worker sends with the hand-over.
+
+The ``handover`` variant of the finish statement (``finish_and_claim_jobs.sql``)
+may claim a child whose last pending parent is the node it finishes. It is
+only worth its cost where that happens: Postgres initialises every node of a
+generic plan at each execution, so the hand-over's CTEs cost about a seventh
+of a wide fan-out part's statement even when they hand nothing over (the join
+waits for the other parts), which on a 10,000-part fan is nearly every part
+(bench/README.md, "workflow_cost.py"). The worker cannot see a node's
+children before it finishes it, and asking the claim costs every plain job a
+subquery's set-up; so each worker learns per workflow instead: after
+``give_up_after`` hand-over attempts in a row that handed nothing over, it
+sends that workflow's successes without the hand-over, trying it again every
+``probe_every``-th time (a fan-in's last parts, a chain behind a fan). A node
+whose child is then not handed over is queued by the trigger and claimed as
+usual: this decides speed, never correctness.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from queue_engine.context import ClaimedJob
+from queue_engine.worker.outcomes import Outcome
+
+#: Hand-overs in a row that handed nothing over before a workflow's successes
+#: are sent without it.
+GIVE_UP_AFTER = 3
+#: After giving up, every this-many-th success of the workflow tries again.
+PROBE_EVERY = 16
+#: Workflows remembered per worker (least recently seen forgotten first).
+REMEMBER = 64
+
+
+class HandoverPolicy:
+    """Per worker: which workflows' successes are worth the hand-over."""
+
+    def __init__(
+        self,
+        *,
+        give_up_after: int = GIVE_UP_AFTER,
+        probe_every: int = PROBE_EVERY,
+        remember: int = REMEMBER,
+    ) -> None:
+        self.give_up_after = give_up_after
+        self.probe_every = probe_every
+        self.remember = remember
+        #: workflow id -> hand-overs in a row that handed nothing over
+        self._misses: OrderedDict[int, int] = OrderedDict()
+
+    def misses(self, workflow_id: int) -> int:
+        """Hand-overs in a row of that workflow that handed nothing over (0 when not seen)."""
+        return self._misses.get(workflow_id, 0)
+
+    def should_try(self, outcomes: Sequence[Outcome]) -> bool:
+        """Whether this batch's statement should carry the hand-over."""
+        for outcome in outcomes:
+            workflow = outcome.workflow_id
+            if workflow is None or outcome.status != "succeeded":
+                continue
+            misses = self._misses.get(workflow, 0)
+            if misses < self.give_up_after:
+                return True
+            if (misses - self.give_up_after) % self.probe_every == self.probe_every - 1:
+                return True
+        return False
+
+    def note(self, outcomes: Sequence[Outcome], tried: bool, claimed: Iterable[ClaimedJob]) -> None:
+        """Count what a statement did for the workflows of the successes it carried.
+
+        A statement sent without the hand-over counts as a miss too, so that
+        the probe comes round every ``probe_every`` successes.
+        """
+        handed = {job.workflow_id for job in claimed if job.handed_over}
+        for outcome in outcomes:
+            workflow = outcome.workflow_id
+            if workflow is None or outcome.status != "succeeded":
+                continue
+            if tried and workflow in handed:
+                self._misses[workflow] = 0
+            else:
+                self._misses[workflow] = self._misses.get(workflow, 0) + 1
+            self._misses.move_to_end(workflow)
+            if len(self._misses) > self.remember:
+                self._misses.popitem(last=False)
