@@ -14,7 +14,8 @@ job; the commit's WAL flush is counted as instructions, not as waiting).
 
 Variants: this build's ``enqueue_plain.sql`` as the client sends it (the
 harness's call: queue, task, ``{}`` args, defaults elsewhere); the same
-without the ``jobs_notify_insert`` trigger (what the wake-up costs); with the
+without the ``jobs_notify_insert`` trigger (what the wake-up costs); with
+``jobs_row_ok`` as migration 0015 wrote it (0016's down file); with the
 twelve CHECK constraints of the build before migration 0015 (its down file);
 without any CHECK constraint (what they cost at all; not a candidate, they
 are the SQL API's validation). With ``--pgqueuer-python``, pgqueuer's own
@@ -156,8 +157,16 @@ def main() -> None:
             execute,
         ),
         (
+            "0015's jobs_row_ok, one expression (before 0016)",
+            (ROOT / "migrations" / "0016_jobs_row_ok_common_row.down.sql")
+            .read_text()
+            .replace("__SCHEMA__", SCHEMA),
+            prepare,
+            execute,
+        ),
+        (
             "twelve CHECK constraints (before 0015)",
-            (ROOT / "migrations" / "0015_jobs_check_function.down.sql")
+            (ROOT / "migrations" / "0015_jobs_row_check.down.sql")
             .read_text()
             .replace("__SCHEMA__", SCHEMA),
             prepare,
