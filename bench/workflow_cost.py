@@ -45,6 +45,7 @@ import tempfile
 from pathlib import Path
 
 import psycopg
+import workflows
 from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single
 
 from queue_engine import Client, Workflow
@@ -69,13 +70,8 @@ PARAMS = {
 
 
 def load_chain(dsn: str, nodes: int) -> None:
-    """One workflow of ``nodes`` no-op nodes, each after the one before."""
-    wf = Workflow(f"chain-{nodes}")
-    previous: list[str] = []
-    for i in range(nodes):
-        previous = [wf.add(f"step-{i}", "noop", queue=QUEUE, after=previous)]
-    with Client(dsn) as client:
-        client.start_workflow(wf)
+    """One workflow of ``nodes`` no-op nodes, each after the one before (as workflows.py's)."""
+    workflows.chain(nodes)(dsn)
 
 
 def load_fan(dsn: str, parts: int) -> None:
