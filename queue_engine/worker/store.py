@@ -1,5 +1,10 @@
 """The worker's statements, one function each, on the worker's single connection.
 
+Why this module is long: it is the worker's whole SQL surface, and the
+finish-and-claim statement's variants (warm or cold, follow-ups, hand-over,
+solo) are chosen here, beside the raw-statement preparation they share; split
+up, each piece would need the others' private helpers.
+
 Every function runs one named query (``queue_engine/sql``) as a prepared
 statement: the worker runs the same few statements thousands of times, so
 parsing and planning them once per connection is a measurable saving.
