@@ -112,6 +112,13 @@ def test_every_daemon_works_again_within_2s_of_postgres_accepting_connections(
         what="the worker to run a first job",
     )
     wait_until(lambda: query(dsn, LEADER_HELD), timeout=60, what="a leader")
+    # The scheduler is past its start-up (an outage while it still prepares is
+    # an exit 69 for systemd to restart, not what this test measures).
+    wait_until(
+        lambda: query(dsn, "SELECT count(*) FROM queue_engine.jobs WHERE queue = 'sched'"),
+        timeout=60,
+        what="the scheduler to enqueue a first slot",
+    )
 
     figures: list[dict[str, float]] = []
     for outage_s in OUTAGES_S:
