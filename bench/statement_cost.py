@@ -68,6 +68,38 @@ def variants() -> dict[str, tuple[str, str]]:
     }
 
 
+def succeeded(job_id: int) -> dict[str, object]:
+    """The worker's outcome of a first attempt that succeeded (as store.outcomes_json writes it)."""
+    return {
+        "id": job_id,
+        "attempt": 1,
+        "status": "succeeded",
+        "kind": "succeeded",
+        "refund": 0,
+        "delay_s": 0.0,
+        "duration_ms": 0,
+    }
+
+
+def execute(
+    name: str, names: tuple[str, ...], outcomes: list[dict[str, object]], claim_limit: int = 1
+) -> str:
+    """``EXECUTE name(...)`` with the worker's parameters, in the statement's order."""
+    params = {
+        "outcomes": f"'{json.dumps(outcomes)}'",
+        "worker_id": "'w'",
+        "queue": f"'{QUEUE}'",
+        "claim_limit": str(claim_limit),
+        "lease_ttl_s": "60",
+        "jobs_channel": "'queue_engine.jobs'",
+        "host": "'h'",
+        "slot": "NULL",
+        "affinity_wait_s": "30.0",
+        "followups": "'[]'",
+    }
+    return f"EXECUTE {name}({', '.join(params[n] for n in names)});"
+
+
 def script(text: str, names: tuple[str, ...], n: int, prefetch: int = 1) -> str:
     """Single-user input (``-j``: statements end with a semicolon and a blank line).
 
@@ -84,31 +116,9 @@ def script(text: str, names: tuple[str, ...], n: int, prefetch: int = 1) -> str:
         outcome = (
             []
             if i == 1
-            else [
-                {
-                    "id": job,
-                    "attempt": 1,
-                    "status": "succeeded",
-                    "kind": "succeeded",
-                    "refund": 0,
-                    "delay_s": 0.0,
-                    "duration_ms": 0,
-                }
-                for job in range((i - 2) * prefetch + 1, (i - 1) * prefetch + 1)
-            ]
+            else [succeeded(job) for job in range((i - 2) * prefetch + 1, (i - 1) * prefetch + 1)]
         )
-        params = {
-            "outcomes": f"'{json.dumps(outcome)}'",
-            "worker_id": "'w'",
-            "queue": f"'{QUEUE}'",
-            "claim_limit": str(prefetch),
-            "lease_ttl_s": "60",
-            "jobs_channel": "'queue_engine.jobs'",
-            "host": "'h'",
-            "slot": "NULL",
-            "affinity_wait_s": "30.0",
-        }
-        lines.append(f"EXECUTE fc({', '.join(params[name] for name in names)});")
+        lines.append(execute("fc", names, outcome, claim_limit=prefetch))
     lines.append("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn AS wal_end;")
     return "\n\n".join(lines) + "\n"
 

@@ -38,7 +38,6 @@ It prints instructions and WAL bytes per statement, and chain / plain.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -46,7 +45,8 @@ from pathlib import Path
 
 import psycopg
 import workflows
-from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single
+from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single, succeeded
+from statement_cost import execute as finish
 
 from queue_engine import Client, Workflow
 from queue_engine.worker import store
@@ -54,19 +54,6 @@ from queue_engine.worker.handover import HandoverPolicy
 from queue_engine.worker.outcomes import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
-
-#: The worker's parameters apart from the outcomes (store.py sends the same).
-PARAMS = {
-    "worker_id": "'w'",
-    "queue": f"'{QUEUE}'",
-    "claim_limit": "1",
-    "lease_ttl_s": "60",
-    "jobs_channel": "'queue_engine.jobs'",
-    "host": "'h'",
-    "slot": "NULL",
-    "affinity_wait_s": "30.0",
-    "followups": "'[]'",
-}
 
 
 def load_chain(dsn: str, nodes: int) -> None:
@@ -92,23 +79,8 @@ def job_ids(pg_dsn: str) -> list[int]:
 
 
 def execute(name: str, names: tuple[str, ...], finished: int | None) -> str:
-    outcome = (
-        []
-        if finished is None
-        else [
-            {
-                "id": finished,
-                "attempt": 1,
-                "status": "succeeded",
-                "kind": "succeeded",
-                "refund": 0,
-                "delay_s": 0.0,
-                "duration_ms": 0,
-            }
-        ]
-    )
-    params = dict(PARAMS, outcomes=f"'{json.dumps(outcome)}'")
-    return f"EXECUTE {name}({', '.join(params[n] for n in names)});"
+    """The worker's statement finishing ``finished`` (None: claiming only)."""
+    return finish(name, names, [] if finished is None else [succeeded(finished)])
 
 
 def fan_script(ids: list[int], n: int, solo: bool) -> list[str]:

@@ -48,6 +48,8 @@ class HandoverPolicy:
         self.remember = remember
         #: workflow id -> hand-overs in a row that handed nothing over
         self._misses: OrderedDict[int, int] = OrderedDict()
+        #: Workflow successes sent without the hand-over, since the start.
+        self.sent_without = 0
 
     def misses(self, workflow_id: int) -> int:
         """Hand-overs in a row of that workflow that handed nothing over (0 when not seen)."""
@@ -77,6 +79,8 @@ class HandoverPolicy:
             workflow = outcome.workflow_id
             if workflow is None or outcome.status != "succeeded":
                 continue
+            if not tried:
+                self.sent_without += 1
             if tried and workflow in handed:
                 self._misses[workflow] = 0
             else:

@@ -53,6 +53,7 @@ def test_misses_in_a_row_stop_the_tries_and_a_probe_comes_round() -> None:
         policy.note(batch, attempt, [])
     # Three misses, then one try in every four: the fourth, the eighth.
     assert tried == [True, True, True, False, False, False, True, False, False, False, True]
+    assert policy.sent_without == tried.count(False)
 
 
 def test_a_hand_over_resets_the_count() -> None:
