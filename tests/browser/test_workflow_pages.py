@@ -51,9 +51,14 @@ def state_text(driver: Any) -> str:
 
 
 def page_text(driver: Any) -> str:
+    """The page's main text; "" while a navigation (a form's POST, a redirect) replaces it."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    return str(driver.find_element(By.TAG_NAME, "main").text)
+    try:
+        return str(driver.find_element(By.TAG_NAME, "main").text)
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""
 
 
 def test_an_operator_follows_a_workflow_and_provides_its_input(
