@@ -204,6 +204,26 @@ def wait_for(
     return wait_until(check, timeout=timeout, interval=0.1, what=what)
 
 
+def click(driver: Any, by: str, value: str, *, timeout: float = 30.0) -> None:
+    """Find an element and click it, again if a live fragment swapped it in between.
+
+    The pages refresh their live parts (htmx polls and server events), so an
+    element found a moment ago may be gone when the click arrives: Selenium
+    then raises ``StaleElementReferenceException`` *before* clicking, so
+    finding it again and clicking once more can never click twice.
+    """
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    def attempt() -> bool:
+        try:
+            driver.find_element(by, value).click()
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False
+        return True
+
+    wait_until(attempt, timeout=timeout, interval=0.1, what=f"a click on {value}")
+
+
 def screenshot(driver: Any, name: str) -> Path:
     """Save the current page as ``.artifacts/screenshots/<name>.png`` (looked at by people)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/
     WebServer,
     browser_fixture,
     chromium_fixture,
+    click,
     free_port,
     login,
     screenshot,
@@ -135,11 +136,13 @@ def test_cancel_from_the_job_page_cancels_the_running_job(
     client: Client,
     conn: psycopg.Connection[Any],
 ) -> None:
+    from selenium.webdriver.common.by import By
+
     job_id = client.enqueue("wait_cancel", queue=Q, args={"max_s": 60}).id
     wait_until(lambda: status_of(conn, job_id) == "running", what="the job running")
     login(browser, web_server.url, OPERATOR)
     browser.get(f"{web_server.url}/jobs/{job_id}")
-    by_id(browser, "cancel-job").click()
+    click(browser, By.ID, "cancel-job")
     browser.switch_to.alert.accept()
     wait_until(lambda: status_of(conn, job_id) == "canceled", what="the job canceled")
     wait_for(browser, lambda d: text_of(d, "job-status") == "canceled", what="canceled on the page")
@@ -160,7 +163,7 @@ def test_pause_from_the_queues_page_stops_claims(
     login(browser, web_server.url, OPERATOR)
     browser.get(f"{web_server.url}/queues")
     wait_for(browser, lambda d: d.find_elements(By.NAME, "pause"), what="the pause button")
-    browser.find_element(By.NAME, "pause").click()
+    click(browser, By.NAME, "pause")
     wait_for(browser, lambda d: "paused" in text_of(d, "queues-table"), what="paused on the page")
     row = conn.execute(f"SELECT paused FROM {S}.queues WHERE name = %s", (Q,)).fetchone()
     assert row == (True,)
@@ -184,7 +187,7 @@ def test_pause_from_the_queues_page_stops_claims(
     )
     assert status_of(conn, held) == "queued"
     screenshot(browser, "queues")
-    browser.find_element(By.NAME, "resume").click()
+    click(browser, By.NAME, "resume")
     wait_until(lambda: status_of(conn, held) == "succeeded", what="claims again after resume")
 
 

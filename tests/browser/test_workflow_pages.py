@@ -18,6 +18,7 @@ from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/
     WebServer,
     browser_fixture,
     chromium_fixture,
+    click,
     login,
     screenshot,
     wait_for,
@@ -116,7 +117,7 @@ def test_an_operator_follows_a_workflow_and_provides_its_input(
     screenshot(browser, "workflow")
     # The retry button came with the live facts, without a reload.
     wait_for(browser, lambda d: d.find_elements(By.ID, "retry-workflow"), what="retry offered")
-    browser.find_element(By.ID, "retry-workflow").click()
+    click(browser, By.ID, "retry-workflow")
     wait_for(browser, lambda d: "1 node(s) run again" in page_text(d), what="the retry banner")
 
     login(browser, web_server.url, VIEWER)
