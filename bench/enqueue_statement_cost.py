@@ -15,10 +15,11 @@ job; the commit's WAL flush is counted as instructions, not as waiting).
 Variants: this build's ``enqueue_plain.sql`` as the client sends it (the
 harness's call: queue, task, ``{}`` args, defaults elsewhere); the same
 without the ``jobs_notify_insert`` trigger (what the wake-up costs); with
-``jobs_row_ok`` as migration 0015 wrote it (0016's down file); with the
-twelve CHECK constraints of the build before migration 0015 (its down file);
-without any CHECK constraint (what they cost at all; not a candidate, they
-are the SQL API's validation). With ``--pgqueuer-python``, pgqueuer's own
+the rules as 0016's CHECK calling ``jobs_row_ok`` (0017's down file); with
+``jobs_row_ok`` as migration 0015 wrote it (0017's and 0016's down files);
+with the twelve CHECK constraints of the build before migration 0015 (down
+files back to 0015's); without the row rules at all (what they cost; not a
+candidate, they are the SQL API's validation). With ``--pgqueuer-python``, pgqueuer's own
 ``Queries.enqueue`` statement on its own schema (both rendered by that
 interpreter's pgqueuer), called as the harness calls it.
 """
@@ -36,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from statement_cost import prepare_folder, run_single  # noqa: E402
+from statement_cost import downs, prepare_folder, run_single  # noqa: E402
 
 SCHEMA = "queue_engine"
 
@@ -65,15 +66,7 @@ def qe_statement() -> tuple[str, str]:
     return text, ", ".join(values.get(name, "NULL") for name in names)
 
 
-NO_CHECKS = """DO $$
-DECLARE c text;
-BEGIN
-    FOR c IN SELECT conname FROM pg_constraint
-             WHERE conrelid = 'queue_engine.jobs'::regclass AND contype = 'c'
-    LOOP
-        EXECUTE format('ALTER TABLE queue_engine.jobs DROP CONSTRAINT %I', c);
-    END LOOP;
-END $$"""
+NO_RULES = "DROP TRIGGER jobs_check_row ON queue_engine.jobs"
 
 
 def script(prepare: str, execute: str, n: int) -> str:
@@ -156,23 +149,10 @@ def main() -> None:
             prepare,
             execute,
         ),
-        (
-            "0015's jobs_row_ok, one expression (before 0016)",
-            (ROOT / "migrations" / "0016_jobs_row_ok_common_row.down.sql")
-            .read_text()
-            .replace("__SCHEMA__", SCHEMA),
-            prepare,
-            execute,
-        ),
-        (
-            "twelve CHECK constraints (before 0015)",
-            (ROOT / "migrations" / "0015_jobs_row_check.down.sql")
-            .read_text()
-            .replace("__SCHEMA__", SCHEMA),
-            prepare,
-            execute,
-        ),
-        ("no CHECK constraints", NO_CHECKS, prepare, execute),
+        ("rules as a CHECK calling jobs_row_ok (before 0017)", downs(17), prepare, execute),
+        ("0015's jobs_row_ok, one expression (before 0016)", downs(17, 16), prepare, execute),
+        ("twelve CHECK constraints (before 0015)", downs(17, 16, 15), prepare, execute),
+        ("no row rules (no jobs_check_row trigger)", NO_RULES, prepare, execute),
     ]
     for extra in sorted((ROOT / "bench" / "sql").glob("enqueue_variant_*.sql")):
         ddl = extra.read_text().replace("__SCHEMA__", SCHEMA)

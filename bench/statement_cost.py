@@ -50,20 +50,25 @@ ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "bench"
 
 
+def downs(*versions: int) -> str:
+    """The down SQL of these migrations, in this order (an older build's parts, as DDL)."""
+    texts = []
+    for version in versions:
+        (path,) = (ROOT / "migrations").glob(f"{version:04d}_*.down.sql")
+        texts.append(path.read_text().replace("__SCHEMA__", "queue_engine"))
+    return "\n".join(texts)
+
+
 def variants() -> dict[str, tuple[str, str]]:
     """Label -> (statement text with $n, DDL applied to its data folder first)."""
     text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
     start = text.index(", claim_events AS (")
     end = text.index(", wake AS (", start)  # the CTE after claim_events
-    guard_0001 = (ROOT / "migrations" / "0011_guard_fast_path.down.sql").read_text()
-    checks_0014 = (ROOT / "migrations" / "0015_jobs_row_check.down.sql").read_text()
     return {
         "this build": (text, ""),
-        "twelve CHECKs (before 0015)": (text, checks_0014.replace("__SCHEMA__", "queue_engine")),
-        "guard function on every change (before 0011)": (
-            text,
-            guard_0001.replace("__SCHEMA__", "queue_engine"),
-        ),
+        "rules as a CHECK on every row written (before 0017)": (text, downs(17)),
+        "twelve CHECKs (before 0015)": (text, downs(17, 16, 15)),
+        "guard function on every change (before 0011)": (text, downs(17, 11)),
         "no 'claimed' event row": (text[:start] + text[end:], ""),
     }
 

@@ -185,6 +185,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="300,900", help="N1,N2 statements")
     parser.add_argument("--fan", action="store_true", help="also a fan's parts")
+    parser.add_argument(
+        "--ddl",
+        action="append",
+        default=[],
+        help="SQL file applied after loading (a candidate change); adds 'plain' and "
+        "'fan part' runs with it (repeatable)",
+    )
+    parser.add_argument(
+        "--only", default="", help="comma list: run only the runs whose label starts so"
+    )
     opts = parser.parse_args()
     n1, n2 = (int(x) for x in opts.counts.split(","))
     before = (ROOT / "migrations" / "0014_workflow_trigger.down.sql").read_text()
@@ -197,6 +207,13 @@ def main() -> None:
     if opts.fan:
         runs["fan part"] = (None, "", True)
         runs["fan part (before 0014)"] = (None, before.replace("__SCHEMA__", "queue_engine"), False)
+    for path in opts.ddl:
+        extra = Path(path).read_text().replace("__SCHEMA__", "queue_engine")
+        runs[f"plain + {Path(path).name}"] = (False, extra, True)
+        runs[f"fan part + {Path(path).name}"] = (None, extra, True)
+    if opts.only:
+        wanted = tuple(x.strip() for x in opts.only.split(",") if x.strip())
+        runs = {k: v for k, v in runs.items() if k.startswith(wanted)}
     print(f"server instructions per statement ({n2} - {n1} statements):\n")
     print("| run | instructions per statement | WAL bytes per statement | / plain |")
     print("|---|---|---|---|")

@@ -6,7 +6,9 @@ function ``enqueue`` are valid enqueue paths; inserts wake listeners with one
 NOTIFY per queue per statement whose payload is only the queue name, and delayed
 rows wake nobody. CHECK constraints and the transition guard refuse bad rows;
 the jobs table carries its fillfactor/autovacuum settings; the partial indexes
-exist and the claim query uses ``jobs_claimable_idx``.
+exist and the claim query uses ``jobs_claimable_idx``. The row rules (a
+trigger since migration 0017) run on every INSERT and on an UPDATE of a column
+they read, and never for the worker's claim and finish.
 """
 
 from __future__ import annotations
@@ -269,9 +271,10 @@ def test_check_constraints_accept_edge_values(conn) -> None:
 
 
 #: One row breaking each rule, and the constraint a violation names. Since
-#: migration 0015 the rules are one CHECK (jobs_row_check, a function call:
-#: Postgres re-reads every CHECK per statement), whose function raises the old
-#: constraint's error, so the name a caller sees is unchanged.
+#: migration 0017 the rules are a BEFORE trigger (jobs_check_row, on INSERT and
+#: on an UPDATE of a column they read; 0015 made them one CHECK calling a
+#: function), which raises the old constraint's error, so the name a caller
+#: sees is unchanged.
 NAMED_VIOLATIONS = [
     ("queue, task", "('bad queue', 't')", "jobs_queue_check"),
     ("task", "('has space')", "jobs_task_check"),
@@ -315,6 +318,73 @@ def test_check_applies_to_updates_of_any_column(conn: psycopg.Connection[Any]) -
     assert conn.execute(
         "SELECT queue, attempt, args FROM queue_engine.jobs WHERE id = %s", (job_id,)
     ).fetchone() == ("default", 0, {})
+
+
+def test_an_update_breaking_two_rules_names_the_first_as_before(conn) -> None:
+    """The attempt rule is the guard's (it fires for attempt), the others the row trigger's.
+
+    The row trigger fires first (by name) and checks every rule, so the rule
+    named is the one the twelve constraints of 0001 named: the first by name.
+    """
+    job_id = conn.execute(
+        "INSERT INTO queue_engine.jobs (task) VALUES ('t') RETURNING id"
+    ).fetchone()[0]
+    with pytest.raises(pg_errors.CheckViolation) as err:
+        conn.execute(
+            "UPDATE queue_engine.jobs SET attempt = -1, affinity_key = '' WHERE id = %s",
+            (job_id,),
+        )
+    assert err.value.diag.constraint_name == "jobs_affinity_key_check"
+    with pytest.raises(pg_errors.CheckViolation) as err:
+        conn.execute(
+            "UPDATE queue_engine.jobs SET attempt = -1, status = 'running' WHERE id = %s",
+            (job_id,),
+        )
+    assert err.value.diag.constraint_name == "jobs_attempts_check"
+    assert conn.execute(
+        "SELECT status, attempt, affinity_key FROM queue_engine.jobs WHERE id = %s", (job_id,)
+    ).fetchone() == ("queued", 0, None)
+
+
+def test_the_workers_claim_and_finish_do_not_run_the_row_rules(conn) -> None:
+    """The point of migration 0017: a claim and a finish set no column the rules read.
+
+    Counted by Postgres itself (track_functions): the INSERT runs the rules
+    once, the claim and the finish run the guard (twice) and not the rules.
+    """
+    from queue_engine.worker import store
+    from queue_engine.worker.outcomes import Outcome
+
+    def calls() -> dict[str, int]:
+        conn.execute("SELECT pg_stat_force_next_flush()")  # flushed as the session idles
+        return dict(
+            conn.execute(
+                "SELECT f, coalesce((SELECT calls FROM pg_stat_user_functions u"
+                "  WHERE u.schemaname = 'queue_engine' AND u.funcname = f), 0)"
+                " FROM unnest(ARRAY['jobs_row_rules', 'jobs_guard_transition']) AS f"
+            ).fetchall()
+        )
+
+    conn.execute("SET track_functions = 'all'")
+    before = calls()
+    conn.execute("INSERT INTO queue_engine.jobs (task, queue) VALUES ('t', 'rules')")
+    claimed = store.finish_and_claim(
+        conn, "queue_engine", worker_id="w1", queue="rules", claim_limit=1
+    ).claimed
+    assert len(claimed) == 1
+    done = store.finish_and_claim(
+        conn,
+        "queue_engine",
+        worker_id="w1",
+        queue="rules",
+        outcomes=[Outcome(claimed[0].id, claimed[0].attempt, "succeeded", "succeeded")],
+    )
+    assert done.finished == {claimed[0].id: "succeeded"}
+    after = calls()
+    assert {f: after[f] - before[f] for f in after} == {
+        "jobs_row_rules": 1,
+        "jobs_guard_transition": 2,
+    }
 
 
 def test_transition_guard_refuses_unlisted_status_changes(conn) -> None:
@@ -419,7 +489,7 @@ def test_claim_query_uses_the_claimable_index(conn) -> None:
     assert claimed == first_queued
 
 
-#: Valid rows that set optional columns: since migration 0016 jobs_row_ok decides
+#: Valid rows that set optional columns: since migration 0016 the rules decide
 #: a row with every optional column NULL by a shorter test, and checks these
 #: columns' rules only for a row that sets one; both paths must accept them.
 OPTIONAL_COLUMN_ROWS = [
