@@ -371,6 +371,12 @@ def main() -> None:
         help="the base scenarios' workers: another build's queue-claim-worker (with --base-sql)",
     )
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma list: run only the scenarios whose name starts so (e.g. 'plain K=1,chain')",
+    )
+    parser.add_argument("--no-latency", action="store_true", help="skip the ready latency")
     opts = parser.parse_args()
     base = ""
     if opts.base_sql:
@@ -390,6 +396,9 @@ def main() -> None:
         "chain K=1": (1, chain(opts.chain)),
         **({"chain-base K=1": (1, chain(opts.chain, base=base))} if base else {}),
     }
+    if opts.only:
+        wanted = tuple(x.strip() for x in opts.only.split(",") if x.strip())
+        scenarios = {k: v for k, v in scenarios.items() if k.startswith(wanted)}
     results: dict[str, list[Drain]] = {name: [] for name in scenarios}
     latencies: dict[int, list[float]] = {8: [], 32: []}
     with server(opts.dsn) as admin:
@@ -413,7 +422,7 @@ def main() -> None:
                     f" WAL B/job {d.wal_bytes:,.0f}",
                     file=sys.stderr,
                 )
-            for parents in latencies:
+            for parents in [] if opts.no_latency else latencies:
                 sample = ready_latency(admin, opts.latency_workflows, parents, opts.timeout)
                 latencies[parents].extend(sample)
                 print(
@@ -454,7 +463,7 @@ def main() -> None:
             ),
         ]
         print("\nratios, round by round (median): workflow / plain of the same round")
-        for a, b in pairs:
+        for a, b in [(a, b) for a, b in pairs if a in results and b in results]:
             ratios = [x.rate / y.rate for x, y in zip(results[a], results[b], strict=True)]
             print(
                 f"  {a} / {b}: {med(ratios):.0%}  (rounds: "
@@ -462,6 +471,8 @@ def main() -> None:
                 + ")"
             )
         for parents, values in latencies.items():
+            if not values:
+                continue
             values.sort()
             p90 = values[int(0.9 * (len(values) - 1))] if values else float("nan")
             print(
