@@ -19,9 +19,9 @@ the rules as 0016's CHECK calling ``jobs_row_ok`` (0017's down file); with
 ``jobs_row_ok`` as migration 0015 wrote it (0017's and 0016's down files);
 with the twelve CHECK constraints of the build before migration 0015 (down
 files back to 0015's); without the row rules at all (what they cost; not a
-candidate, they are the SQL API's validation). With ``--pgqueuer-python``, pgqueuer's own
-``Queries.enqueue`` statement on its own schema (both rendered by that
-interpreter's pgqueuer), called as the harness calls it.
+candidate, they are the SQL API's validation). With ``--pgqueuer-python``,
+pgqueuer's own ``Queries.enqueue`` statement on its own schema (both
+rendered by that interpreter's pgqueuer), called as the harness calls it.
 """
 
 from __future__ import annotations
