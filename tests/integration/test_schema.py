@@ -9,6 +9,11 @@ the jobs table carries its fillfactor/autovacuum settings; the partial indexes
 exist and the claim query uses ``jobs_claimable_idx``. The row rules (a
 trigger since migration 0017) run on every INSERT and on an UPDATE of a column
 they read, and never for the worker's claim and finish.
+
+Why this module is long: it is the one contract of the table as SQL clients
+meet it (columns, rules, guard, triggers, indexes, NOTIFY), one short test
+per promise; split by theme, the shared fixtures and row tables would be
+repeated in every part.
 """
 
 from __future__ import annotations
