@@ -189,8 +189,8 @@ def main() -> None:
         "--ddl",
         action="append",
         default=[],
-        help="SQL file applied after loading (a candidate change); adds 'plain' and "
-        "'fan part' runs with it (repeatable)",
+        help="SQL file applied after loading (a candidate change); adds 'plain', 'chain' "
+        "and 'fan part' runs with it (repeatable)",
     )
     parser.add_argument(
         "--only", default="", help="comma list: run only the runs whose label starts so"
@@ -210,6 +210,7 @@ def main() -> None:
     for path in opts.ddl:
         extra = Path(path).read_text().replace("__SCHEMA__", "queue_engine")
         runs[f"plain + {Path(path).name}"] = (False, extra, True)
+        runs[f"chain + {Path(path).name}"] = (True, extra, True)
         runs[f"fan part + {Path(path).name}"] = (None, extra, True)
     if opts.only:
         wanted = tuple(x.strip() for x in opts.only.split(",") if x.strip())
