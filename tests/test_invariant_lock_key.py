@@ -138,9 +138,10 @@ def test_lost_lock_key_race_keeps_the_finish_and_retries_the_claim(
 
             def finish_and_claim() -> None:
                 try:
-                    result.append(
-                        loser.flusher._finish_and_claim(conn_b, [oc.succeeded(held, "done", 1)], 1)
+                    claimed, _solo = loser.flusher._finish_and_claim(
+                        conn_b, [oc.succeeded(held, "done", 1)], 1
                     )
+                    result.append(claimed)
                 except BaseException as exc:
                     errors.append(exc)
 

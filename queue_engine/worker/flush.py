@@ -100,8 +100,7 @@ class Flusher:
         if stopping:
             claim_limit = 0
         handover = claim_limit > 0 and self.handover.should_try(outcomes)
-        solo = handover and store.solo_handover(outcomes, claim_limit, self.gate.warm_key)
-        claimed = self.connection.run(
+        claimed, solo = self.connection.run(
             lambda conn: self._finish_and_claim(conn, outcomes, claim_limit, handover),
             attempts=attempts,
             deadline=deadline,
@@ -111,9 +110,10 @@ class Flusher:
             # The finished jobs' lock keys looked busy to that statement's snapshot,
             # or it was a hand-over without a claim that handed nothing over:
             # look again (a round trip only those pay).
-            claimed += self.connection.run(
+            more, _ = self.connection.run(
                 lambda conn: self._finish_and_claim(conn, [], claim_limit - claimed)
             )
+            claimed += more
         return claimed
 
     def forget_zombie(self, held: HeldJob, *, ran: bool) -> None:
@@ -138,9 +138,11 @@ class Flusher:
 
     def _finish_and_claim(
         self, conn: Connection, outcomes: list[Outcome], claim_limit: int, handover: bool = False
-    ) -> int:
-        """One finish-and-claim, recovering from a lost lock-key race; return the claimed count.
+    ) -> tuple[int, bool]:
+        """One finish-and-claim, recovering from a lost lock-key race.
 
+        Returns the claimed count, and whether the statement that counted was
+        the ``solo`` variant, which claims nothing of its own.
         ``handover``: send the workflow nodes' successes with the hand-over.
 
         Runs under the connection lock, bookkeeping included, so the heartbeat
@@ -148,6 +150,7 @@ class Flusher:
         """
         finished: dict[int, str] = {}
         claimed: list[ClaimedJob] = []
+        solo = False
         to_send = outcomes
         for _ in range(CLAIM_RACE_RETRIES):
             try:
@@ -180,6 +183,7 @@ class Flusher:
                 continue
             finished.update(result.finished)
             claimed = result.claimed
+            solo = result.solo
             if claim_limit:
                 self.gate.note_claim(result.throttled)
                 self.handover.note(to_send, handover, claimed)
@@ -193,7 +197,7 @@ class Flusher:
         else:
             for outcome in outcomes:
                 self._log_outcome(outcome, by_id.get(outcome.job_id), finished.get(outcome.job_id))
-        return len(claimed)
+        return len(claimed), solo
 
     def _log_batch(
         self, outcomes: list[Outcome], by_id: dict[int, HeldJob], finished: dict[int, str]

@@ -39,6 +39,9 @@ class FinishClaimResult:
     finished: dict[int, str] = field(default_factory=dict)
     claimed: list[ClaimedJob] = field(default_factory=list)
     throttled: bool = False
+    #: Sent as the ``solo`` variant (no claim of its own): when it handed
+    #: nothing over, the caller claims with the usual statement at once.
+    solo: bool = False
 
 
 def outcomes_json(outcomes: Sequence[Outcome]) -> str:
@@ -234,7 +237,8 @@ def solo_handover(outcomes: Sequence[Outcome], claim_limit: int, warm_key: str |
     hand-over fills the one-job claim (bench/README.md, "workflow_cost.py").
     When that statement hands nothing over (the chain's last node, a child
     still waiting for another parent), the caller claims at once with the
-    usual statement (``Flusher.flush``): one more round trip, for that job only.
+    usual statement (``FinishClaimResult.solo``, ``Flusher.flush``): one more
+    round trip, for that job only.
     Only a one-job claim by a worker without a warm key qualifies.
     """
     return (
@@ -301,7 +305,7 @@ def finish_and_claim(
             variant.append("solo")
     statement = raw_statement("finish_and_claim_jobs", schema, tuple(variant))
     rows = statement.execute(conn, params).fetchall()
-    result = FinishClaimResult()
+    result = FinishClaimResult(solo=variant[-1] == "solo")
     claimed = result.claimed.append
     for row in rows:
         if row[0] is None:
