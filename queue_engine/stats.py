@@ -151,6 +151,10 @@ def format_bytes(value: int | None) -> str:
 # -- the records ---------------------------------------------------------------
 
 
+#: How a figure that is not exact is marked before its value, in every view.
+MARKS = {"exact": "", "estimate": "~", "at_least": "\N{GREATER-THAN OR EQUAL TO} "}
+
+
 @dataclass(frozen=True, slots=True)
 class QueueStats:
     """The figures of one queue, as ``queue-ctl stats`` shows them."""
@@ -207,6 +211,18 @@ class QueueStats:
         if name in self.at_least:
             return "at_least"
         return "exact"
+
+    def mark(self, *names: str) -> str:
+        """The mark (:data:`MARKS`) of the least exact of ``names``: ``~`` wins over ``≥``.
+
+        One rule for every view (``queue-ctl stats``/``top``, queue-web), so a
+        figure reads the same wherever it is shown.
+        """
+        kinds = {self.exactness(name) for name in names}
+        for kind in ("estimate", "at_least"):
+            if kind in kinds:
+                return MARKS[kind]
+        return ""
 
     @property
     def arrival_rate_per_s(self) -> float:

@@ -191,10 +191,6 @@ def _per_min(n: int, window_s: float) -> str:
     return f"{value:.0f}" if value >= 10 or value == 0 else f"{value:.1f}"
 
 
-#: Marks of a figure that is not exact (``QUEUE_ENGINE_STATS_EXACT_CAP``).
-MARKS = {"exact": "", "estimate": "~", "at_least": "\N{GREATER-THAN OR EQUAL TO} "}
-
-
 def compact_count(n: int) -> str:
     """An estimated count, rounded as it deserves: ``9876``, ``12k``, ``1.0M``."""
     if n >= 1_000_000:
@@ -209,19 +205,10 @@ def count_cell(q: stats.QueueStats, name: str) -> str:
     n = int(getattr(q, name))
     kind = q.exactness(name)
     if kind == "estimate":
-        return MARKS[kind] + compact_count(n)
+        return stats.MARKS[kind] + compact_count(n)
     if kind == "at_least":
-        return MARKS[kind] + f"{n:,}"
+        return stats.MARKS[kind] + f"{n:,}"
     return str(n)
-
-
-def _mark(q: stats.QueueStats, *names: str) -> str:
-    """The mark of the least exact of ``names`` (``~`` wins over ``≥``)."""
-    kinds = {q.exactness(name) for name in names}
-    for kind in ("estimate", "at_least"):
-        if kind in kinds:
-            return MARKS[kind]
-    return ""
 
 
 def scale_cell(limit: int | None) -> str:
@@ -266,10 +253,10 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
             count_cell(q, "succeeded_1h"),
             count_cell(q, "failed_1h"),
             count_cell(q, "lost_1h"),
-            _mark(q, "in_1m", "in_15m") + f"{_per_min(q.in_1m, 60)}|{_per_min(q.in_15m, 900)}",
-            _mark(q, "out_1m", "out_15m") + f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
-            _mark(q, "wait_p50_s", "wait_p95_s") + _pair(q.wait_p50_s, q.wait_p95_s),
-            _mark(q, "run_p50_s", "run_p95_s") + _pair(q.run_p50_s, q.run_p95_s),
+            q.mark("in_1m", "in_15m") + f"{_per_min(q.in_1m, 60)}|{_per_min(q.in_15m, 900)}",
+            q.mark("out_1m", "out_15m") + f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
+            q.mark("wait_p50_s", "wait_p95_s") + _pair(q.wait_p50_s, q.wait_p95_s),
+            q.mark("run_p50_s", "run_p95_s") + _pair(q.run_p50_s, q.run_p95_s),
             stats.format_duration(q.oldest_queued_s),
             f"{q.workers_live}/{q.workers_parked}/{q.workers_dead}",
             str(q.replicas_suggested),

@@ -247,3 +247,27 @@ def test_aggregator_reads_the_fleet_and_draws_the_last_hour_from_finished_jobs(
         assert aggregator.run_once().version == 2
     finally:
         aggregator.stop()
+
+
+MARKED_CELL = r'<td class="num">(~|\N{GREATER-THAN OR EQUAL TO} )\d'
+
+
+def test_a_backlog_above_the_stats_cap_is_marked_on_the_pages(
+    dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The overview and the queues page mark a figure that is not exact, as `stats` does."""
+    import re
+
+    client.enqueue_many([{"task": "t", "queue": "capped"} for _ in range(5)])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"ANALYZE {S}.jobs")
+    with web_client(dsn) as web:
+        wait_for_snapshot(web, lambda s: s.queue("capped") is not None)
+        for path in ("/queues", "/fragments/overview"):
+            assert re.search(MARKED_CELL, web.get(path, headers=REX).text) is None, path
+    monkeypatch.setenv("QUEUE_ENGINE_STATS_EXACT_CAP", "2")
+    with web_client(dsn) as web:
+        snapshot = wait_for_snapshot(web, lambda s: s.queue("capped") is not None)
+        assert snapshot.queue("capped").exactness("queued") != "exact"
+        for path in ("/queues", "/fragments/overview"):
+            assert re.search(MARKED_CELL, web.get(path, headers=REX).text) is not None, path

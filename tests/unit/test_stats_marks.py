@@ -77,3 +77,10 @@ def test_json_names_the_estimated_figures() -> None:
     assert out["estimated"] == ["queued"] and out["at_least"] == ["in_15m"]
     doc = render.stats_document([q], 500)
     assert doc["exact_cap"] == 500 and "estimated" in doc["definitions"]
+
+
+def test_the_least_exact_figure_sets_the_mark() -> None:
+    q = queue(estimated=("in_1m",), at_least=("in_15m", "queued"))
+    assert q.mark("in_1m", "in_15m") == "~"  # an estimate wins over a lower bound
+    assert q.mark("queued") == "\N{GREATER-THAN OR EQUAL TO} "
+    assert q.mark("running", "out_1m") == ""

@@ -150,16 +150,6 @@ def spark_data(
     }
 
 
-def mark(q: stats.QueueStats, *names: str) -> str:
-    """``~`` before an estimated figure, ``≥ `` before a lower bound (above the stats cap)."""
-    kinds = {q.exactness(name) for name in names}
-    if "estimate" in kinds:
-        return "~"
-    if "at_least" in kinds:
-        return "\N{GREATER-THAN OR EQUAL TO} "
-    return ""
-
-
 def environment() -> Environment:
     """The dashboard's Jinja2 environment (templates shipped inside the package)."""
     folder = resources.files("queue_engine.web").joinpath("templates")
@@ -182,5 +172,4 @@ def environment() -> Environment:
         gpu=gpu,
         bytes=stats.format_bytes,
     )
-    env.globals["mark"] = mark
     return env
