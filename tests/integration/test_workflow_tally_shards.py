@@ -1,0 +1,156 @@
+"""A workflow's tally shards since migration 0019: every node counts into shard id % 16.
+
+Contracts: a new workflow has 16 shards and a tally row only for the shards
+its nodes fall in, whatever its size; its counts and state follow a recount of
+its jobs through successes, failures and cancels; a workflow started before
+0019 with fewer shards (a small one) still ends right after the upgrade, and
+one started under 0019 still ends right after a downgrade to 0018.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from queue_engine import Client, Workflow
+from queue_engine.context import JobContext
+from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
+from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.testing import drain
+
+Conn = psycopg.Connection[Any]
+Q = "wf"
+
+#: Per workflow: its tallies against a recount of its jobs, and its state.
+TALLIES = """
+SELECT w.state, w.shards, w.open_shards,
+       (SELECT array_agg(t.shard ORDER BY t.shard) FROM queue_engine.workflow_tallies t
+        WHERE t.workflow_id = w.id) AS shards_present,
+       (SELECT array_agg(DISTINCT (j.id %% 16)::int) FROM queue_engine.jobs j
+        WHERE j.workflow_id = w.id) AS residues,
+       (SELECT jsonb_build_array(sum(unfinished), sum(succeeded), sum(failed), sum(canceled))
+        FROM queue_engine.workflow_tallies t WHERE t.workflow_id = w.id) AS counted,
+       (SELECT jsonb_build_array(
+            count(*) FILTER (WHERE j.status IN ('waiting', 'queued', 'running')),
+            count(*) FILTER (WHERE j.status = 'succeeded'),
+            count(*) FILTER (WHERE j.status = 'failed'),
+            count(*) FILTER (WHERE j.status = 'canceled'))
+        FROM queue_engine.jobs j WHERE j.workflow_id = w.id) AS recount
+FROM queue_engine.workflows w WHERE w.id = %s
+"""
+
+
+def tallies(conn: Conn, workflow_id: int) -> dict[str, Any]:
+    row = conn.execute(TALLIES, (workflow_id,)).fetchone()
+    assert row is not None
+    keys = ("state", "shards", "open_shards", "shards_present", "residues", "counted", "recount")
+    return dict(zip(keys, row, strict=True))
+
+
+def ok(args: dict[str, Any], ctx: JobContext) -> Any:
+    return ctx.job.node
+
+
+def boom(args: dict[str, Any], ctx: JobContext) -> Any:
+    raise RuntimeError("boom")
+
+
+def registry() -> TaskRegistry:
+    reg = TaskRegistry()
+    for name, fn in (("ok", ok), ("boom", boom)):
+        reg.register(
+            TaskDefinition(name=name, handler=fn, queue=Q, max_attempts=1, wants_context=True)
+        )
+    return reg
+
+
+def fan(name: str, parts: int, failing: int | None = None) -> Workflow:
+    """root -> parts -> join; part number ``failing`` (if any) fails at its one attempt."""
+    wf = Workflow(name)
+    wf.add("root", "ok", queue=Q)
+    names = [
+        wf.add(f"part-{i}", "boom", queue=Q, after=["root"], max_attempts=1)
+        if i == failing
+        else wf.add(f"part-{i}", "ok", queue=Q, after=["root"])
+        for i in range(parts)
+    ]
+    wf.add("join", "ok", queue=Q, after=names)
+    return wf
+
+
+def succeed(conn: Conn, workflow_id: int, node: str) -> None:
+    """End a queued node well in SQL, as a worker's claim and finish would."""
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1, started_at = now()"
+        " WHERE workflow_id = %s AND node = %s AND status = 'queued'",
+        (workflow_id, node),
+    )
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'succeeded', finished_at = now()"
+        " WHERE workflow_id = %s AND node = %s AND status = 'running'",
+        (workflow_id, node),
+    )
+
+
+def test_a_new_workflow_of_any_size_has_16_shards_and_rows_only_where_nodes_are(
+    client: Client, conn: Conn
+) -> None:
+    small = client.start_workflow(fan("small", 2)).id
+    wide = client.start_workflow(fan("wide", 40)).id
+    for wf, nodes in ((small, 4), (wide, 42)):
+        t = tallies(conn, wf)
+        assert t["shards"] == 16
+        assert t["shards_present"] == sorted(t["residues"])
+        assert len(t["shards_present"]) == min(16, nodes) == t["open_shards"]
+        assert t["counted"] == t["recount"] == [nodes, 0, 0, 0]
+
+
+def test_counts_follow_successes_failures_and_cancels(client: Client, conn: Conn) -> None:
+    good = client.start_workflow(fan("good", 20)).id
+    bad = client.start_workflow(fan("bad", 20, failing=7)).id
+    drain(client, queue=Q, tasks=registry())
+    g, b = tallies(conn, good), tallies(conn, bad)
+    assert g["state"] == "succeeded" and g["open_shards"] == 0
+    assert g["counted"] == g["recount"] == [0, 22, 0, 0]
+    # The failed part cancels the join; the other parts still succeed.
+    assert b["state"] == "failed" and b["open_shards"] == 0
+    assert b["counted"] == b["recount"] == [0, 20, 1, 1]
+
+
+def test_a_small_workflow_started_before_0019_ends_right_after_the_upgrade(
+    empty_dsn: str,
+) -> None:
+    migrator = Migrator(empty_dsn)
+    migrator.up(18)
+    with Client(empty_dsn) as client, psycopg.connect(empty_dsn, autocommit=True) as conn:
+        old = client.start_workflow(fan("old", 3)).id  # 5 nodes: 5 shards, id % 5
+        assert tallies(conn, old)["shards"] == 5
+        succeed(conn, old, "root")
+        succeed(conn, old, "part-0")
+        migrator.up()
+        assert migrator.current_version() == ENGINE_SCHEMA_VERSION
+        upto = conn.execute("SELECT queue_engine.workflow_few_shards_upto()").fetchone()
+        assert upto == (old,)
+        new = client.start_workflow(fan("new", 3)).id
+        assert tallies(conn, new)["shards"] == 16
+        drain(client, queue=Q, tasks=registry())
+        for wf in (old, new):
+            t = tallies(conn, wf)
+            assert t["state"] == "succeeded" and t["open_shards"] == 0
+            assert t["counted"] == t["recount"] == [0, 5, 0, 0]
+
+
+def test_a_workflow_started_under_0019_ends_right_after_a_downgrade(empty_dsn: str) -> None:
+    migrator = Migrator(empty_dsn)
+    migrator.up()
+    with Client(empty_dsn) as client, psycopg.connect(empty_dsn, autocommit=True) as conn:
+        wf = client.start_workflow(fan("kept", 3)).id
+        assert conn.execute("SELECT queue_engine.workflow_few_shards_upto()").fetchone() == (0,)
+        succeed(conn, wf, "root")
+        migrator.down(18)
+        for node in ("part-0", "part-1", "part-2", "join"):
+            succeed(conn, wf, node)
+        t = tallies(conn, wf)
+        assert t["state"] == "succeeded" and t["open_shards"] == 0
+        assert t["counted"] == t["recount"] == [0, 5, 0, 0]
