@@ -1,10 +1,14 @@
-"""A workflow's tally shards since migration 0019: every node counts into shard id % 16.
+"""A workflow node's end since migration 0019: its tally shard and its trigger.
 
-Contracts: a new workflow has 16 shards and a tally row only for the shards
-its nodes fall in, whatever its size; its counts and state follow a recount of
-its jobs through successes, failures and cancels; a workflow started before
-0019 with fewer shards (a small one) still ends right after the upgrade, and
-one started under 0019 still ends right after a downgrade to 0018.
+Contracts: a new workflow has 16 tally shards (node id % 16) and a tally row
+only for the shards its nodes fall in, whatever its size; its counts and state
+follow a recount of its jobs through successes, failures and cancels; a
+workflow started before 0019 with fewer shards (a small one) still ends right
+after the upgrade, and one started under 0019 still ends right after a
+downgrade to 0018. A node's end must set finished_at and a move out of an end
+must clear it (the workflow trigger fires for UPDATE OF finished_at): SQL that
+does not is refused, writing nothing; a plain job has no such rule; a node's
+claim and its release by its parent never call the trigger function.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
+from psycopg import errors as pg_errors
+from psycopg import sql
 
 from queue_engine import Client, Workflow
 from queue_engine.context import JobContext
@@ -154,3 +161,100 @@ def test_a_workflow_started_under_0019_ends_right_after_a_downgrade(empty_dsn: s
         t = tallies(conn, wf)
         assert t["state"] == "succeeded" and t["open_shards"] == 0
         assert t["counted"] == t["recount"] == [0, 5, 0, 0]
+
+
+def node_status(conn: Conn, workflow_id: int, node: str) -> str:
+    row = conn.execute(
+        "SELECT status FROM queue_engine.jobs WHERE workflow_id = %s AND node = %s",
+        (workflow_id, node),
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_a_nodes_end_that_does_not_set_finished_at_is_refused(client: Client, conn: Conn) -> None:
+    wf = client.start_workflow(fan("sql-end", 2)).id
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1"
+        " WHERE workflow_id = %s AND node = 'root'",
+        (wf,),
+    )
+    for end in ("succeeded", "failed", "canceled", "lost"):
+        with pytest.raises(pg_errors.CheckViolation, match="without setting finished_at"):
+            conn.execute(
+                "UPDATE queue_engine.jobs SET status = %s WHERE workflow_id = %s AND node = 'root'",
+                (end, wf),
+            )
+    assert node_status(conn, wf, "root") == "running"
+    assert node_status(conn, wf, "part-0") == "waiting"
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'succeeded', finished_at = now()"
+        " WHERE workflow_id = %s AND node = 'root'",
+        (wf,),
+    )
+    assert node_status(conn, wf, "part-0") == node_status(conn, wf, "part-1") == "queued"
+    assert tallies(conn, wf)["counted"] == [3, 1, 0, 0]
+
+
+def test_a_node_leaving_an_end_must_clear_finished_at(client: Client, conn: Conn) -> None:
+    wf = client.start_workflow(fan("sql-retry", 2)).id
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1"
+        " WHERE workflow_id = %s AND node = 'root'",
+        (wf,),
+    )
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'failed', finished_at = now()"
+        " WHERE workflow_id = %s AND node = 'root'",
+        (wf,),
+    )
+    assert tallies(conn, wf)["state"] == "failed"  # the parts were canceled with it
+    with pytest.raises(pg_errors.CheckViolation, match="without clearing finished_at"):
+        conn.execute(
+            "UPDATE queue_engine.jobs SET status = 'queued' WHERE workflow_id = %s AND node = 'root'",
+            (wf,),
+        )
+    assert node_status(conn, wf, "root") == "failed"
+    conn.execute(
+        "UPDATE queue_engine.jobs SET status = 'queued', finished_at = NULL"
+        " WHERE workflow_id = %s AND node = 'root'",
+        (wf,),
+    )
+    t = tallies(conn, wf)
+    assert t["state"] == "running"
+    assert t["counted"] == t["recount"] == [1, 0, 0, 3]
+
+
+def test_a_plain_job_may_still_end_by_its_status_alone(conn: Conn) -> None:
+    row = conn.execute(
+        "INSERT INTO queue_engine.jobs (task, queue, status, attempt)"
+        " VALUES ('t', 'plain', 'running', 1) RETURNING id"
+    ).fetchone()
+    assert row is not None
+    conn.execute("UPDATE queue_engine.jobs SET status = 'succeeded' WHERE id = %s", row)
+    assert conn.execute("SELECT status FROM queue_engine.jobs WHERE id = %s", row).fetchone() == (
+        "succeeded",
+    )
+
+
+def test_claims_and_releases_never_call_the_workflow_trigger(client: Client, conn: Conn) -> None:
+    """Counted by Postgres itself (track_functions): one call per node's end, none else.
+
+    Before 0019 the trigger fired for UPDATE OF status: each node's claim and
+    each child's release by its parent called the function too.
+    """
+    conn.execute(
+        sql.SQL("ALTER DATABASE {} SET track_functions = 'all'").format(
+            sql.Identifier(conn.info.dbname)
+        )
+    )
+    wf = client.start_workflow(fan("counted", 20)).id  # 22 nodes, 20 released by the root
+    drain(client, queue=Q, tasks=registry())
+    conn.execute("SET track_functions = 'all'")
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    calls = conn.execute(
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions"
+        " WHERE schemaname = 'queue_engine' AND funcname = 'jobs_workflow_moved'"
+    ).fetchone()
+    assert tallies(conn, wf)["state"] == "succeeded"
+    assert calls == (22,)
