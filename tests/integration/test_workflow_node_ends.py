@@ -1,11 +1,11 @@
-"""A workflow node's end since migration 0019: its tally shard and its trigger.
+"""A workflow node's end since migrations 0019 and 0020: its tally shard and its trigger.
 
 Contracts: a new workflow has 16 tally shards (node id % 16) and a tally row
 only for the shards its nodes fall in, whatever its size; its counts and state
 follow a recount of its jobs through successes, failures and cancels; a
 workflow started before 0019 with fewer shards (a small one) still ends right
 after the upgrade, and one started under 0019 still ends right after a
-downgrade to 0018. A node's end must set finished_at and a move out of an end
+downgrade to 0018. A node's end must set finished_at (0020) and a move out of an end
 must clear it (the workflow trigger fires for UPDATE OF finished_at): SQL that
 does not is refused, writing nothing; a plain job has no such rule; a node's
 claim and its release by its parent never call the trigger function.
@@ -240,7 +240,7 @@ def test_a_plain_job_may_still_end_by_its_status_alone(conn: Conn) -> None:
 def test_claims_and_releases_never_call_the_workflow_trigger(client: Client, conn: Conn) -> None:
     """Counted by Postgres itself (track_functions): one call per node's end, none else.
 
-    Before 0019 the trigger fired for UPDATE OF status: each node's claim and
+    Before 0020 the trigger fired for UPDATE OF status: each node's claim and
     each child's release by its parent called the function too.
     """
     conn.execute(
