@@ -29,7 +29,7 @@ its own transaction; N2 - N1 statements cancel start-up out), for:
   fan part    (with --fan) root -> parts -> join: a part's finish, which
               takes one off the join's gate and claims the next part from
               the queue: the plain statement once the worker's policy gave
-              up the hand-over for the workflow (one part in 16 still tries
+              up the hand-over for the parts (one part in 128 still tries
               it); before 0014, the ``handover`` variant for every part
 
 It prints instructions and WAL bytes per statement, and chain / plain.
@@ -91,7 +91,7 @@ def fan_script(ids: list[int], n: int, solo: bool) -> list[str]:
     for the other parts), so a claim-only statement follows, as the worker
     runs it; the next parts' finishes carry the hand-over until the worker's
     policy has seen three misses in a row (worker/handover.py), then only
-    every 16th does. Without (the build before), every part's finish is the
+    every 128th does. Without (the build before), every part's finish is the
     ``handover`` variant.
     """
     cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")

@@ -8,12 +8,15 @@ of a wide fan-out part's statement even when they hand nothing over (the join
 waits for the other parts), which on a 10,000-part fan is nearly every part
 (bench/README.md, "workflow_cost.py"). The worker cannot see a node's
 children before it finishes it, and asking the claim costs every plain job a
-subquery's set-up; so each worker learns per workflow instead: after
-``give_up_after`` hand-over attempts in a row that handed nothing over, it
-sends that workflow's successes without the hand-over, trying it again every
-``probe_every``-th time (a fan-in's last parts, a chain behind a fan). A node
-whose child is then not handed over is queued by the trigger and claimed as
-usual: this decides speed, never correctness.
+subquery's set-up; so each worker learns instead, per workflow and per
+parents (a node's siblings, the nodes after the same parents, share a fate: a
+fan's parts all wait for the same join, while each link of a chain has
+parents of its own): after ``give_up_after`` hand-over attempts in a row that
+handed nothing over, it sends those siblings' successes without the
+hand-over, trying it again every ``probe_every``-th time (a fan-in's last
+parts). A chain behind a fan is not held back by the fan's misses: its links
+have other parents. A node whose child is then not handed over is queued by
+the trigger and claimed as usual: this decides speed, never correctness.
 """
 
 from __future__ import annotations
@@ -24,17 +27,20 @@ from collections.abc import Iterable, Sequence
 from queue_engine.context import ClaimedJob
 from queue_engine.worker.outcomes import Outcome
 
-#: Hand-overs in a row that handed nothing over before a workflow's successes
-#: are sent without it.
+#: Hand-overs in a row that handed nothing over before a sibling group's
+#: successes are sent without it.
 GIVE_UP_AFTER = 3
-#: After giving up, every this-many-th success of the workflow tries again.
-PROBE_EVERY = 16
-#: Workflows remembered per worker (least recently seen forgotten first).
+#: After giving up, every this-many-th success of the siblings tries again.
+#: Only a fan-in's last parts gain by it (the join handed over, not woken by
+#: its NOTIFY); each try costs a part's statement about a fifth more
+#: (bench/README.md, "A node's end without the workflow row").
+PROBE_EVERY = 128
+#: Sibling groups remembered per worker (least recently seen forgotten first).
 REMEMBER = 64
 
 
 class HandoverPolicy:
-    """Per worker: which workflows' successes are worth the hand-over."""
+    """Per worker: which workflow nodes' successes are worth the hand-over, by siblings."""
 
     def __init__(
         self,
@@ -46,14 +52,14 @@ class HandoverPolicy:
         self.give_up_after = give_up_after
         self.probe_every = probe_every
         self.remember = remember
-        #: workflow id -> hand-overs in a row that handed nothing over
-        self._misses: OrderedDict[int, int] = OrderedDict()
+        #: (workflow id, siblings) -> hand-overs in a row that handed nothing over
+        self._misses: OrderedDict[tuple[int, str], int] = OrderedDict()
         #: Workflow successes sent without the hand-over, since the start.
         self.sent_without = 0
 
-    def misses(self, workflow_id: int) -> int:
-        """Hand-overs in a row of that workflow that handed nothing over (0 when not seen)."""
-        return self._misses.get(workflow_id, 0)
+    def misses(self, workflow_id: int, siblings: str = "") -> int:
+        """Hand-overs in a row of those siblings that handed nothing over (0 when not seen)."""
+        return self._misses.get((workflow_id, siblings), 0)
 
     def should_try(self, outcomes: Sequence[Outcome]) -> bool:
         """Whether this batch's statement should carry the hand-over."""
@@ -61,7 +67,7 @@ class HandoverPolicy:
             workflow = outcome.workflow_id
             if workflow is None or outcome.status != "succeeded":
                 continue
-            misses = self._misses.get(workflow, 0)
+            misses = self._misses.get((workflow, outcome.siblings), 0)
             if misses < self.give_up_after:
                 return True
             if (misses - self.give_up_after) % self.probe_every == self.probe_every - 1:
@@ -69,7 +75,7 @@ class HandoverPolicy:
         return False
 
     def note(self, outcomes: Sequence[Outcome], tried: bool, claimed: Iterable[ClaimedJob]) -> None:
-        """Count what a statement did for the workflows of the successes it carried.
+        """Count what a statement did for the sibling groups of the successes it carried.
 
         A statement sent without the hand-over counts as a miss too, so that
         the probe comes round every ``probe_every`` successes.
@@ -81,10 +87,11 @@ class HandoverPolicy:
                 continue
             if not tried:
                 self.sent_without += 1
+            key = (workflow, outcome.siblings)
             if tried and workflow in handed:
-                self._misses[workflow] = 0
+                self._misses[key] = 0
             else:
-                self._misses[workflow] = self._misses.get(workflow, 0) + 1
-            self._misses.move_to_end(workflow)
+                self._misses[key] = self._misses.get(key, 0) + 1
+            self._misses.move_to_end(key)
             if len(self._misses) > self.remember:
                 self._misses.popitem(last=False)

@@ -17,7 +17,7 @@ import math
 import random
 import re
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,9 @@ class Outcome:
     #: this worker in the finish statement (the ``handover`` variant,
     #: worker/store.py; whether to try: worker/handover.py).
     workflow_id: int | None = None
+    #: For a workflow node, the key it shares with its siblings (its parents'
+    #: names, worker/handover.py): whether its success tries the hand-over.
+    siblings: str = ""
     #: The job was handed over by its last parent's finish: it is likely a
     #: link of a chain, whose own success may be sent with the ``solo``
     #: variant (worker/store.py, :func:`~queue_engine.worker.store.solo_handover`).
@@ -66,6 +69,23 @@ class Outcome:
     def event(self) -> str:
         """The log event name, e.g. ``job.succeeded``."""
         return f"job.{self.kind}"
+
+
+#: A node with more parents than this is keyed by their count, not their names.
+NAMED_PARENTS = 8
+
+
+def siblings_key(parents: Mapping[str, Any] | None) -> str:
+    """What a workflow node shares with its siblings: its parents' names (their count, when many).
+
+    The hand-over policy (worker/handover.py) learns per workflow and key:
+    a fan's parts share one, each link of a chain has its own.
+    """
+    if not parents:
+        return ""
+    if len(parents) > NAMED_PARENTS:
+        return f"#{len(parents)}"
+    return "\x1f".join(sorted(parents))
 
 
 def cap_error(text: str, limit: int = MAX_ERROR_BYTES) -> str:
@@ -168,6 +188,7 @@ def succeeded(
         progress=progress,
         followups=followups,
         workflow_id=job.workflow_id,
+        siblings=siblings_key(job.parents) if job.workflow_id is not None else "",
         handed_over=job.handed_over,
     )
 

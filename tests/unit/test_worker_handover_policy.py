@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 from queue_engine.context import ClaimedJob
 from queue_engine.worker.handover import HandoverPolicy
-from queue_engine.worker.outcomes import Outcome
+from queue_engine.worker.outcomes import NAMED_PARENTS, Outcome, siblings_key
 
 
-def success(job_id: int, workflow: int | None) -> Outcome:
-    return Outcome(job_id, 1, "succeeded", "succeeded", workflow_id=workflow)
+def success(job_id: int, workflow: int | None, siblings: str = "") -> Outcome:
+    return Outcome(job_id, 1, "succeeded", "succeeded", workflow_id=workflow, siblings=siblings)
 
 
 def child(job_id: int, workflow: int, handed_over: bool = True) -> ClaimedJob:
@@ -79,3 +79,22 @@ def test_workflows_are_counted_apart_and_the_oldest_forgotten() -> None:
     policy.note([success(4, 9)], True, [])  # 7 is forgotten: tried again
     assert policy.should_try([success(5, 7)])
     assert not policy.should_try([success(6, 9)])
+
+
+def test_siblings_are_counted_apart_from_a_chain_in_the_same_workflow() -> None:
+    """A fan's parts give the hand-over up; the chain behind the fan still gets it."""
+    policy = HandoverPolicy(give_up_after=3, probe_every=100)
+    for i in range(3):
+        policy.note([success(i, 7, "root")], True, [])
+    assert not policy.should_try([success(10, 7, "root")])
+    assert policy.should_try([success(11, 7, "join")])  # the chain's first link
+    policy.note([success(11, 7, "join")], True, [child(12, 7)])
+    assert policy.should_try([success(12, 7, "c1")])
+    assert policy.misses(7, "root") == 3 and policy.misses(7, "join") == 0
+
+
+def test_a_nodes_siblings_key_is_its_parents_names_or_their_count() -> None:
+    assert siblings_key(None) == siblings_key({}) == ""
+    assert siblings_key({"b": {}, "a": {}}) == siblings_key({"a": {}, "b": {}}) == "a\x1fb"
+    many = {f"p{i}": {} for i in range(NAMED_PARENTS + 1)}
+    assert siblings_key(many) == f"#{NAMED_PARENTS + 1}"
