@@ -86,18 +86,28 @@ def fan(name: str, parts: int, failing: int | None = None) -> Workflow:
     return wf
 
 
-def succeed(conn: Conn, workflow_id: int, node: str) -> None:
-    """End a queued node well in SQL, as a worker's claim and finish would."""
+def claim(conn: Conn, workflow_id: int, node: str) -> None:
+    """Start a queued node in SQL, as a worker's claim would."""
     conn.execute(
         "UPDATE queue_engine.jobs SET status = 'running', attempt = 1, started_at = now()"
         " WHERE workflow_id = %s AND node = %s AND status = 'queued'",
         (workflow_id, node),
     )
+
+
+def end(conn: Conn, workflow_id: int, node: str, status: str) -> None:
+    """End a running node in SQL, setting finished_at as every end must."""
     conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'succeeded', finished_at = now()"
+        "UPDATE queue_engine.jobs SET status = %s, finished_at = now()"
         " WHERE workflow_id = %s AND node = %s AND status = 'running'",
-        (workflow_id, node),
+        (status, workflow_id, node),
     )
+
+
+def succeed(conn: Conn, workflow_id: int, node: str) -> None:
+    """End a queued node well in SQL, as a worker's claim and finish would."""
+    claim(conn, workflow_id, node)
+    end(conn, workflow_id, node, "succeeded")
 
 
 def test_a_new_workflow_of_any_size_has_16_shards_and_rows_only_where_nodes_are(
@@ -174,40 +184,24 @@ def node_status(conn: Conn, workflow_id: int, node: str) -> str:
 
 def test_a_nodes_end_that_does_not_set_finished_at_is_refused(client: Client, conn: Conn) -> None:
     wf = client.start_workflow(fan("sql-end", 2)).id
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1"
-        " WHERE workflow_id = %s AND node = 'root'",
-        (wf,),
-    )
-    for end in ("succeeded", "failed", "canceled", "lost"):
+    claim(conn, wf, "root")
+    for status in ("succeeded", "failed", "canceled", "lost"):
         with pytest.raises(pg_errors.CheckViolation, match="without setting finished_at"):
             conn.execute(
                 "UPDATE queue_engine.jobs SET status = %s WHERE workflow_id = %s AND node = 'root'",
-                (end, wf),
+                (status, wf),
             )
     assert node_status(conn, wf, "root") == "running"
     assert node_status(conn, wf, "part-0") == "waiting"
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'succeeded', finished_at = now()"
-        " WHERE workflow_id = %s AND node = 'root'",
-        (wf,),
-    )
+    end(conn, wf, "root", "succeeded")
     assert node_status(conn, wf, "part-0") == node_status(conn, wf, "part-1") == "queued"
     assert tallies(conn, wf)["counted"] == [3, 1, 0, 0]
 
 
 def test_a_node_leaving_an_end_must_clear_finished_at(client: Client, conn: Conn) -> None:
     wf = client.start_workflow(fan("sql-retry", 2)).id
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1"
-        " WHERE workflow_id = %s AND node = 'root'",
-        (wf,),
-    )
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'failed', finished_at = now()"
-        " WHERE workflow_id = %s AND node = 'root'",
-        (wf,),
-    )
+    claim(conn, wf, "root")
+    end(conn, wf, "root", "failed")
     assert tallies(conn, wf)["state"] == "failed"  # the parts were canceled with it
     with pytest.raises(pg_errors.CheckViolation, match="without clearing finished_at"):
         conn.execute(
