@@ -1,7 +1,8 @@
 -- Retention of workflows (leader only): delete one bounded batch of finished
 -- workflows whose state is one of %(states)s and that finished before
 -- %(cutoff)s, as a whole, in one statement: the workflow row (its tally shards
--- go by ON DELETE CASCADE), its jobs, their job_events, job_deps and job_gates.
+-- go by ON DELETE CASCADE), its node names (workflow_node_ids, which give its
+-- jobs), its jobs, their job_events, job_deps and job_gates.
 -- A workflow's nodes are never pruned one by one (prune_jobs.sql skips them), so
 -- a running workflow keeps every node its children read.
 --   * workflows_finished_at_idx drives the scan, oldest first; %(after)s (NULL
@@ -12,8 +13,8 @@
 --   * FOR UPDATE SKIP LOCKED on the workflow row: a workflow an operator is
 --     retrying (retry_workflow locks the row first) is left for a later run; a
 --     retry that comes after this lock finds the workflow gone.
---   * Nothing fires the workflow trigger: it is AFTER UPDATE OF status, and
---     this statement only deletes.
+--   * Nothing fires the workflow trigger: it is AFTER UPDATE OF finished_at,
+--     and this statement only deletes.
 --   * Edges are deleted by parent (job_deps' primary key) and gates by child:
 --     every edge of a workflow has both ends in it.
 -- Returns one row: workflows deleted by state, jobs deleted, events deleted, edge and
@@ -42,9 +43,14 @@ wf AS (
     WHERE w.id = c.id AND w.state <> 'running'
     RETURNING w.id, w.state
 ),
+names AS (
+    DELETE FROM __SCHEMA__.workflow_node_ids n
+    WHERE n.workflow_id = ANY (ARRAY(SELECT wf.id FROM wf))
+    RETURNING n.job_id
+),
 jobs AS (
     DELETE FROM __SCHEMA__.jobs j
-    WHERE j.workflow_id = ANY (ARRAY(SELECT wf.id FROM wf))
+    WHERE j.id = ANY (ARRAY(SELECT n.job_id FROM names n))
     RETURNING j.id
 ),
 ev AS (

@@ -68,12 +68,12 @@ GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timesta
 -- DEFINER functions, EXECUTE revoked from PUBLIC), and read them back.
 GRANT EXECUTE ON FUNCTION __SCHEMA__.start_workflow(text, jsonb, text, text, text),
     __SCHEMA__.provide_input(bigint, text, jsonb) TO __PRODUCER_ROLE__;
-GRANT SELECT ON __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps
-    TO __PRODUCER_ROLE__;
+GRANT SELECT ON __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps,
+    __SCHEMA__.workflow_node_ids TO __PRODUCER_ROLE__;
 
 -- Monitor: read everything the views and dashboards read.
 GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.job_events, __SCHEMA__.workers,
     __SCHEMA__.job_transitions, __SCHEMA__.queues, __SCHEMA__.worker_parks,
     __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates,
-    __SCHEMA__.schedules, __SCHEMA__.schedule_runs
+    __SCHEMA__.workflow_node_ids, __SCHEMA__.schedules, __SCHEMA__.schedule_runs
     TO __MONITOR_ROLE__;

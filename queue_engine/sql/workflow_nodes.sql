@@ -1,5 +1,5 @@
 -- Every node of one workflow with its edges (for `queue-ctl workflows show`),
--- in start order (parents first), through jobs_workflow_node_uidx.
+-- in start order (parents first), through workflow_node_ids (migration 0021).
 --
 -- The parents' names come from one map of the workflow's node ids to names
 -- (built once), not from a join to jobs per node: with the statistics of a
@@ -8,8 +8,8 @@
 -- read quadratic (20 s for 10,000 nodes). Now each node costs one probe of
 -- job_deps_child_idx and a lookup in the map, whatever the statistics say.
 WITH names AS (
-    SELECT coalesce(jsonb_object_agg(n.id::text, n.node), '{}'::jsonb) AS by_id
-    FROM __SCHEMA__.jobs n
+    SELECT coalesce(jsonb_object_agg(n.job_id::text, n.node), '{}'::jsonb) AS by_id
+    FROM __SCHEMA__.workflow_node_ids n
     WHERE n.workflow_id = %(id)s
 )
 SELECT j.id, j.node, j.task, j.queue, j.status, j.attempt, j.max_attempts, j.pending_parents,
@@ -19,6 +19,6 @@ SELECT j.id, j.node, j.task, j.queue, j.status, j.attempt, j.max_attempts, j.pen
                          ORDER BY d.parent_id)
         FROM __SCHEMA__.job_deps d
         WHERE d.child_id = j.id) AS after
-FROM __SCHEMA__.jobs j CROSS JOIN names
-WHERE j.workflow_id = %(id)s
+FROM __SCHEMA__.workflow_node_ids n JOIN __SCHEMA__.jobs j ON j.id = n.job_id CROSS JOIN names
+WHERE n.workflow_id = %(id)s
 ORDER BY j.id
