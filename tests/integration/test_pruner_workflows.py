@@ -72,6 +72,11 @@ def footprint(conn: Conn, workflow_id: int) -> dict[str, int]:
         "jobs": scalar(
             conn, "SELECT count(*) FROM queue_engine.jobs WHERE workflow_id = %s", workflow_id
         ),
+        "names": scalar(
+            conn,
+            "SELECT count(*) FROM queue_engine.workflow_node_ids WHERE workflow_id = %s",
+            workflow_id,
+        ),
         "events": scalar(
             conn,
             f"SELECT count(*) FROM queue_engine.job_events WHERE job_id IN ({ids})",
@@ -123,6 +128,7 @@ def test_finished_workflows_go_as_a_whole_after_their_states_retention(
     assert client.get_workflow(running_id).state == "running"
     before = footprint(conn, old_ok)
     assert before["gates"] > 0 and before["deps"] == 20 and before["events"] > 0
+    assert before["names"] == before["jobs"] == 21
     for workflow_id, interval in (
         (old_ok, "8 days"),
         (young_ok, "1 day"),
