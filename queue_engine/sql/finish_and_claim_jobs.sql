@@ -219,7 +219,9 @@ handover AS (
               (SELECT json_object_agg(p.node, CASE WHEN p.id = h.parent_id
                   THEN json_build_object('status', 'succeeded', 'result', h.parent_result)
                   ELSE json_build_object('status', p.status, 'result', p.result) END)
-               FROM __SCHEMA__.job_deps pd JOIN __SCHEMA__.jobs p ON p.id = pd.parent_id
+               FROM __SCHEMA__.job_deps pd
+               CROSS JOIN LATERAL (SELECT p.id, p.node, p.status, p.result FROM __SCHEMA__.jobs p
+                                   WHERE p.id = pd.parent_id OFFSET 0) p
                WHERE pd.child_id = j.id) AS parents,
               h.parent_id
 ),
@@ -345,7 +347,14 @@ claimed AS (
               CASE WHEN j.workflow_id IS NULL THEN NULL ELSE (
                   SELECT json_object_agg(p.node, json_build_object('status', p.status,
                                                                     'result', p.result))
-                  FROM __SCHEMA__.job_deps d JOIN __SCHEMA__.jobs p ON p.id = d.parent_id
+                  FROM __SCHEMA__.job_deps d
+                  -- One lookup by id per parent, whatever the statistics: the
+                  -- worker plans this once, often on a young table (a plan
+                  -- made while jobs looked empty scanned all of jobs for each
+                  -- parent: 0.54 s for a 3,000-parent fan-in's claim).
+                  -- OFFSET 0 keeps the planner from turning it into a join.
+                  CROSS JOIN LATERAL (SELECT p.node, p.status, p.result FROM __SCHEMA__.jobs p
+                                      WHERE p.id = d.parent_id OFFSET 0) p
                   WHERE d.child_id = j.id) END AS parents
 ),
 claim_events AS (

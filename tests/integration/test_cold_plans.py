@@ -6,12 +6,13 @@ an ANALYZE or VACUUM invalidates it. On a never-analyzed table that plan used to
 scan all of ``jobs`` to finish and to claim each job: a fresh database drained at
 a quarter of the engine's speed. These tests read the plan the worker's session
 (its real settings, :func:`store.configure_session`) uses for 10,000 queued jobs
-the planner knows nothing about, and assert its shape, not a time.
+the planner knows nothing about, and assert its shape, not a time. The same for
+a fan-in's claim, which reads every parent's result: planned on the empty table,
+that read was a scan of all of jobs per parent.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,9 +20,10 @@ import psycopg
 import pytest
 from conftest import PgServer
 
-from queue_engine import Client
+from queue_engine import Client, Workflow
 from queue_engine.migrate import Migrator
 from queue_engine.worker import store
+from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.store import ClaimGate
 
 SCHEMA = "queue_engine"
@@ -40,6 +42,64 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", []):
         yield from _nodes(child)
+
+
+def _params(
+    *, outcomes: list[Outcome], claim_limit: int, warm_key: str | None = None
+) -> dict[str, Any]:
+    """The worker statement's parameters, as store.finish_and_claim sends them."""
+    return {
+        "outcomes": store.outcomes_json(outcomes),
+        "worker_id": "w",
+        "queue": QUEUE,
+        "claim_limit": claim_limit,
+        "lease_ttl_s": 60,
+        "jobs_channel": f"{SCHEMA}.jobs",
+        "host": "h",
+        "slot": None,
+        "warm_key": warm_key,
+        "affinity_wait_s": 30.0,
+    }
+
+
+def _explain_prepared(
+    conn: psycopg.Connection[tuple[Any, ...]],
+    variant: str | tuple[str, ...],
+    params: dict[str, Any],
+    *,
+    analyze: bool = False,
+) -> list[dict[str, Any]]:
+    """The plan nodes of the worker statement ``variant`` that this session
+    prepared (its generic plan, kept since it was made)."""
+    text = store.raw_statement("finish_and_claim_jobs", SCHEMA, variant)
+    found = conn.execute(
+        "SELECT name FROM pg_prepared_statements WHERE statement = %s", [text.text]
+    ).fetchone()
+    assert found is not None, f"the worker's statement {variant} is not prepared"
+    values = [params[name] for name in text.names]
+    marks = ", ".join(["%s"] * len(values))
+    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+    explained = (
+        psycopg.ClientCursor(conn)
+        .execute(f"EXPLAIN ({options}) EXECUTE {found[0]}({marks})", values)
+        .fetchone()
+    )
+    assert explained is not None
+    return list(_nodes(explained[0][0]["Plan"]))
+
+
+def _whole_scans_of_jobs(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nodes that read all of jobs: a sequential scan, or an index scan with no
+    condition (with enable_seqscan off, the planner's stand-in for one)."""
+    return [
+        n
+        for n in nodes
+        if n.get("Relation Name") == "jobs"
+        and (
+            n["Node Type"] == "Seq Scan"
+            or (n["Node Type"] in ("Index Scan", "Index Only Scan") and "Index Cond" not in n)
+        )
+    ]
 
 
 def _fill(dsn: str) -> None:
@@ -76,37 +136,14 @@ def _worker_plan(
             f"SELECT reltuples < 0 FROM pg_class WHERE oid = '{SCHEMA}.jobs'::regclass"
         ).fetchone()
         assert row is not None
-        text = store.raw_statement(
-            "finish_and_claim_jobs", SCHEMA, "cold" if warm_key is None else "warm"
-        )
-        found = conn.execute(
-            "SELECT name FROM pg_prepared_statements WHERE statement = %s", [text.text]
-        ).fetchone()
-        assert found is not None, "the worker's statement is not prepared"
         job = claimed[0]
-        params = {
-            "outcomes": json.dumps(
-                [{"id": job.id, "attempt": job.attempt, "status": "succeeded", "kind": "done"}]
-            ),
-            "worker_id": "w",
-            "queue": QUEUE,
-            "claim_limit": 1,
-            "lease_ttl_s": 60,
-            "jobs_channel": f"{SCHEMA}.jobs",
-            "host": "h",
-            "slot": None,
-            "warm_key": warm_key,
-            "affinity_wait_s": 30.0,
-        }
-        values = [params[name] for name in text.names]
-        marks = ", ".join(["%s"] * len(values))
-        explained = (
-            psycopg.ClientCursor(conn)
-            .execute(f"EXPLAIN (FORMAT JSON) EXECUTE {found[0]}({marks})", values)
-            .fetchone()
+        outcome = Outcome(job.id, job.attempt, "succeeded", "done")
+        nodes = _explain_prepared(
+            conn,
+            "cold" if warm_key is None else "warm",
+            _params(outcomes=[outcome], claim_limit=1, warm_key=warm_key),
         )
-        assert explained is not None
-        return list(_nodes(explained[0][0]["Plan"])), bool(row[0])
+        return nodes, bool(row[0])
 
 
 @pytest.mark.parametrize("warm_key", [None, "model-a"], ids=["cold-variant", "warm-variant"])
@@ -119,8 +156,8 @@ def test_claim_plan_uses_indexes_on_never_analyzed_table(
     )
     assert never_analyzed
     on_jobs = [n for n in nodes if n.get("Relation Name") == "jobs"]
-    seq = [n for n in on_jobs if n["Node Type"] == "Seq Scan"]
-    assert not seq, f"sequential scan of jobs in the worker's plan: {seq}"
+    whole = _whole_scans_of_jobs(nodes)
+    assert not whole, f"a scan of all of jobs in the worker's plan: {whole}"
     indexes = {n.get("Index Name") for n in nodes}  # a bitmap index scan names no relation
     # The claim walks the partial claimable index; both UPDATEs reach rows by primary key.
     assert "jobs_claimable_idx" in indexes
@@ -133,5 +170,83 @@ def test_claim_plan_uses_indexes_after_migration_analyze(dsn: str) -> None:
     """Migrator.up analyzes the (empty) tables: a plan made then must not believe them empty."""
     nodes, never_analyzed = _worker_plan(dsn, warm_key=None, prepare_empty=True)
     assert not never_analyzed
-    seq = [n for n in nodes if n.get("Relation Name") == "jobs" and n["Node Type"] == "Seq Scan"]
-    assert not seq, f"sequential scan of jobs in the worker's plan: {seq}"
+    whole = _whole_scans_of_jobs(nodes)
+    assert not whole, f"a scan of all of jobs in the worker's plan: {whole}"
+
+
+N_PARENTS = 200
+
+
+def _fan_in_claim_plan(dsn: str, *, handover: bool) -> list[dict[str, Any]]:
+    """EXPLAIN ANALYZE of the worker's statement that claims a fan-in's join
+    after its N_PARENTS parents ended (``handover``: the statement that ends
+    the last parent and takes the join over), with the plan the session made
+    on the empty table.
+
+    The join's claim gives its handler every parent's result: one lookup of
+    jobs per parent. Planned on a table the planner believed empty, that lookup
+    was a scan of all of jobs per parent (0.54 s for 3,000 parents).
+    """
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for table in ("jobs", "job_deps"):
+            admin.execute(f"ALTER TABLE {SCHEMA}.{table} SET (autovacuum_enabled = false)")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        store.configure_session(conn, synchronous_commit="on")
+        gate = ClaimGate(host="h")
+        # The worker's first statements prepare both variants while jobs is empty.
+        store.finish_and_claim(conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=0, gate=gate)
+        nothing = Outcome(0, 1, "succeeded", "done", workflow_id=0)
+        store.finish_and_claim(
+            conn, SCHEMA, worker_id="w", queue=QUEUE, outcomes=[nothing], claim_limit=1, gate=gate
+        )
+        wf = Workflow("fan-in")
+        parts = [wf.add(f"part-{i}", "noop", queue=QUEUE) for i in range(N_PARENTS)]
+        wf.add("join", "noop", queue=QUEUE, after=parts)
+        with Client(dsn) as client:
+            client.start_workflow(wf)
+        claimed = store.finish_and_claim(
+            conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=N_PARENTS, gate=gate
+        ).claimed
+        assert len(claimed) == N_PARENTS
+        ends = [
+            Outcome(j.id, j.attempt, "succeeded", "done", workflow_id=j.workflow_id)
+            for j in claimed
+        ]
+        # Without the hand-over, the last parent's end queues the join at the
+        # end of its statement, and the next statement claims it.
+        last = ends[-1:] if handover else []
+        store.finish_and_claim(
+            conn,
+            SCHEMA,
+            worker_id="w",
+            queue=QUEUE,
+            outcomes=ends[: N_PARENTS - len(last)],
+            gate=gate,
+        )
+        variant: str | tuple[str, ...] = ("cold", "handover") if handover else "cold"
+        nodes = _explain_prepared(
+            conn, variant, _params(outcomes=last, claim_limit=1), analyze=True
+        )
+        join = conn.execute(f"SELECT status FROM {SCHEMA}.jobs WHERE node = 'join'").fetchone()
+        assert join == ("running",), "the explained statement did not claim the join"
+        return nodes
+
+
+@pytest.mark.parametrize("handover", [False, True], ids=["claim", "handover"])
+def test_fan_in_claim_reads_each_parent_by_id_on_a_young_table(
+    never_analyzed_dsn: str, handover: bool
+) -> None:
+    nodes = _fan_in_claim_plan(never_analyzed_dsn, handover=handover)
+    whole = _whole_scans_of_jobs(nodes)
+    assert not whole, f"a scan of all of jobs in the worker's plan: {whole}"
+    lookups = [
+        n
+        for n in nodes
+        if n.get("Relation Name") == "jobs"
+        and n.get("Index Name") == "jobs_pkey"
+        and n["Actual Loops"] == N_PARENTS
+    ]
+    assert lookups, "the parents were not looked up by id, one loop each"
+    assert all(n["Actual Rows"] == 1 for n in lookups)
+    removed = sum(n.get("Rows Removed by Join Filter", 0) for n in nodes)
+    assert removed == 0, f"{removed} rows of jobs read and thrown away"
