@@ -214,8 +214,9 @@ handover AS (
     RETURNING j.id, j.attempt, j.status, j.queue, j.task, j.args, j.max_attempts, j.priority,
               j.lock_key, j.lease_ttl_s, j.timeout_s, j.created_at, j.cancel_requested,
               j.affinity_key, j.workflow_id, j.node,
-              -- The parents as the claim gives them, but the parent finished
-              -- here as this statement leaves it (its snapshot still shows it running).
+              -- The parents as the claim gives them (json, read by id: see
+              -- claimed below), but the parent finished here as this
+              -- statement leaves it (its snapshot still shows it running).
               (SELECT json_object_agg(p.node, CASE WHEN p.id = h.parent_id
                   THEN json_build_object('status', 'succeeded', 'result', h.parent_result)
                   ELSE json_build_object('status', p.status, 'result', p.result) END)

@@ -7,8 +7,12 @@
 -- planner joined each node's edges to a scan of every job, which made this
 -- read quadratic (20 s for 10,000 nodes). Now each node costs one probe of
 -- job_deps_child_idx and a lookup in the map, whatever the statistics say.
+-- The nodes themselves are read by id (id = ANY of the workflow's ids, one
+-- read of workflow_node_ids for both), never by a join with jobs, for the
+-- same reason.
 WITH names AS (
-    SELECT coalesce(jsonb_object_agg(n.job_id::text, n.node), '{}'::jsonb) AS by_id
+    SELECT coalesce(jsonb_object_agg(n.job_id::text, n.node), '{}'::jsonb) AS by_id,
+           coalesce(array_agg(n.job_id), '{}') AS ids
     FROM __SCHEMA__.workflow_node_ids n
     WHERE n.workflow_id = %(id)s
 )
@@ -19,6 +23,6 @@ SELECT j.id, j.node, j.task, j.queue, j.status, j.attempt, j.max_attempts, j.pen
                          ORDER BY d.parent_id)
         FROM __SCHEMA__.job_deps d
         WHERE d.child_id = j.id) AS after
-FROM __SCHEMA__.workflow_node_ids n JOIN __SCHEMA__.jobs j ON j.id = n.job_id CROSS JOIN names
-WHERE n.workflow_id = %(id)s
+FROM __SCHEMA__.jobs j CROSS JOIN names
+WHERE j.id = ANY ((SELECT x.ids FROM names x)::bigint[])
 ORDER BY j.id

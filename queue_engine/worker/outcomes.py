@@ -188,7 +188,7 @@ def succeeded(
         progress=progress,
         followups=followups,
         workflow_id=job.workflow_id,
-        siblings=siblings_key(job.parents) if job.workflow_id is not None else "",
+        siblings=siblings_key(job.parents),
         handed_over=job.handed_over,
     )
 

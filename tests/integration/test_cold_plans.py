@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import PgServer
+from qe_plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
 from queue_engine.migrate import Migrator
@@ -36,12 +37,6 @@ def never_analyzed_dsn(pg_server: PgServer, empty_dsn: str) -> Iterator[str]:
     """A database migrated without the final ANALYZE: every table never analyzed."""
     Migrator(empty_dsn).up(analyze=False)
     yield empty_dsn
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
 
 
 def _params(
@@ -85,21 +80,12 @@ def _explain_prepared(
         .fetchone()
     )
     assert explained is not None
-    return list(_nodes(explained[0][0]["Plan"]))
+    return list(plan_nodes(explained[0][0]["Plan"]))
 
 
 def _whole_scans_of_jobs(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Nodes that read all of jobs: a sequential scan, or an index scan with no
-    condition (with enable_seqscan off, the planner's stand-in for one)."""
-    return [
-        n
-        for n in nodes
-        if n.get("Relation Name") == "jobs"
-        and (
-            n["Node Type"] == "Seq Scan"
-            or (n["Node Type"] in ("Index Scan", "Index Only Scan") and "Index Cond" not in n)
-        )
-    ]
+    """Nodes that read all of jobs."""
+    return [n for n in nodes if reads_all_of(n, "jobs")]
 
 
 def _fill(dsn: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from qe_plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
 from queue_engine.worker import store
@@ -33,12 +34,6 @@ from queue_engine.worker.store import ClaimGate
 SCHEMA = "queue_engine"
 QUEUE = "young"
 WIDE = 300
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
 
 
 class Session:
@@ -65,7 +60,7 @@ class Session:
         if "plan:" not in text:
             return
         explained = json.loads(text.split("plan:", 1)[1])
-        self.plans.append((explained["Query Text"], list(_nodes(explained["Plan"]))))
+        self.plans.append((explained["Query Text"], list(plan_nodes(explained["Plan"]))))
 
     def run(self, outcomes: list[Outcome], claim_limit: int) -> list[Any]:
         return store.finish_and_claim(
@@ -84,8 +79,7 @@ class Session:
         claimed = self.run([], limit)
         assert claimed, "nothing to claim"
         ends = [
-            Outcome(j.id, j.attempt, status, status, error=None, workflow_id=j.workflow_id)
-            for j in claimed
+            Outcome(j.id, j.attempt, status, status, workflow_id=j.workflow_id) for j in claimed
         ]
         self.run(ends, 0)
 
@@ -107,10 +101,7 @@ def _bad_reads(plans: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
     bad = []
     for query, nodes in plans:
         for n in nodes:
-            whole = n.get("Relation Name") == "jobs" and (
-                n["Node Type"] == "Seq Scan"
-                or (n["Node Type"] in ("Index Scan", "Index Only Scan") and "Index Cond" not in n)
-            )
+            whole = reads_all_of(n, "jobs")
             removed = n.get("Rows Removed by Join Filter", 0)
             if whole or removed >= WIDE:
                 first = " ".join(query.split())[:80]

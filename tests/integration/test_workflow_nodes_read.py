@@ -5,13 +5,15 @@ the statistics of a table that had just grown by a big workflow (no ANALYZE
 yet), the planner ran that join as a scan of every job per node: 20 s for a
 10,000-node fan-out. The parents' names now come from one id-to-name map, so
 the per-node part of the plan reads ``job_deps`` only, whatever the planner
-estimates. Checked on the plan's shape, not on time.
+estimates, and the nodes are read by id. Checked on the plan's shape, not on time.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from qe_plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
 from queue_engine import sql as queries
@@ -50,6 +52,9 @@ def test_the_per_node_part_of_the_read_never_touches_jobs(client: Client, conn: 
     assert per_node, "the edges are read per node (a subplan)"
     for sub in per_node:
         assert "jobs" not in relations(sub), json.dumps(sub, indent=1)[:2000]
+    # The nodes themselves are read by id, never by a scan of all of jobs.
+    whole = [n for n in plan_nodes(doc[0]["Plan"]) if reads_all_of(n, "jobs")]
+    assert not whole, whole
 
     # And the answer is the same as ever: parents by name, in id order.
     nodes = {n.node: n for n in client.workflow_nodes(info.id)}
