@@ -1,0 +1,248 @@
+-- queue-engine: undo 0024_workflow_only_child (0021's start_workflow, 0023's
+-- workflow trigger, the two columns dropped). __SCHEMA__ is replaced by the
+-- quoted engine schema name. A node started under 0024 keeps its edges in
+-- job_deps, which is all the older trigger reads.
+
+CREATE OR REPLACE FUNCTION __SCHEMA__.start_workflow(
+    p_name text, p_nodes jsonb, p_idempotency_key text DEFAULT NULL,
+    p_producer text DEFAULT NULL, p_schedule text DEFAULT NULL
+) RETURNS TABLE (workflow_id bigint, created boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    wf      bigint;
+    n       integer;
+    n_shard integer;
+    ids     bigint[];
+    bad     text;
+BEGIN
+    IF jsonb_typeof(p_nodes) IS DISTINCT FROM 'array' OR jsonb_array_length(p_nodes) < 1 THEN
+        RAISE EXCEPTION 'queue-engine: a workflow needs a JSON array of at least one node'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    n := jsonb_array_length(p_nodes);
+    -- Refuse, before writing anything: a repeated node name, an edge to a node
+    -- that is not earlier in the list (unknown, itself, or later: a cycle), an
+    -- edge given twice, an unknown requirement.
+    WITH nodes AS (
+        SELECT e.v ->> 'node' AS node, e.ord
+        FROM jsonb_array_elements(p_nodes) WITH ORDINALITY AS e(v, ord)
+    ),
+    refs AS (
+        SELECT c.v ->> 'node' AS child, c.ord AS child_ord, a.value ->> 'node' AS parent,
+               coalesce(a.value ->> 'requires', 'succeeded') AS requires
+        FROM jsonb_array_elements(p_nodes) WITH ORDINALITY AS c(v, ord)
+        CROSS JOIN LATERAL jsonb_array_elements(coalesce(c.v -> 'after', '[]'::jsonb)) AS a
+    )
+    SELECT x.problem INTO bad FROM (
+        (SELECT format('node %s appears more than once', coalesce(nd.node, '(no name)')) AS problem
+         FROM nodes nd GROUP BY nd.node HAVING count(*) > 1 OR nd.node IS NULL LIMIT 1)
+        UNION ALL
+        (SELECT format('node %s: after names %s, which is not an earlier node of this workflow',
+                       r.child, coalesce(r.parent, '(no name)'))
+         FROM refs r LEFT JOIN nodes p ON p.node = r.parent
+         WHERE p.ord IS NULL OR p.ord >= r.child_ord LIMIT 1)
+        UNION ALL
+        (SELECT format('node %s: after names %s twice', r.child, r.parent)
+         FROM refs r GROUP BY r.child, r.parent HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        (SELECT format('node %s: requires must be succeeded or finished, not %s',
+                       r.child, r.requires)
+         FROM refs r WHERE r.requires NOT IN ('succeeded', 'finished') LIMIT 1)
+    ) x LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'queue-engine: %', bad USING ERRCODE = 'check_violation';
+    END IF;
+
+    INSERT INTO __SCHEMA__.workflows (name, idempotency_key, node_count, shards, open_shards,
+                                      producer, schedule)
+    VALUES (p_name, p_idempotency_key, n, 16, least(16, n), p_producer, p_schedule)
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id INTO wf;
+    IF wf IS NULL THEN
+        RETURN QUERY SELECT w.id, false FROM __SCHEMA__.workflows w
+                     WHERE w.idempotency_key = p_idempotency_key;
+        RETURN;
+    END IF;
+    n_shard := 16;  -- always (0019): a node's shard is its id % 16, no lookup
+    SELECT array_agg(nextval(pg_get_serial_sequence('__SCHEMA__.jobs', 'id')) ORDER BY g)
+    INTO ids FROM generate_series(1, n) AS g;
+
+    INSERT INTO __SCHEMA__.jobs (
+        id, workflow_id, node, status, pending_parents, task, queue, args, priority,
+        available_at, max_attempts, timeout_s, lease_ttl_s, lock_key, partition_key, producer,
+        affinity_key
+    )
+    SELECT ids[e.ord], wf, e.v ->> 'node',
+           CASE WHEN e.np > 0 OR e.v ->> 'task' = 'queue-engine:input'
+                THEN 'waiting' ELSE 'queued' END,
+           least(e.np, 16),
+           e.v ->> 'task',
+           coalesce(e.v ->> 'queue', 'default'),
+           coalesce(e.v -> 'args', '{}'::jsonb),
+           coalesce((e.v ->> 'priority')::smallint, 100),
+           coalesce((e.v ->> 'run_at')::timestamptz,
+                    now() + make_interval(secs => coalesce((e.v ->> 'delay_s')::float8, 0)))
+             + CASE WHEN e.np = 0 AND e.v ->> 'task' = 'queue-engine:input'
+                    THEN make_interval(secs => coalesce((e.v ->> 'timeout_s')::int, 0))
+                    ELSE interval '0' END,
+           coalesce((e.v ->> 'max_attempts')::int, 5),
+           (e.v ->> 'timeout_s')::int, (e.v ->> 'lease_ttl_s')::int,
+           e.v ->> 'lock_key', e.v ->> 'partition_key',
+           coalesce(e.v ->> 'producer', p_producer), e.v ->> 'affinity_key'
+    FROM (SELECT v, ord, jsonb_array_length(coalesce(v -> 'after', '[]'::jsonb)) AS np
+          FROM jsonb_array_elements(p_nodes) WITH ORDINALITY AS x(v, ord)) e
+    ORDER BY e.ord;
+    INSERT INTO __SCHEMA__.workflow_node_ids (workflow_id, node, job_id)
+    SELECT wf, e.v ->> 'node', ids[e.ord]
+    FROM jsonb_array_elements(p_nodes) WITH ORDINALITY AS e(v, ord);
+
+    WITH nodes AS (
+        SELECT e.v ->> 'node' AS node, e.ord
+        FROM jsonb_array_elements(p_nodes) WITH ORDINALITY AS e(v, ord)
+    ),
+    refs AS (
+        SELECT c.ord AS child_ord, p.ord AS parent_ord,
+               coalesce(a.value ->> 'requires', 'succeeded') AS requires,
+               a.ord AS k, jsonb_array_length(c.v -> 'after') AS np
+        FROM jsonb_array_elements(p_nodes) WITH ORDINALITY AS c(v, ord)
+        CROSS JOIN LATERAL jsonb_array_elements(coalesce(c.v -> 'after', '[]'::jsonb))
+            WITH ORDINALITY AS a(value, ord)
+        JOIN nodes p ON p.node = a.value ->> 'node'
+    ),
+    deps AS (
+        INSERT INTO __SCHEMA__.job_deps (parent_id, child_id, requires, gate)
+        SELECT ids[r.parent_ord], ids[r.child_ord], r.requires,
+               CASE WHEN r.np > 16 THEN ((r.k - 1) % 16)::smallint END
+        FROM refs r
+        ORDER BY 1, 2
+        RETURNING child_id, gate
+    )
+    INSERT INTO __SCHEMA__.job_gates (child_id, gate, pending)
+    SELECT d.child_id, d.gate, count(*) FROM deps d WHERE d.gate IS NOT NULL
+    GROUP BY d.child_id, d.gate;
+
+    INSERT INTO __SCHEMA__.workflow_tallies (workflow_id, shard, unfinished)
+    SELECT wf, (i % n_shard)::int, count(*) FROM unnest(ids) AS i GROUP BY 2;
+    UPDATE __SCHEMA__.workflows w
+    SET open_shards = (SELECT count(*) FROM __SCHEMA__.workflow_tallies t WHERE t.workflow_id = wf)
+    WHERE w.id = wf;
+
+    RETURN QUERY SELECT wf, true;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION __SCHEMA__.jobs_workflow_moved() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    was_final boolean := OLD.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped');
+    now_final boolean := NEW.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped');
+    left_open integer;
+    hits      bigint[];
+    edges     bigint;
+    gated     bigint;
+    one_child bigint;
+    one_gate  smallint;
+    left_in   integer;
+    edge      record;
+BEGIN
+    IF NOT (was_final OR now_final) OR OLD.status = NEW.status THEN
+        RETURN NULL;  -- a node's readiness, claim or retried attempt: nothing to count
+    END IF;
+    IF was_final OR NOT now_final THEN
+        PERFORM __SCHEMA__.workflow_tally(NEW.workflow_id, NEW.id, OLD.status, NEW.status);
+        RETURN NULL;
+    END IF;
+    IF NEW.workflow_id <= __SCHEMA__.workflow_few_shards_upto() THEN
+        -- Started before 0019: it may have fewer shards (id % shards).
+        UPDATE __SCHEMA__.workflow_tallies x SET
+            unfinished = x.unfinished - 1,
+            succeeded = x.succeeded + (NEW.status = 'succeeded')::int,
+            failed    = x.failed    + (NEW.status = 'failed')::int,
+            canceled  = x.canceled  + (NEW.status = 'canceled')::int,
+            lost      = x.lost      + (NEW.status = 'lost')::int,
+            skipped   = x.skipped   + (NEW.status = 'skipped')::int
+        FROM __SCHEMA__.workflows w
+        WHERE w.id = NEW.workflow_id
+          AND x.workflow_id = NEW.workflow_id AND x.shard = (NEW.id % w.shards)::int
+        RETURNING x.unfinished INTO left_open;
+    ELSIF NEW.status = 'succeeded' THEN
+        UPDATE __SCHEMA__.workflow_tallies x
+        SET unfinished = x.unfinished - 1, succeeded = x.succeeded + 1
+        WHERE x.workflow_id = NEW.workflow_id AND x.shard = (NEW.id % 16)::int
+        RETURNING x.unfinished INTO left_open;
+    ELSE
+        UPDATE __SCHEMA__.workflow_tallies x SET
+            unfinished = x.unfinished - 1,
+            failed    = x.failed    + (NEW.status = 'failed')::int,
+            canceled  = x.canceled  + (NEW.status = 'canceled')::int,
+            lost      = x.lost      + (NEW.status = 'lost')::int,
+            skipped   = x.skipped   + (NEW.status = 'skipped')::int
+        WHERE x.workflow_id = NEW.workflow_id AND x.shard = (NEW.id % 16)::int
+        RETURNING x.unfinished INTO left_open;
+    END IF;
+    SELECT count(*), count(d.gate), min(d.child_id), min(d.gate)
+    INTO edges, gated, one_child, one_gate
+    FROM __SCHEMA__.job_deps d
+    WHERE d.parent_id = NEW.id
+      AND (NEW.status = 'succeeded' OR d.requires = 'finished');
+    IF edges = 1 AND gated = 1 THEN
+        UPDATE __SCHEMA__.job_gates g SET pending = g.pending - 1
+        WHERE g.child_id = one_child AND g.gate = one_gate
+        RETURNING g.pending INTO left_in;
+        IF left_in = 0 THEN
+            hits := ARRAY[one_child];
+        END IF;
+    ELSIF edges = 1 THEN
+        IF EXISTS (SELECT 1 FROM __SCHEMA__.jobs c
+                   WHERE c.id = one_child AND c.status = 'waiting') THEN
+            hits := ARRAY[one_child];
+        END IF;
+    ELSIF edges > 1 THEN
+        -- Each child looked up by id (never a join with jobs or job_gates: a
+        -- plan the session made on a small table read all of it per child).
+        SELECT array_agg(c.id) INTO hits
+        FROM __SCHEMA__.jobs c
+        WHERE c.id = ANY (ARRAY(
+                SELECT d.child_id FROM __SCHEMA__.job_deps d
+                WHERE d.parent_id = NEW.id AND d.gate IS NULL
+                  AND (NEW.status = 'succeeded' OR d.requires = 'finished')))
+          AND c.status = 'waiting';
+        -- Gates in (child, gate) order, each UPDATE locking its row: parents
+        -- ending together take shared gates in the same order.
+        FOR edge IN
+            SELECT d.child_id, d.gate FROM __SCHEMA__.job_deps d
+            WHERE d.parent_id = NEW.id AND d.gate IS NOT NULL
+              AND (NEW.status = 'succeeded' OR d.requires = 'finished')
+            ORDER BY d.child_id, d.gate
+        LOOP
+            UPDATE __SCHEMA__.job_gates g SET pending = g.pending - 1
+            WHERE g.child_id = edge.child_id AND g.gate = edge.gate
+            RETURNING g.pending INTO left_in;
+            IF left_in = 0 THEN
+                hits := hits || edge.child_id;
+            END IF;
+        END LOOP;
+    END IF;
+    IF left_open = 0 THEN
+        PERFORM __SCHEMA__.workflow_shard_done(NEW.workflow_id);
+    END IF;
+    IF hits IS NOT NULL THEN
+        PERFORM __SCHEMA__.workflow_release_hits(hits, NEW.status, NEW.node,
+                                                 TG_TABLE_SCHEMA || '.jobs');
+    END IF;
+    IF NEW.status <> 'succeeded' THEN
+        PERFORM __SCHEMA__.workflow_doom(NEW.id, NEW.status, NEW.node);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+ALTER TABLE __SCHEMA__.jobs
+    DROP COLUMN only_child,
+    DROP COLUMN only_child_gate;
