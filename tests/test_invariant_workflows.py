@@ -274,6 +274,16 @@ WHERE w.id = ANY (%(ids)s)
        OR (w.state = 'running') <> (r.unfinished > 0)
        OR (w.finished_at IS NULL) <> (r.unfinished > 0))
 """
+#: Nodes whose only child (and its gate) on their row is not what job_deps
+#: says (migration 0024): the trigger's common end takes them from the row.
+BAD_ONLY_CHILD = """
+SELECT p.workflow_id, p.node, p.only_child, p.only_child_gate, x.n FROM queue_engine.jobs p
+CROSS JOIN LATERAL (SELECT count(*) AS n, min(d.child_id) AS child, min(d.gate) AS gate
+                    FROM queue_engine.job_deps d WHERE d.parent_id = p.id) x
+WHERE p.workflow_id = ANY (%(ids)s)
+  AND (p.only_child, p.only_child_gate) IS DISTINCT FROM
+      (CASE WHEN x.n = 1 THEN x.child END, CASE WHEN x.n = 1 THEN x.gate END)
+"""
 ENGINE_STUCK = (
     "SELECT workflow_id, node FROM queue_engine.stuck_workflow_nodes()"
     " WHERE workflow_id = ANY (%(ids)s)"
@@ -284,6 +294,7 @@ CHECKS = {
     "pending count differs from a recount": BAD_PENDING,
     "gate count differs from a recount": BAD_GATES,
     "tallies or state differ from a recount": BAD_TALLIES,
+    "only child differs from the edges": BAD_ONLY_CHILD,
 }
 
 

@@ -19,57 +19,13 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 from psycopg import sql
+from qe_nodes import Q, claim, end, node_status, registry, succeed, tallies
 
 from queue_engine import Client, Workflow
-from queue_engine.context import JobContext
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
-from queue_engine.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
 
 Conn = psycopg.Connection[Any]
-Q = "wf"
-
-#: Per workflow: its tallies against a recount of its jobs, and its state.
-TALLIES = """
-SELECT w.state, w.shards, w.open_shards,
-       (SELECT array_agg(t.shard ORDER BY t.shard) FROM queue_engine.workflow_tallies t
-        WHERE t.workflow_id = w.id) AS shards_present,
-       (SELECT array_agg(DISTINCT (j.id %% 16)::int) FROM queue_engine.jobs j
-        WHERE j.workflow_id = w.id) AS residues,
-       (SELECT jsonb_build_array(sum(unfinished), sum(succeeded), sum(failed), sum(canceled))
-        FROM queue_engine.workflow_tallies t WHERE t.workflow_id = w.id) AS counted,
-       (SELECT jsonb_build_array(
-            count(*) FILTER (WHERE j.status IN ('waiting', 'queued', 'running')),
-            count(*) FILTER (WHERE j.status = 'succeeded'),
-            count(*) FILTER (WHERE j.status = 'failed'),
-            count(*) FILTER (WHERE j.status = 'canceled'))
-        FROM queue_engine.jobs j WHERE j.workflow_id = w.id) AS recount
-FROM queue_engine.workflows w WHERE w.id = %s
-"""
-
-
-def tallies(conn: Conn, workflow_id: int) -> dict[str, Any]:
-    row = conn.execute(TALLIES, (workflow_id,)).fetchone()
-    assert row is not None
-    keys = ("state", "shards", "open_shards", "shards_present", "residues", "counted", "recount")
-    return dict(zip(keys, row, strict=True))
-
-
-def ok(args: dict[str, Any], ctx: JobContext) -> Any:
-    return ctx.job.node
-
-
-def boom(args: dict[str, Any], ctx: JobContext) -> Any:
-    raise RuntimeError("boom")
-
-
-def registry() -> TaskRegistry:
-    reg = TaskRegistry()
-    for name, fn in (("ok", ok), ("boom", boom)):
-        reg.register(
-            TaskDefinition(name=name, handler=fn, queue=Q, max_attempts=1, wants_context=True)
-        )
-    return reg
 
 
 def fan(name: str, parts: int, failing: int | None = None) -> Workflow:
@@ -84,30 +40,6 @@ def fan(name: str, parts: int, failing: int | None = None) -> Workflow:
     ]
     wf.add("join", "ok", queue=Q, after=names)
     return wf
-
-
-def claim(conn: Conn, workflow_id: int, node: str) -> None:
-    """Start a queued node in SQL, as a worker's claim would."""
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1, started_at = now()"
-        " WHERE workflow_id = %s AND node = %s AND status = 'queued'",
-        (workflow_id, node),
-    )
-
-
-def end(conn: Conn, workflow_id: int, node: str, status: str) -> None:
-    """End a running node in SQL, setting finished_at as every end must."""
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = %s, finished_at = now()"
-        " WHERE workflow_id = %s AND node = %s AND status = 'running'",
-        (status, workflow_id, node),
-    )
-
-
-def succeed(conn: Conn, workflow_id: int, node: str) -> None:
-    """End a queued node well in SQL, as a worker's claim and finish would."""
-    claim(conn, workflow_id, node)
-    end(conn, workflow_id, node, "succeeded")
 
 
 def test_a_new_workflow_of_any_size_has_16_shards_and_rows_only_where_nodes_are(
@@ -171,15 +103,6 @@ def test_a_workflow_started_under_0019_ends_right_after_a_downgrade(empty_dsn: s
         t = tallies(conn, wf)
         assert t["state"] == "succeeded" and t["open_shards"] == 0
         assert t["counted"] == t["recount"] == [0, 5, 0, 0]
-
-
-def node_status(conn: Conn, workflow_id: int, node: str) -> str:
-    row = conn.execute(
-        "SELECT status FROM queue_engine.jobs WHERE workflow_id = %s AND node = %s",
-        (workflow_id, node),
-    ).fetchone()
-    assert row is not None
-    return str(row[0])
 
 
 def test_a_nodes_end_that_does_not_set_finished_at_is_refused(client: Client, conn: Conn) -> None:
