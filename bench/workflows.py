@@ -16,6 +16,10 @@ drifts of this shared machine hit them all; medians are printed.
   plain K=4      N no-op jobs, 4 workers (the reference for fan-out/fan-in)
   fan K=4        a workflow root -> N parts -> join (N + 2 nodes), 4 workers;
                  the join counts its parents through 16 gates (the design)
+  fan-noroot K=4 N parts -> join, no root (N + 1 nodes): the parts are queued
+                 from the start, so the fan without its root's release (one
+                 statement readying N children while the other workers wait)
+                 and without each part's parent in its claim
   fan-nogate K=4 the same workflow with the join's gates removed before the
                  workers start (every part's finish decrements the join's own
                  row): the hot-row design the gates replace
@@ -244,15 +248,18 @@ def fan_workflow(n: int, parents: int = 0) -> Workflow:
     return wf
 
 
-def fan(n: int, *, gates: bool, generic: bool = False, base: str = "") -> Callable[[str], None]:
+def fan(
+    n: int, *, gates: bool, generic: bool = False, base: str = "", root: bool = True
+) -> Callable[[str], None]:
     """The fan-out/fan-in; ``generic``: the release runs with the worker's generic plans.
 
     ``base``: SQL run after loading (the other side of an A/B of the functions).
+    ``root``: False for the parts and the join only.
     """
 
     def load(dsn: str) -> None:
         with Client(dsn) as client:
-            info = client.start_workflow(fan_workflow(n))
+            info = client.start_workflow(fan_workflow(n, 0 if root else n))
         with psycopg.connect(dsn, autocommit=True) as conn:
             if not gates:
                 conn.execute(UNGATE, {"wf": info.id})
@@ -381,10 +388,12 @@ def main() -> None:
     base = ""
     if opts.base_sql:
         with open(opts.base_sql, encoding="utf-8") as f:
-            base = f.read()
+            # A migration's down file as it is, or SQL naming the schema.
+            base = f.read().replace("__SCHEMA__", "queue_engine")
     scenarios: dict[str, tuple[int, Callable[[str], None]]] = {
         "plain K=4": (4, plain_jobs(opts.fan + 2)),
         "fan K=4": (4, fan(opts.fan, gates=True)),
+        "fan-noroot K=4": (4, fan(opts.fan, gates=True, root=False)),
         "fan-nogate K=4": (4, fan(opts.fan, gates=False)),
         **(
             {"fan-generic K=4": (4, fan(opts.fan, gates=True, generic=True))}
@@ -449,6 +458,7 @@ def main() -> None:
         pairs = [
             ("fan K=4", "plain K=4"),
             *([("fan-generic K=4", "plain K=4")] if opts.compare_generic else []),
+            ("fan-noroot K=4", "plain K=4"),
             ("fan-nogate K=4", "plain K=4"),
             ("chain K=1", "plain K=1"),
             *(
