@@ -39,7 +39,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wake_latency import measure, server  # a sibling script, not a package
+from wake_latency import add_scenario_options, measure, server  # a sibling script
 from worker_bench import WORKER_BIN, fresh_database, pct
 
 SETUP = "CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, t float8 NOT NULL, claimed bool NOT NULL DEFAULT false)"
@@ -147,11 +147,7 @@ def ms(values: list[float], p: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", default="")
-    parser.add_argument("--jobs", type=int, default=500)
-    parser.add_argument("--rate", type=float, default=100.0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    add_scenario_options(parser)
     parser.add_argument("--listener", metavar="DSN", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.listener:

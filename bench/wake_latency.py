@@ -108,13 +108,18 @@ def measure(admin: str, binary: str, k: int, m: int, rate: float) -> dict[str, l
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_scenario_options(parser: argparse.ArgumentParser) -> None:
+    """The harness's latency scenario as options (also ``latency_floor.py``'s)."""
     parser.add_argument("--dsn", default="")
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_scenario_options(parser)
     parser.add_argument("--build", action="append", default=[], help="LABEL=BIN (repeatable)")
     opts = parser.parse_args()
     builds = [tuple(b.split("=", 1)) for b in opts.build] or [("this", str(WORKER_BIN))]
