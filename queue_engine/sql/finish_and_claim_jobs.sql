@@ -48,10 +48,22 @@
 -- statement hands nothing over, the worker claims with the usual one at once.
 -- "wake" is the last CTE so that the list ends the same in every variant.
 --
+-- A sixth, "claimonly", also removes lines: the "-- @!claimonly begin/end"
+-- blocks (the finish's CTEs, "wake" and the finish's branch of the final
+-- SELECT) are left out of the statement a worker sends with nothing to
+-- finish, to claim after an idle wait (a NOTIFY, a poll). It cannot combine
+-- with followups, handover or solo, which all need a finish. For the same
+-- reason as solo: a generic plan initialises every node it holds at each
+-- execution, and the finish's UPDATE and INSERT open every index of jobs and
+-- job_events even when they get no row, on the path that sets the wake
+-- latency of an idle worker (bench/README.md, "The claim after an idle wait").
+--
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
 -- stays busy until the next one.
-WITH outcome AS (
+WITH
+-- @!claimonly begin
+outcome AS (
     -- One JSON array of outcomes: a single parameter to send and parse, however many.
     SELECT *
     FROM jsonb_to_recordset(%(outcomes)s::jsonb)
@@ -96,6 +108,7 @@ finish_events AS (
     FROM finished f
     RETURNING job_id  --@handover
 ),
+-- @!claimonly end
 -- @followups begin
 followup AS MATERIALIZED (
     -- The follow-ups (%(followups)s, one JSON object each, queue_engine/followups.py)
@@ -362,14 +375,17 @@ claim_events AS (
     INSERT INTO __SCHEMA__.job_events (job_id, kind, from_status, to_status, attempt, worker_id)
     SELECT c.id, 'claimed', 'queued', 'running', c.attempt, %(worker_id)s
     FROM claimed c
-),
+)  --@claimonly
+),  --@!claimonly+!solo
 -- @!solo end
+-- @!claimonly begin
 wake AS (
     -- Jobs given back to run at once wake the idle workers of their queue.
     SELECT pg_notify(%(jobs_channel)s, q.queue)
     FROM (SELECT DISTINCT f.queue FROM finished f
           WHERE f.status = 'queued' AND f.delay_s <= 0) q
 )
+-- @!claimonly end
 -- is_claim: true for a claimed job, false for an applied finish, NULL for one
 -- row saying the rate limit withheld picked jobs (retry when a token is due).
 -- @!solo begin
@@ -386,11 +402,13 @@ SELECT true, ho.id, ho.attempt, ho.status, ho.queue, ho.task, ho.args, ho.max_at
 FROM handover ho
 UNION ALL
 -- @handover end
+-- @!claimonly begin
 SELECT false, f.id, f.attempt, f.status, f.queue, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL, NULL
 FROM finished f CROSS JOIN (SELECT count(*) FROM wake) w
+-- @!claimonly end
 -- @!solo begin
-UNION ALL
+UNION ALL  --@!claimonly+!solo
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL
 FROM allowed a

@@ -275,6 +275,9 @@ def finish_and_claim(
     with a workflow node's success is sent with the ``handover`` variant (when
     ``handover``: the worker's policy, worker/handover.py), which may claim
     that node's child straight from ``waiting``; plain jobs never pay for it.
+    A claim with nothing to finish (after an idle wait) is sent without the
+    finish's parts (``claimonly``): the claim that sets an idle worker's wake
+    latency does not initialise an UPDATE and an INSERT that get no row.
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
@@ -291,6 +294,8 @@ def finish_and_claim(
         affinity_wait_s=gate.affinity_wait_s,
     )
     variant = ["cold" if gate.warm_key is None else "warm"]
+    if not outcomes and claim_limit > 0:
+        variant.append("claimonly")
     followups = followups_json(outcomes)
     if followups is not None:
         params["followups"] = followups

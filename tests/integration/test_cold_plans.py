@@ -96,10 +96,14 @@ def _fill(dsn: str) -> None:
 
 
 def _worker_plan(
-    dsn: str, *, warm_key: str | None, prepare_empty: bool
+    dsn: str, *, warm_key: str | None, prepare_empty: bool, claim_only: bool = False
 ) -> tuple[list[dict[str, Any]], bool]:
     """EXPLAIN (FORMAT JSON) of the statement the worker's session prepared, and
-    whether jobs was still never analyzed when it was explained."""
+    whether jobs was still never analyzed when it was explained.
+
+    ``claim_only``: the statement a worker sends with nothing to finish (its
+    first, and every claim after an idle wait), instead of the one that also
+    finishes a job."""
     with psycopg.connect(dsn, autocommit=True) as admin:
         # No autovacuum may analyze or vacuum behind the test's back.
         admin.execute(f"ALTER TABLE {SCHEMA}.jobs SET (autovacuum_enabled = false)")
@@ -108,9 +112,14 @@ def _worker_plan(
         gate = ClaimGate(host="h", warm_key=warm_key)
         if not prepare_empty:
             _fill(dsn)
-        # The worker's first statement prepares it (psycopg prepare=True): the plan is made now.
+        # The worker's first statements prepare them (psycopg prepare=True): the
+        # plans are made now. With an empty queue the claim takes nothing.
         store.finish_and_claim(conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=0, gate=gate)
         if prepare_empty:
+            got = store.finish_and_claim(
+                conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=1, gate=gate
+            )
+            assert not got.claimed
             _fill(dsn)
         claimed = store.finish_and_claim(
             conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=1, gate=gate
@@ -124,21 +133,26 @@ def _worker_plan(
         assert row is not None
         job = claimed[0]
         outcome = Outcome(job.id, job.attempt, "succeeded", "done")
-        nodes = _explain_prepared(
-            conn,
-            "cold" if warm_key is None else "warm",
-            _params(outcomes=[outcome], claim_limit=1, warm_key=warm_key),
-        )
+        key = "cold" if warm_key is None else "warm"
+        if claim_only:
+            nodes = _explain_prepared(
+                conn, (key, "claimonly"), _params(outcomes=[], claim_limit=1, warm_key=warm_key)
+            )
+        else:
+            nodes = _explain_prepared(
+                conn, key, _params(outcomes=[outcome], claim_limit=1, warm_key=warm_key)
+            )
         return nodes, bool(row[0])
 
 
+@pytest.mark.parametrize("claim_only", [False, True], ids=["finish-and-claim", "claim-only"])
 @pytest.mark.parametrize("warm_key", [None, "model-a"], ids=["cold-variant", "warm-variant"])
 @pytest.mark.parametrize("prepare_empty", [True, False], ids=["prepared-empty", "prepared-full"])
 def test_claim_plan_uses_indexes_on_never_analyzed_table(
-    never_analyzed_dsn: str, warm_key: str | None, prepare_empty: bool
+    never_analyzed_dsn: str, warm_key: str | None, prepare_empty: bool, claim_only: bool
 ) -> None:
     nodes, never_analyzed = _worker_plan(
-        never_analyzed_dsn, warm_key=warm_key, prepare_empty=prepare_empty
+        never_analyzed_dsn, warm_key=warm_key, prepare_empty=prepare_empty, claim_only=claim_only
     )
     assert never_analyzed
     on_jobs = [n for n in nodes if n.get("Relation Name") == "jobs"]
@@ -149,7 +163,7 @@ def test_claim_plan_uses_indexes_on_never_analyzed_table(
     assert "jobs_claimable_idx" in indexes
     assert "jobs_pkey" in indexes
     updates = [n for n in on_jobs if n["Node Type"] == "ModifyTable"]
-    assert len(updates) == 2  # finished and claimed
+    assert len(updates) == (1 if claim_only else 2)  # claimed; finished too
 
 
 def test_claim_plan_uses_indexes_after_migration_analyze(dsn: str) -> None:
@@ -179,8 +193,9 @@ def _fan_in_claim_plan(dsn: str, *, handover: bool) -> list[dict[str, Any]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         store.configure_session(conn, synchronous_commit="on")
         gate = ClaimGate(host="h")
-        # The worker's first statements prepare both variants while jobs is empty.
+        # The worker's first statements prepare its variants while jobs is empty.
         store.finish_and_claim(conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=0, gate=gate)
+        store.finish_and_claim(conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=1, gate=gate)
         nothing = Outcome(0, 1, "succeeded", "done", workflow_id=0)
         store.finish_and_claim(
             conn, SCHEMA, worker_id="w", queue=QUEUE, outcomes=[nothing], claim_limit=1, gate=gate
@@ -209,7 +224,8 @@ def _fan_in_claim_plan(dsn: str, *, handover: bool) -> list[dict[str, Any]]:
             outcomes=ends[: N_PARENTS - len(last)],
             gate=gate,
         )
-        variant: str | tuple[str, ...] = ("cold", "handover") if handover else "cold"
+        # Without outcomes the worker sends the claim alone (claimonly).
+        variant = ("cold", "handover") if handover else ("cold", "claimonly")
         nodes = _explain_prepared(
             conn, variant, _params(outcomes=last, claim_limit=1), analyze=True
         )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from queue_engine.worker.store import raw_statement, select_variant
+import re
+
+import pytest
+
+from queue_engine.worker.store import RawStatement, raw_statement, select_variant
 
 TEXT = """SELECT 1
 -- @warm begin
@@ -52,3 +56,26 @@ def test_the_claim_variants_differ_only_by_the_warm_preference() -> None:
         assert [f"${i}" in statement.text for i in range(1, len(statement.names) + 1)] == [
             True
         ] * len(statement.names)
+
+
+def _named(statement: RawStatement) -> str:
+    """The statement's text with each ``$n`` back to its parameter's name."""
+    return re.sub(r"\$(\d+)", lambda m: statement.names[int(m.group(1)) - 1], statement.text)
+
+
+@pytest.mark.parametrize("key", ["cold", "warm"])
+def test_the_claim_only_variant_is_the_claim_without_the_finish(key: str) -> None:
+    full = raw_statement("finish_and_claim_jobs", "queue_engine", key)
+    only = raw_statement("finish_and_claim_jobs", "queue_engine", (key, "claimonly"))
+    finish_params = {"outcomes", "jobs_channel"}
+    assert finish_params <= set(full.names)
+    assert not finish_params & set(only.names)
+    assert "finished" in full.text and "finished" not in only.text
+    assert only.text.startswith("WITH gate AS (")
+    # The claim itself, every CTE from the gate to the claimed event, is the same text.
+    full_text, only_text = _named(full), _named(only)
+    start, end = "gate AS (", "claim_events AS ("
+    claim = full_text[full_text.index(start) : full_text.index(end)]
+    assert claim == only_text[only_text.index(start) : only_text.index(end)]
+    assert only_text.rstrip().endswith("FROM allowed a WHERE a.n < a.picked")
+    assert "UNION ALL UNION ALL" not in only_text
