@@ -57,6 +57,7 @@
 -- execution, and the finish's UPDATE and INSERT open every index of jobs and
 -- job_events even when they get no row, on the path that sets the wake
 -- latency of an idle worker (bench/README.md, "The claim after an idle wait").
+-- Without "wake", its CTE list ends at claim_events (the two tagged closings).
 --
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
