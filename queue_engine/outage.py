@@ -17,6 +17,14 @@ response, or "starting up"/"shutting down"), the wait pings again every
 connections, so the daemon reconnects within about a second of Postgres
 being back instead of after the rest of its backoff.
 
+One exception to "a server that answers keeps the backoff": when the probe's
+last ping found the server down, a wait whose first ping finds it accepting
+connections ends at once. The server came back between the failed attempt
+and this ping (the attempt met it starting up, or still refused): the
+failure was the outage's last, not one of the other kind, and waiting out
+the grown backoff would leave the daemon idle for up to the whole cap after
+Postgres is back (an orchestrator was seen electing a leader 10 s late so).
+
 What it costs, per waiting thread: one ping per second during an outage. A
 ping of a stopped server is a refused TCP or Unix-socket connect (no server
 process is involved); of a server starting up or shutting down, the
@@ -78,10 +86,15 @@ class OutageProbe:
     ping: Callable[[str], bool | None] = field(default=server_accepts)
     #: Pings sent (for tests and for the cost figure in the docs).
     pings: int = 0
+    #: The last ping found the server down (no response, starting up, shutting down).
+    seen_down: bool = False
 
     def _ping(self) -> bool | None:
         self.pings += 1
-        return self.ping(self.dsn)
+        answer = self.ping(self.dsn)
+        if answer is not None:
+            self.seen_down = answer is False
+        return answer
 
     def wait(
         self,
@@ -103,7 +116,11 @@ class OutageProbe:
             wait(event, seconds)
             return False
         deadline = clock() + seconds
-        if self._ping() is not False:
+        was_down = self.seen_down
+        first = self._ping()
+        if first is True and was_down:
+            return True  # back since the last ping: the failure was the outage's last
+        if first is not False:
             # The server answers (or we cannot tell): this backoff is for a
             # failure of another kind, and is kept whole.
             wait(event, seconds)

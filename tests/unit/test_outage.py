@@ -63,6 +63,22 @@ def test_a_server_that_answers_keeps_the_backoff_whole() -> None:
         assert probe.pings == 1
 
 
+def test_a_server_back_since_the_last_ping_ends_the_next_wait_at_once() -> None:
+    # The wait ran out while the server was down; the retry met it starting up
+    # and failed; by the next wait's first ping it accepts connections. That
+    # failure was the outage's last: retry now, not after the grown backoff.
+    t = FakeTime()
+    probe = OutageProbe("dsn", ping=pings(False, False, False, True))
+    assert probe.wait(threading.Event(), 2.5, wait=t.wait, clock=t.clock) is False
+    assert t.waits == [1.0, 1.0, 0.5]
+    assert probe.wait(threading.Event(), 10.0, wait=t.wait, clock=t.clock) is True
+    assert t.waits == [1.0, 1.0, 0.5]  # no waiting at all
+    assert probe.pings == 4
+    # Back to normal: a failure with the server answering keeps its backoff.
+    assert probe.wait(threading.Event(), 8.0, wait=t.wait, clock=t.clock) is False
+    assert t.waits == [1.0, 1.0, 0.5, 8.0]
+
+
 def test_the_wait_ends_at_the_first_ping_that_finds_the_server_back() -> None:
     t = FakeTime()
     probe = OutageProbe("dsn", ping=pings(False, False, False, True))
