@@ -88,6 +88,32 @@ class JobSpec:
     #: it prefers the job. Only a preference: any worker of the queue may run it.
     affinity_key: str | None
 
+    def with_args_json(self, args_json: str) -> JobSpec:
+        """The same request with other args (a bulk item that repeats validated options).
+
+        Positional construction: half the cost of keywords and a quarter of
+        ``dataclasses.replace`` per item of a large ``enqueue_many``. A unit
+        test checks that it keeps every other field, so a field added to the
+        class cannot be shifted here unnoticed.
+        """
+        return JobSpec(
+            self.task,
+            self.queue,
+            args_json,
+            self.priority,
+            self.run_at,
+            self.delay_s,
+            self.max_attempts,
+            self.timeout_s,
+            self.lease_ttl_s,
+            self.idempotency_key,
+            self.dedupe_key,
+            self.lock_key,
+            self.partition_key,
+            self.producer,
+            self.affinity_key,
+        )
+
     def params(self) -> dict[str, Any]:
         """Return the named parameters of ``enqueue.sql``."""
         return {

@@ -8,6 +8,7 @@ apply it: ``job_spec`` (registered task defaults), ``spec_from_item`` and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from datetime import UTC, datetime, timedelta
@@ -479,6 +480,77 @@ def test_enqueue_many_specs_apply_registered_defaults() -> None:
     specs = ops.enqueue_many_specs([{"task": "defaults.many"}, {"task": "other"}])
     assert (specs[0].queue, specs[0].max_attempts) == ("bulk", 3)
     assert (specs[1].queue, specs[1].max_attempts) == ("default", 5)
+
+
+def test_with_args_json_keeps_every_other_field() -> None:
+    spec = build_spec(
+        "t",
+        queue="q",
+        args={"a": 1},
+        priority=7,
+        run_at=datetime(2030, 1, 1, tzinfo=UTC),
+        max_attempts=9,
+        timeout_s=11,
+        lease_ttl_s=13,
+        idempotency_key="i",
+        dedupe_key="d",
+        lock_key="l",
+        partition_key="p",
+        producer="pr",
+        affinity_key="af",
+    )
+    assert spec.with_args_json('{"b":2}') == dataclasses.replace(spec, args_json='{"b":2}')
+    delayed = build_spec("t", delay=2.5)
+    assert delayed.with_args_json("{}") == dataclasses.replace(delayed, args_json="{}")
+
+
+BULK_ITEMS: list[dict[str, object]] = [
+    {"task": "t", "queue": "q", "args": {"i": 0}},
+    {"task": "t", "queue": "q", "args": {"i": 1}},
+    {"task": "t", "queue": "q"},
+    {"queue": "q", "task": "t", "args": {"i": 2}},
+    {"task": "t", "queue": "r", "args": {"i": 3}},
+    {"task": "t", "queue": "q", "priority": 3, "args": {"i": 4}},
+    {"task": "t", "queue": "q", "priority": 3},
+    {"task": "t", "queue": "q", "delay": 1, "args": {"i": 5}},
+    {"task": "t", "queue": "q", "delay": 1.0},
+    {"task": "t", "queue": "q", "delay": timedelta(seconds=1)},
+    {"task": "t", "queue": "q", "lock_key": "k", "args": {"i": 6}},
+    {"task": "u", "queue": "q", "args": {"i": 7}},
+    {"task": "t", "queue": "q", "args": {"i": 8}},
+]
+
+
+def test_enqueue_many_specs_equal_validating_each_item_alone() -> None:
+    assert ops.enqueue_many_specs(BULK_ITEMS) == [
+        ops.spec_from_item(item, index) for index, item in enumerate(BULK_ITEMS)
+    ]
+
+
+def test_items_repeating_options_get_their_own_args() -> None:
+    specs = ops.enqueue_many_specs([{"task": "t", "args": {"i": i}} for i in range(3)])
+    assert [s.args_json for s in specs] == ['{"i":0}', '{"i":1}', '{"i":2}']
+    assert len({id(s) for s in specs}) == 3
+
+
+@pytest.mark.parametrize(
+    ("second", "fragment"),
+    [
+        ({"task": "t", "priority": True}, "priority must be an integer"),
+        ({"task": "t", "priority": 1.0}, "priority must be an integer"),
+        ({"task": "t", "priority": 1, "args": [1]}, "args must be a dict"),
+        ({"task": "t", "priority": 1, "args": {"a": "\u0000"}}, "args contain a NUL"),
+        ({"task": "t", "priority": 1, "args": {"a": object()}}, "not JSON-serialisable"),
+    ],
+)
+def test_an_item_repeating_valid_options_is_still_checked(
+    second: dict[str, object], fragment: str
+) -> None:
+    """Equal options of another type are validated anew; args always are."""
+    with pytest.raises(ValidationError) as info:
+        ops.enqueue_many_specs([{"task": "t", "priority": 1}, second])
+    assert str(info.value).startswith("jobs[1]: ")
+    assert fragment in str(info.value)
 
 
 def test_bulk_statement_picks_plain_or_keyed_sql() -> None:
