@@ -12,6 +12,16 @@ enqueues, each call as the shared harness makes it (``Client(dsn).enqueue``,
 one transaction each; pgqueuer's ``Queries.enqueue`` on an asyncpg connection,
 autocommit), and sums per system: wall time, the process's CPU, and the CPU
 of the server backend that served it.
+
+Two more contestants, alternated with them in the same chunks, give the
+floor of a single enqueue on this server, in its commit mode (fsync and
+``synchronous_commit`` on, one commit per job): ``bare psycopg`` is a
+prepared one-row ``INSERT INTO bare_jobs DEFAULT VALUES RETURNING id`` (a
+table of one identity column, no index but its key, no trigger) on an
+autocommit psycopg connection, and ``bare asyncpg`` the same statement on an
+asyncpg connection. No job queue can enqueue durably faster than these from
+the same driver: whatever a queue adds (its row's columns and indexes, its
+checks, its NOTIFY, its events) comes on top.
 """
 
 from __future__ import annotations
@@ -59,27 +69,46 @@ async def main() -> None:
         queries = Queries.from_asyncpg_connection(apg)
         await queries.install()
         me = psutil.Process()
-        totals = {
-            name: {"wall": 0.0, "client": 0.0, "server": 0.0, "n": 0} for name in ("qe", "pgq")
+        names = ("qe", "pgq", "bare psycopg", "bare asyncpg")
+        totals = {name: {"wall": 0.0, "client": 0.0, "server": 0.0, "n": 0} for name in names}
+        bare_ddl = "CREATE TABLE bare_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)"
+        bare_insert = "INSERT INTO bare_jobs DEFAULT VALUES RETURNING id"
+        await apg.execute(bare_ddl)
+        bare = psycopg.connect(qe_dsn, autocommit=True, prepare_threshold=0)
+        bare.execute(bare_ddl)
+        bare_apg = await asyncpg.connect(pgq_dsn)
+        bare_apg_insert = await bare_apg.prepare(bare_insert)
+        backends = {
+            "bare psycopg": bare.info.backend_pid,
+            "bare asyncpg": bare_apg.get_server_pid(),
         }
         with Client(qe_dsn, pool_size=1) as client:
             client.enqueue("noop", queue="bench", args={})
             with client._open_pool().connection() as pooled:
                 qe_backend = pooled.info.backend_pid
-            pgq_backend = apg.get_server_pid()
+            backends["qe"] = qe_backend
+            backends["pgq"] = apg.get_server_pid()
             await queries.enqueue("noop", None)
+            bare.execute(bare_insert).fetchone()
+            await bare_apg_insert.fetchval()
             for index in range(options.chunks):
-                order = ("qe", "pgq") if index % 2 == 0 else ("pgq", "qe")
+                order = names if index % 2 == 0 else names[::-1]
                 for name in order:
-                    backend = qe_backend if name == "qe" else pgq_backend
+                    backend = backends[name]
                     s0, c0 = cpu(backend), me.cpu_times()
                     t0 = time.perf_counter()
                     if name == "qe":
                         for _ in range(options.chunk):
                             client.enqueue("noop", queue="bench", args={})
-                    else:
+                    elif name == "pgq":
                         for _ in range(options.chunk):
                             await queries.enqueue("noop", None)
+                    elif name == "bare psycopg":
+                        for _ in range(options.chunk):
+                            bare.execute(bare_insert).fetchone()
+                    else:
+                        for _ in range(options.chunk):
+                            await bare_apg_insert.fetchval()
                     t1 = time.perf_counter()
                     c1, s1 = me.cpu_times(), cpu(backend)
                     row = totals[name]
@@ -88,6 +117,8 @@ async def main() -> None:
                     row["server"] += s1 - s0
                     row["n"] += options.chunk
         await apg.close()
+        await bare_apg.close()
+        bare.close()
         print(f"{options.chunks} chunks of {options.chunk} single enqueues per system, alternated")
         print("| system | jobs/s | wall us/job | client CPU us/job | server backend CPU us/job |")
         print("|---|---|---|---|---|")
@@ -101,6 +132,11 @@ async def main() -> None:
             totals["qe"]["wall"] / totals["qe"]["n"]
         )
         print(f"queue-engine / pgqueuer throughput: {ratio:.2f}x")
+        for name in ("bare psycopg", "bare asyncpg"):
+            floor = totals[name]["wall"] / totals[name]["n"]
+            for system in ("qe", "pgq"):
+                share = floor / (totals[system]["wall"] / totals[system]["n"])
+                print(f"{system} at {share:.0%} of the {name} floor")
     finally:
         pg.destroy()
         shutil.rmtree(folder, ignore_errors=True)
