@@ -4,6 +4,7 @@ Usage::
 
     python bench/txn_floor.py                  # embedded PostgreSQL, 1 and 4 clients, 3 rounds
     python bench/txn_floor.py --k 1,4 --jobs 20000 --rounds 5
+    python bench/txn_floor.py --python           # + the psycopg and async-commit floors
 
 A one-at-a-time worker that records each job's end durably needs at least one
 commit per job, and the engine's finish-and-claim statement is exactly one.
