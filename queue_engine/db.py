@@ -49,19 +49,46 @@ def first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+class CursorKeepingConnection(psycopg.Connection[Any]):
+    """A connection that keeps one raw cursor for the statements it runs again and again.
+
+    A new cursor builds its adapters map and a loader per result column on
+    every statement: about 23 us for the worker's 19-column finish-and-claim,
+    a tenth of the worker's own CPU per job. A kept cursor reuses its loaders.
+    Its rows are fetched before the next statement runs (the worker's
+    statements are run and read under its connection lock), so sharing it is
+    safe; a closed cursor is replaced.
+    """
+
+    _kept_cursor: psycopg.RawCursor[Any] | None = None
+
+    def raw_cursor(self) -> psycopg.RawCursor[Any]:
+        """The kept raw cursor (``$n`` placeholders), made on first use."""
+        cursor = self._kept_cursor
+        if cursor is None or cursor.closed:
+            cursor = self._kept_cursor = psycopg.RawCursor(self)
+        return cursor
+
+
 def connect(
-    dsn: str, *, autocommit: bool = True, writable: bool = False, **kwargs: Any
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    writable: bool = False,
+    connection_class: type[psycopg.Connection[Any]] = psycopg.Connection,
+    **kwargs: Any,
 ) -> psycopg.Connection[Any]:
     """Open a connection, raising :class:`DatabaseUnavailable` with a one-line reason.
 
     ``writable``: refuse a session on a read-only server (see
     :func:`read_only_reason`) as if the database were unreachable, so a daemon
     waits and connects again instead of failing every statement.
+    ``connection_class``: for instance :class:`CursorKeepingConnection`.
     """
     kwargs.setdefault("application_name", APPLICATION_NAME)
     kwargs.setdefault("connect_timeout", 10)
     try:
-        conn = psycopg.connect(dsn, autocommit=autocommit, **kwargs)
+        conn = connection_class.connect(dsn, autocommit=autocommit, **kwargs)
     except psycopg.ProgrammingError as exc:
         raise invalid_dsn(exc) from None
     except psycopg.OperationalError as exc:

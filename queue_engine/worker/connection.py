@@ -31,7 +31,13 @@ from psycopg import sql
 from queue_engine import settings as table
 from queue_engine import sql as queries
 from queue_engine.daemon.startup import StopRequested
-from queue_engine.db import RECONNECT_OR_UNREACHABLE, connect, first_line, refuse_read_only
+from queue_engine.db import (
+    RECONNECT_OR_UNREACHABLE,
+    CursorKeepingConnection,
+    connect,
+    first_line,
+    refuse_read_only,
+)
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
@@ -222,7 +228,11 @@ class WorkerConnection:
     # -- opening --------------------------------------------------------------------
 
     def _open(self) -> Connection:
-        conn = connect(self.dsn, application_name="queue-claim-worker")
+        conn = connect(
+            self.dsn,
+            application_name="queue-claim-worker",
+            connection_class=CursorKeepingConnection,
+        )
         refuse_read_only(conn, self.dsn)  # a standby: connect again, maybe elsewhere
         try:
             store.configure_session(conn, synchronous_commit=self.synchronous_commit)

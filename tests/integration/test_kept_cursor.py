@@ -1,0 +1,143 @@
+"""The worker's session keeps one raw cursor for its statements (``db.CursorKeepingConnection``).
+
+A new cursor per statement built its adapters and a loader per result column
+every time: 67,600 of the worker's 506,700 main-thread instructions per job
+(bench/README.md, "A kept cursor for the worker's statements"). These tests
+check that the kept cursor answers the worker's different statements, one
+after another, as fresh cursors do; that a closed one is replaced; and that
+the worker's own session is such a connection.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from queue_engine import Client
+from queue_engine.db import CursorKeepingConnection, connect
+from queue_engine.worker import store
+from queue_engine.worker.connection import WorkerConnection
+from queue_engine.worker.jobs import HeldJobs
+from queue_engine.worker.outcomes import succeeded
+from queue_engine.worker.store import ClaimGate
+
+S = "queue_engine"
+Q = "kq"
+GATE = ClaimGate(host="h")
+
+
+class NoNotes:
+    def note_cancel(self, job_id: int) -> None:
+        pass
+
+    def note_lost(self, job_id: int, attempt: int | None = None) -> None:
+        pass
+
+
+def register(conn: psycopg.Connection[Any], worker_id: str) -> None:
+    store.register(conn, S, worker_id=worker_id, queue=Q, host="h", pid=1, state="idle")
+
+
+def run_two_jobs(conn: psycopg.Connection[Any], worker_id: str) -> list[tuple[Any, ...]]:
+    """Claim a job, beat, finish it while claiming the next, beat: what each step answered."""
+    register(conn, worker_id)
+    first = store.finish_and_claim(conn, S, worker_id=worker_id, queue=Q, claim_limit=1, gate=GATE)
+    [job] = first.claimed
+    beat = store.heartbeat(
+        conn,
+        S,
+        worker_id=worker_id,
+        state="busy",
+        current_job_id=job.id,
+        held=[(job.id, job.attempt, None)],
+        lease_ttl_s=60,
+    )
+    second = store.finish_and_claim(
+        conn,
+        S,
+        worker_id=worker_id,
+        queue=Q,
+        outcomes=[succeeded(job, {"n": job.args["n"]}, 1)],
+        claim_limit=1,
+        gate=GATE,
+    )
+    [nxt] = second.claimed
+    last_beat = store.heartbeat(
+        conn,
+        S,
+        worker_id=worker_id,
+        state="busy",
+        current_job_id=nxt.id,
+        held=[(nxt.id, nxt.attempt, None)],
+        lease_ttl_s=60,
+    )
+    return [
+        (job.task, job.args, job.attempt, job.queue),
+        (beat.registered, beat.lost_ids, beat.cancel_ids),
+        (list(second.finished.values()), nxt.args, nxt.attempt),
+        (last_beat.registered, last_beat.lost_ids),
+    ]
+
+
+def test_the_raw_cursor_is_kept_and_a_closed_one_replaced(dsn: str) -> None:
+    with connect(dsn, connection_class=CursorKeepingConnection) as conn:
+        assert isinstance(conn, CursorKeepingConnection)
+        kept = conn.raw_cursor()
+        assert conn.raw_cursor() is kept
+        kept.close()
+        fresh = conn.raw_cursor()
+        assert fresh is not kept
+        assert not fresh.closed
+        assert conn.raw_cursor() is fresh
+
+
+def test_a_kept_cursor_answers_the_worker_statements_as_fresh_cursors_do(
+    dsn: str, client: Client
+) -> None:
+    for n in range(4):
+        client.enqueue("kept.job", queue=Q, args={"n": n})
+    with (
+        connect(dsn, connection_class=CursorKeepingConnection) as kept,
+        connect(dsn) as plain,
+    ):
+        assert not isinstance(plain, CursorKeepingConnection)
+        cursor = kept.raw_cursor()
+        on_kept = run_two_jobs(kept, "w-kept")
+        assert kept.raw_cursor() is cursor  # one cursor served every statement
+        on_plain = run_two_jobs(plain, "w-plain")
+    assert on_kept[0] == ("kept.job", {"n": 0}, 1, Q)
+    assert on_plain[0] == ("kept.job", {"n": 2}, 1, Q)
+    assert on_kept[1] == on_plain[1] == (True, frozenset(), frozenset())
+    assert on_kept[2] == (["succeeded"], {"n": 1}, 1)
+    assert on_plain[2] == (["succeeded"], {"n": 3}, 1)
+    assert on_kept[3] == on_plain[3] == (True, frozenset())
+    rows = client.list(queue=Q)
+    assert sorted((job.args["n"], job.status.value, job.claimed_by) for job in rows) == [
+        (0, "succeeded", "w-kept"),
+        (1, "running", "w-kept"),
+        (2, "succeeded", "w-plain"),
+        (3, "running", "w-plain"),
+    ]
+
+
+def test_the_worker_session_is_a_cursor_keeping_connection(dsn: str) -> None:
+    session = WorkerConnection(
+        dsn=dsn,
+        schema=S,
+        synchronous_commit="off",
+        worker_id="w-session",
+        queue=Q,
+        host="h",
+        jobs=HeldJobs(NoNotes(), worker_id="w-session", zombie_grace_s=1.0, clock=time.monotonic),
+        stopping=threading.Event(),
+        on_notify=lambda notify: None,
+        on_connect=lambda: None,
+        mark_alive=lambda: None,
+    )
+    try:
+        assert session.run(lambda conn: isinstance(conn, CursorKeepingConnection))
+    finally:
+        session.drop()
