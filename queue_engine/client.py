@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from queue_engine import operations as ops
 from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.db import APPLICATION_NAME, connect, schema_errors
+from queue_engine.db import APPLICATION_NAME, CursorKeepingConnection, connect, schema_errors
 from queue_engine.errors import DatabaseUnavailable, JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.workflows import operations as wf_ops
@@ -79,6 +79,7 @@ class Client:
             connect(self._dsn).close()  # fail fast, with a clear reason, if unreachable
             self._pool = ConnectionPool(
                 self._dsn,
+                connection_class=CursorKeepingConnection,
                 min_size=1,
                 max_size=self._pool_size,
                 kwargs=self._pool_kwargs,
@@ -173,11 +174,19 @@ class Client:
         with self._connection(conn) as c:
             if not ops.is_keyed(spec):
                 # The common case: nothing can conflict, one row comes back.
-                # tuple_row: a caller's connection may carry another row factory.
-                with c.cursor(row_factory=tuple_row) as cur:
-                    inserted = cur.execute(
-                        statement.query, statement.params, prepare=True
-                    ).fetchone()
+                # A pooled connection's kept cursor; tuple_row on a caller's
+                # connection, which may carry another row factory.
+                if isinstance(c, CursorKeepingConnection):
+                    inserted = (
+                        c.tuple_cursor()
+                        .execute(statement.query, statement.params, prepare=True)
+                        .fetchone()
+                    )
+                else:
+                    with c.cursor(row_factory=tuple_row) as cur:
+                        inserted = cur.execute(
+                            statement.query, statement.params, prepare=True
+                        ).fetchone()
                 assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
                 return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):

@@ -16,7 +16,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
@@ -24,14 +23,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 from qe_worker_helpers import running_worker, statuses, wait_until
 
 from queue_engine import Client
+from queue_engine.db import CursorKeepingConnection
 from queue_engine.worker import connection as worker_connection
 
 Q = "wt"
 JOBS = 50
 
 
-class CountingConnection(psycopg.Connection[Any]):
-    """Counts the statements executed on it (cursor ``execute`` calls, raw cursors included)."""
+class CountingConnection(CursorKeepingConnection):
+    """Counts the statements executed on it (cursor ``execute`` calls, kept cursors included).
+
+    A :class:`CursorKeepingConnection`, as the worker's session is, so its
+    statements run on the kept cursor they use in production.
+    """
 
     executes = 0
     _count_lock = threading.Lock()
@@ -55,6 +59,7 @@ def test_draining_jobs_costs_one_statement_per_job(
     opened: list[CountingConnection] = []
 
     def counting_connect(dsn: str, **kwargs: Any) -> CountingConnection:
+        kwargs.pop("connection_class")  # the worker asks for a CursorKeepingConnection: this is one
         kwargs.setdefault("autocommit", True)
         conn = CountingConnection.connect(dsn, **kwargs)
         opened.append(conn)
