@@ -86,11 +86,16 @@ RETURNING id, args;
 """
 
 
-FINISH_AND_CLAIM = """WITH finished AS (
+#: The claim as one statement of a psycopg loop (the pgbench script ends with ";").
+CLAIM_STATEMENT = CLAIM.rstrip().rstrip(";")
+FINISH_AND_CLAIM = (
+    """WITH finished AS (
     UPDATE bench_jobs SET status = 'succeeded', finished_at = now()
      WHERE id = %(previous)s AND status = 'running'
 )
-""" + CLAIM.rstrip().rstrip(";")
+"""
+    + CLAIM_STATEMENT
+)
 
 
 def server_cpu(conn: psycopg.Connection[tuple[object, ...]]) -> float:
@@ -111,14 +116,21 @@ def server_cpu(conn: psycopg.Connection[tuple[object, ...]]) -> float:
 
 
 def bare_claims(
-    admin: str, pgbench: Path, n: int, clients: int, script: Path
+    admin: str, pgbench: Path, n: int, clients: int, script: Path, pgoptions: str = ""
 ) -> tuple[float, float]:
-    """pgbench's bare claim, ``clients`` clients, ``n`` transactions: (tps, server CPU ms per txn)."""
+    """pgbench's bare claim, ``clients`` clients, ``n`` transactions: (tps, server CPU ms per txn).
+
+    ``pgoptions``: session settings for pgbench's connections (``PGOPTIONS``).
+    """
     with filled(admin, n) as (dsn, conn):
         before = server_cpu(conn)
         argv = [str(pgbench), "-n", "-f", str(script), "-c", str(clients), "-j", str(clients)]
         done = subprocess.run(
-            [*argv, "-t", str(n // clients), dsn], capture_output=True, text=True, check=True
+            [*argv, "-t", str(n // clients), dsn],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PGOPTIONS": pgoptions} if pgoptions else None,
         )
         time.sleep(0.2)  # the backends exit and are reaped: their CPU moves to the postmaster
         cpu = server_cpu(conn) - before
@@ -145,7 +157,7 @@ def filled(admin: str, n: int) -> Iterator[tuple[str, psycopg.Connection[tuple[o
 
 def python_child(dsn: str, mode: str, go_at: str) -> None:
     """One psycopg worker loop until no row is left; prints its first and last claim times."""
-    statement = FINISH_AND_CLAIM if mode == "finish" else CLAIM.rstrip().rstrip(";")
+    statement = FINISH_AND_CLAIM if mode == "finish" else CLAIM_STATEMENT
     handler = noop
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as conn:
         conn.execute("SET synchronous_commit = off")
@@ -188,21 +200,6 @@ def python_claims(admin: str, n: int, k: int, mode: str) -> tuple[float, float]:
     return n / (end - start), cpu / n * 1000
 
 
-def bare_claims_async(
-    admin: str, pgbench: Path, n: int, clients: int, script: Path
-) -> tuple[float, float]:
-    """pgbench's bare claim with ``synchronous_commit`` off, the engine worker's commit mode."""
-    previous = os.environ.get("PGOPTIONS")
-    os.environ["PGOPTIONS"] = "-c synchronous_commit=off"
-    try:
-        return bare_claims(admin, pgbench, n, clients, script)
-    finally:
-        if previous is None:
-            del os.environ["PGOPTIONS"]
-        else:
-            os.environ["PGOPTIONS"] = previous
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
@@ -232,8 +229,8 @@ def main() -> None:
                 floor = bare_claims(admin, pgbench, opts.jobs, k, script)
                 if opts.python:
                     floors = {
-                        "bare claim (pgbench, async commit)": bare_claims_async(
-                            admin, pgbench, opts.jobs, k, script
+                        "bare claim (pgbench, async commit)": bare_claims(
+                            admin, pgbench, opts.jobs, k, script, "-c synchronous_commit=off"
                         ),
                         "bare claim (psycopg)": python_claims(admin, opts.jobs, k, "claim"),
                         "bare finish-and-claim (psycopg)": python_claims(

@@ -15,12 +15,18 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from queue_engine import operations as ops
 from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.db import APPLICATION_NAME, CursorKeepingConnection, connect, schema_errors
+from queue_engine.db import (
+    APPLICATION_NAME,
+    CursorKeepingConnection,
+    connect,
+    schema_errors,
+    tuple_cursor,
+)
 from queue_engine.errors import DatabaseUnavailable, JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.workflows import operations as wf_ops
@@ -173,20 +179,13 @@ class Client:
         statement = ops.enqueue_statement(self.schema, spec)
         with self._connection(conn) as c:
             if not ops.is_keyed(spec):
-                # The common case: nothing can conflict, one row comes back.
-                # A pooled connection's kept cursor; tuple_row on a caller's
-                # connection, which may carry another row factory.
-                if isinstance(c, CursorKeepingConnection):
-                    inserted = (
-                        c.tuple_cursor()
-                        .execute(statement.query, statement.params, prepare=True)
-                        .fetchone()
-                    )
-                else:
-                    with c.cursor(row_factory=tuple_row) as cur:
-                        inserted = cur.execute(
-                            statement.query, statement.params, prepare=True
-                        ).fetchone()
+                # The common case: nothing can conflict, one row comes back, as a
+                # tuple whatever row factory a caller's connection carries.
+                inserted = (
+                    tuple_cursor(c)
+                    .execute(statement.query, statement.params, prepare=True)
+                    .fetchone()
+                )
                 assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
                 return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):

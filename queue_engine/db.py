@@ -80,6 +80,20 @@ class CursorKeepingConnection(psycopg.Connection[Any]):
         return cursor
 
 
+def raw_cursor(conn: psycopg.Connection[Any]) -> psycopg.RawCursor[Any]:
+    """The connection's kept raw cursor, or a new one on a connection that keeps none."""
+    if isinstance(conn, CursorKeepingConnection):
+        return conn.raw_cursor()
+    return psycopg.RawCursor(conn)
+
+
+def tuple_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[tuple[Any, ...]]:
+    """The connection's kept tuple-row cursor, or a new one (whatever the connection's row factory)."""
+    if isinstance(conn, CursorKeepingConnection):
+        return conn.tuple_cursor()
+    return conn.cursor(row_factory=tuple_row)
+
+
 def connect(
     dsn: str,
     *,

@@ -164,17 +164,18 @@ def enqueue_many_specs(jobs: Iterable[Any]) -> list[JobSpec]:
     validated: dict[tuple[tuple[Any, type, Any], ...], JobSpec] = {}
     specs: list[JobSpec] = []
     for index, item in enumerate(jobs):
-        if not isinstance(item, dict):
-            specs.append(spec_from_item(item, index))
-            continue
-        options = tuple([(k, v.__class__, v) for k, v in item.items() if k != "args"])
-        try:
-            first = validated.get(options)
-        except TypeError:
-            specs.append(spec_from_item(item, index))
-            continue
+        options: tuple[tuple[Any, type, Any], ...] | None = None
+        first = None
+        if isinstance(item, dict):
+            options = tuple([(k, v.__class__, v) for k, v in item.items() if k != "args"])
+            try:
+                first = validated.get(options)
+            except TypeError:  # an unhashable value, always refused: validated in full
+                options = None
         if first is None:
-            validated[options] = spec = spec_from_item(item, index)
+            spec = spec_from_item(item, index)
+            if options is not None:
+                validated[options] = spec
         else:
             try:
                 spec = first.with_args_json(encode_args(item.get("args")))

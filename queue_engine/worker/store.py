@@ -26,7 +26,7 @@ from psycopg.types.json import set_json_loads
 
 from queue_engine import sql as queries
 from queue_engine.context import ClaimedJob
-from queue_engine.db import CursorKeepingConnection
+from queue_engine.db import raw_cursor
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import DEFAULT_AFFINITY_WAIT_S
 
@@ -106,12 +106,9 @@ class RawStatement:
         statement is longer, and converting it cost about 27 us a job. A raw
         cursor sends the ``$n`` text as it is.
         """
-        cursor = (
-            conn.raw_cursor()
-            if isinstance(conn, CursorKeepingConnection)
-            else psycopg.RawCursor(conn)
+        return raw_cursor(conn).execute(
+            self.text, [params[name] for name in self.names], prepare=True
         )
-        return cursor.execute(self.text, [params[name] for name in self.names], prepare=True)
 
 
 #: The jobs channel of a schema (validated once, not on every job).

@@ -134,14 +134,11 @@ def _worker_plan(
         job = claimed[0]
         outcome = Outcome(job.id, job.attempt, "succeeded", "done")
         key = "cold" if warm_key is None else "warm"
-        if claim_only:
-            nodes = _explain_prepared(
-                conn, (key, "claimonly"), _params(outcomes=[], claim_limit=1, warm_key=warm_key)
-            )
-        else:
-            nodes = _explain_prepared(
-                conn, key, _params(outcomes=[outcome], claim_limit=1, warm_key=warm_key)
-            )
+        variant = (key, "claimonly") if claim_only else (key,)
+        outcomes = [] if claim_only else [outcome]
+        nodes = _explain_prepared(
+            conn, variant, _params(outcomes=outcomes, claim_limit=1, warm_key=warm_key)
+        )
         return nodes, bool(row[0])
 
 

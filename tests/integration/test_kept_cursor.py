@@ -12,17 +12,20 @@ pooled connection's kept cursor and answers the job it made.
 
 from __future__ import annotations
 
-import threading
-import time
+import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+from qe_worker_helpers import worker_session
+
 from queue_engine import Client
+from queue_engine.context import ClaimedJob
 from queue_engine.db import CursorKeepingConnection, connect
 from queue_engine.worker import store
-from queue_engine.worker.connection import WorkerConnection
-from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.outcomes import succeeded
 from queue_engine.worker.store import ClaimGate
 
@@ -31,32 +34,28 @@ Q = "kq"
 GATE = ClaimGate(host="h")
 
 
-class NoNotes:
-    def note_cancel(self, job_id: int) -> None:
-        pass
-
-    def note_lost(self, job_id: int, attempt: int | None = None) -> None:
-        pass
-
-
 def register(conn: psycopg.Connection[Any], worker_id: str) -> None:
     store.register(conn, S, worker_id=worker_id, queue=Q, host="h", pid=1, state="idle")
 
 
 def run_two_jobs(conn: psycopg.Connection[Any], worker_id: str) -> list[tuple[Any, ...]]:
     """Claim a job, beat, finish it while claiming the next, beat: what each step answered."""
+
+    def beat(job: ClaimedJob) -> store.HeartbeatResult:
+        return store.heartbeat(
+            conn,
+            S,
+            worker_id=worker_id,
+            state="busy",
+            current_job_id=job.id,
+            held=[(job.id, job.attempt, None)],
+            lease_ttl_s=60,
+        )
+
     register(conn, worker_id)
     first = store.finish_and_claim(conn, S, worker_id=worker_id, queue=Q, claim_limit=1, gate=GATE)
     [job] = first.claimed
-    beat = store.heartbeat(
-        conn,
-        S,
-        worker_id=worker_id,
-        state="busy",
-        current_job_id=job.id,
-        held=[(job.id, job.attempt, None)],
-        lease_ttl_s=60,
-    )
+    after_claim = beat(job)
     second = store.finish_and_claim(
         conn,
         S,
@@ -67,18 +66,10 @@ def run_two_jobs(conn: psycopg.Connection[Any], worker_id: str) -> list[tuple[An
         gate=GATE,
     )
     [nxt] = second.claimed
-    last_beat = store.heartbeat(
-        conn,
-        S,
-        worker_id=worker_id,
-        state="busy",
-        current_job_id=nxt.id,
-        held=[(nxt.id, nxt.attempt, None)],
-        lease_ttl_s=60,
-    )
+    last_beat = beat(nxt)
     return [
         (job.task, job.args, job.attempt, job.queue),
-        (beat.registered, beat.lost_ids, beat.cancel_ids),
+        (after_claim.registered, after_claim.lost_ids, after_claim.cancel_ids),
         (list(second.finished.values()), nxt.args, nxt.attempt),
         (last_beat.registered, last_beat.lost_ids),
     ]
@@ -126,19 +117,7 @@ def test_a_kept_cursor_answers_the_worker_statements_as_fresh_cursors_do(
 
 
 def test_the_worker_session_is_a_cursor_keeping_connection(dsn: str) -> None:
-    session = WorkerConnection(
-        dsn=dsn,
-        schema=S,
-        synchronous_commit="off",
-        worker_id="w-session",
-        queue=Q,
-        host="h",
-        jobs=HeldJobs(NoNotes(), worker_id="w-session", zombie_grace_s=1.0, clock=time.monotonic),
-        stopping=threading.Event(),
-        on_notify=lambda notify: None,
-        on_connect=lambda: None,
-        mark_alive=lambda: None,
-    )
+    session = worker_session(dsn, worker_id="w-session", queue=Q)
     try:
         assert session.run(lambda conn: isinstance(conn, CursorKeepingConnection))
     finally:

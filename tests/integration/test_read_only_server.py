@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import time
+import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+
+from qe_worker_helpers import worker_session
 
 from queue_engine import AsyncClient, Client
 from queue_engine.db import connect
@@ -30,17 +34,8 @@ from queue_engine.errors import DatabaseUnavailable
 from queue_engine.orchestrator.leader import LeaderElector
 from queue_engine.orchestrator.reaper import Reaper
 from queue_engine.worker.connection import WorkerConnection
-from queue_engine.worker.jobs import HeldJobs
 
 Conn = psycopg.Connection[Any]
-
-
-class NoNotes:
-    def note_cancel(self, job_id: int) -> None:
-        pass
-
-    def note_lost(self, job_id: int, attempt: int | None = None) -> None:
-        pass
 
 
 def make_read_only(conn: Conn) -> None:
@@ -49,20 +44,7 @@ def make_read_only(conn: Conn) -> None:
 
 
 def worker_connection(dsn: str, sleeps: list[float]) -> WorkerConnection:
-    return WorkerConnection(
-        dsn=dsn,
-        schema="queue_engine",
-        synchronous_commit="off",
-        worker_id="ro-test",
-        queue="wt",
-        host="test-host",
-        jobs=HeldJobs(NoNotes(), worker_id="ro-test", zombie_grace_s=1.0, clock=time.monotonic),
-        stopping=threading.Event(),
-        on_notify=lambda notify: None,
-        on_connect=lambda: None,
-        mark_alive=lambda: None,
-        sleep=sleeps.append,
-    )
+    return worker_session(dsn, worker_id="ro-test", queue="wt", sleep=sleeps.append)
 
 
 def test_connect_for_writing_refuses_a_read_only_server_and_reading_does_not(

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -321,23 +322,26 @@ def test_bad_keys_are_refused(option: str, value: object) -> None:
         build_spec("t", **{option: value})  # type: ignore[arg-type]
 
 
+#: Every enqueue option but run_at, each with a value no other field has.
+EVERY_OPTION: dict[str, Any] = {
+    "queue": "q",
+    "args": {"a": 1},
+    "priority": 3,
+    "delay": 1,
+    "max_attempts": 2,
+    "timeout_s": 9,
+    "lease_ttl_s": 30,
+    "idempotency_key": "i",
+    "dedupe_key": "d",
+    "lock_key": "l",
+    "partition_key": "p",
+    "producer": "me",
+    "affinity_key": "warm",
+}
+
+
 def test_spec_params_bind_every_enqueue_parameter() -> None:
-    spec = build_spec(
-        "t",
-        queue="q",
-        args={"a": 1},
-        priority=3,
-        delay=1,
-        max_attempts=2,
-        timeout_s=9,
-        lease_ttl_s=30,
-        idempotency_key="i",
-        dedupe_key="d",
-        lock_key="l",
-        partition_key="p",
-        producer="me",
-        affinity_key="warm",
-    )
+    spec = build_spec("t", **EVERY_OPTION)
     params = spec.params()
     assert params == {
         "task": "t",
@@ -483,25 +487,10 @@ def test_enqueue_many_specs_apply_registered_defaults() -> None:
 
 
 def test_with_args_json_keeps_every_other_field() -> None:
-    spec = build_spec(
-        "t",
-        queue="q",
-        args={"a": 1},
-        priority=7,
-        run_at=datetime(2030, 1, 1, tzinfo=UTC),
-        max_attempts=9,
-        timeout_s=11,
-        lease_ttl_s=13,
-        idempotency_key="i",
-        dedupe_key="d",
-        lock_key="l",
-        partition_key="p",
-        producer="pr",
-        affinity_key="af",
-    )
+    spec = build_spec("t", **EVERY_OPTION)
     assert spec.with_args_json('{"b":2}') == dataclasses.replace(spec, args_json='{"b":2}')
-    delayed = build_spec("t", delay=2.5)
-    assert delayed.with_args_json("{}") == dataclasses.replace(delayed, args_json="{}")
+    scheduled = build_spec("t", run_at=datetime(2030, 1, 1, tzinfo=UTC))
+    assert scheduled.with_args_json("{}") == dataclasses.replace(scheduled, args_json="{}")
 
 
 BULK_ITEMS: list[dict[str, object]] = [

@@ -21,6 +21,8 @@ import psycopg
 
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import Worker, WorkerSettings
+from queue_engine.worker.connection import WorkerConnection
+from queue_engine.worker.jobs import HeldJobs
 
 APPS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = APPS_DIR.parent.parent
@@ -59,6 +61,34 @@ def all_in(dsn: str, wanted: set[str]) -> Callable[[], bool]:
         return bool(current) and all(s in wanted for s in current.values())
 
     return check
+
+
+class NoNotes:
+    """A held-jobs listener that ignores cancels and lost jobs (a session without a runner)."""
+
+    def note_cancel(self, job_id: int) -> None:
+        pass
+
+    def note_lost(self, job_id: int, attempt: int | None = None) -> None:
+        pass
+
+
+def worker_session(dsn: str, *, worker_id: str, queue: str, **options: Any) -> WorkerConnection:
+    """The worker's session alone (no loop, no runner): ``options`` as WorkerConnection takes them."""
+    return WorkerConnection(
+        dsn=dsn,
+        schema="queue_engine",
+        synchronous_commit="off",
+        worker_id=worker_id,
+        queue=queue,
+        host="test-host",
+        jobs=HeldJobs(NoNotes(), worker_id=worker_id, zombie_grace_s=1.0, clock=time.monotonic),
+        stopping=threading.Event(),
+        on_notify=lambda notify: None,
+        on_connect=lambda: None,
+        mark_alive=lambda: None,
+        **options,
+    )
 
 
 def create_log_table(dsn: str) -> None:
