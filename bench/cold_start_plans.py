@@ -35,7 +35,8 @@ N_JOBS = 10_000
 
 def explain(conn: psycopg.Connection[Any], job_id: int, attempt: int) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) the prepared statement for one finish + one claim, rolled back."""
-    statement = store.raw_statement("finish_and_claim_jobs", SCHEMA, "cold")
+    tags = ("cold", *store.size_tags(1, 1, warm=False))  # a prefetch-1 worker's statement
+    statement = store.raw_statement("finish_and_claim_jobs", SCHEMA, tags)
     row = conn.execute(
         "SELECT name FROM pg_prepared_statements WHERE statement = %s", [statement.text]
     ).fetchone()

@@ -87,7 +87,7 @@ SERVER_SETTINGS = {
     "track_functions": "pl",
     "pg_stat_statements.track": "all",
 }
-HOT_STATEMENT = "%jsonb_to_recordset%SKIP LOCKED%"
+HOT_STATEMENT = "%finished AS (%SKIP LOCKED%"
 
 
 @contextmanager
@@ -319,7 +319,11 @@ def explain(admin: str, loops: int, batch: int = 1) -> None:
     """
     from queue_engine.worker import store
 
-    text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
+    text = store.raw_statement(
+        "finish_and_claim_jobs",
+        "queue_engine",
+        ("cold", *store.size_tags(batch, batch, warm=False)),
+    )
     with fresh_database(admin) as dsn:
         with Client(dsn) as client:
             for start in range(0, (loops + 1) * batch, 1000):
@@ -584,23 +588,47 @@ GUARD_BEFORE_0011 = (
 )
 
 
-def sql_variants() -> dict[str, tuple[str, str]]:
-    """Label -> (statement text with $n, DDL run on its database first)."""
+def worker_statement() -> Any:
+    """The statement a prefetch-1 worker sends at steady state: finish one, claim one."""
     from queue_engine.worker import store
 
-    text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
+    tags = ("cold", *store.size_tags(1, 1, warm=False))
+    return store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
+
+
+def sql_variants(extra: list[str]) -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """Label -> (statement text with $n, its parameter names, DDL run on its database first).
+
+    ``extra``: ``LABEL=FILE`` candidate texts of ``finish_and_claim_jobs.sql``
+    (another build's, say: ``git show REV:queue_engine/sql/...``), each sent
+    as the prefetch-1 worker's variant of that text.
+    """
+    from queue_engine import sql as queries
+    from queue_engine.worker import store
+
+    worker = worker_statement()
+    text = worker.text
     start = text.index(", claim_events AS (")
     end = text.index(" SELECT true AS is_claim")
     no_event = text[:start] + text[end:]
+    batch = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     guard_0001 = GUARD_BEFORE_0011.read_text().replace("__SCHEMA__", "queue_engine")
-    return {
-        "this build": (text, ""),
-        "guard function on every change (before 0011)": (text, guard_0001),
-        "no 'claimed' event row": (no_event, ""),
+    variants = {
+        "this build": (text, worker.names, ""),
+        "batch form (no one-job tags)": (batch.text, batch.names, ""),
+        "guard function on every change (before 0011)": (text, worker.names, guard_0001),
+        "no 'claimed' event row": (no_event, worker.names, ""),
     }
+    for spec in extra:
+        label, _, path = spec.partition("=")
+        candidate = queries.render(Path(path).read_text(), "queue_engine")
+        tags = ("cold", *store.size_tags(1, 1, warm=False))
+        other = store.compile_statement(store.select_variant(candidate, tags), path)
+        variants[label] = (other.text, other.names, "")
+    return variants
 
 
-def sql_ab(admin: str, loops: int) -> None:
+def sql_ab(admin: str, loops: int, extra: list[str]) -> None:
     """Finish-and-claim statements of each variant, alternated, timed from this client.
 
     Each variant has its own database (the DDL of one must not touch another)
@@ -612,11 +640,14 @@ def sql_ab(admin: str, loops: int) -> None:
     """
     from queue_engine.worker import store
 
-    variants = sql_variants()
-    names = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").names
+    variants = sql_variants(extra)
     with contextlib.ExitStack() as stack:
         sessions = {}
-        for label, (text, ddl) in variants.items():
+        # Each variant's own backend: its CPU is the whole server-side cost of the
+        # variant's statements (ExecutorStart, which pg_stat_statements does not
+        # time, the protocol and the commit included).
+        backend: dict[str, int] = {}
+        for label, (text, names, ddl) in variants.items():
             dsn = stack.enter_context(fresh_database(admin))
             with Client(dsn) as client:
                 for start in range(0, loops + 10, 1000):
@@ -633,10 +664,12 @@ def sql_ab(admin: str, loops: int) -> None:
             conn.execute("ANALYZE queue_engine.jobs")
             conn.execute("SELECT pg_stat_statements_reset()")
             store.configure_session(conn, synchronous_commit="off")
-            sessions[label] = (conn, text, [])
+            sessions[label] = (conn, text, names, [])
+            backend[label] = int(scalar(conn, "SELECT pg_backend_pid()"))
         held: dict[str, tuple[int, int] | None] = dict.fromkeys(variants)
+        cpu_before = {label: cpu_seconds([pid]) for label, pid in backend.items()}
         for _ in range(loops):
-            for label, (conn, text, times) in sessions.items():
+            for label, (conn, text, names, times) in sessions.items():
                 h = held[label]
                 outcomes = (
                     "[]"
@@ -673,12 +706,14 @@ def sql_ab(admin: str, loops: int) -> None:
                 times.append(time.perf_counter() - t0)
                 claimed = [r for r in rows if r[0]]
                 held[label] = (int(claimed[0][1]), int(claimed[0][2])) if claimed else None
+        cpu = {label: cpu_seconds([pid]) - cpu_before[label] for label, pid in backend.items()}
         print(f"\nfinish-and-claim variants, {loops} statements each, alternated (ms):")
         print(
-            "| variant | round trip p10 | p50 | server mean (pg_stat_statements) | WAL bytes/stmt |"
+            "| variant | round trip p10 | p50 | backend CPU | server mean (pg_stat_statements)"
+            " | WAL bytes/stmt |"
         )
-        print("|---|---|---|---|---|")
-        for label, (conn, _text, times) in sessions.items():
+        print("|---|---|---|---|---|---|")
+        for label, (conn, _text, _names, times) in sessions.items():
             times.sort()
             row = conn.execute(
                 "SELECT sum(total_exec_time) / sum(calls), sum(wal_bytes) / sum(calls)"
@@ -689,7 +724,7 @@ def sql_ab(admin: str, loops: int) -> None:
             assert row is not None
             print(
                 f"| {label} | {times[len(times) // 10] * 1000:.3f} | {times[len(times) // 2] * 1000:.3f}"
-                f" | {float(row[0]):.3f} | {float(row[1]):,.0f} |"
+                f" | {cpu[label] / loops * 1000:.3f} | {float(row[0]):.3f} | {float(row[1]):,.0f} |"
             )
 
 
@@ -746,6 +781,13 @@ def main() -> None:
         metavar="N",
         help="time N finish-and-claim statements of each SQL variant, alternated",
     )
+    parser.add_argument(
+        "--sql-file",
+        action="append",
+        default=[],
+        metavar="LABEL=FILE",
+        help="with --sql-ab: also a candidate finish_and_claim_jobs.sql (another build's)",
+    )
     parser.add_argument("--inproc-child", nargs=3, metavar=("DSN", "LEVEL", "OUT"), help=SUPPRESS)
     opts = parser.parse_args()
     if opts.inproc_child:
@@ -782,7 +824,7 @@ def main() -> None:
         if opts.explain or opts.explain_only:
             explain(admin, 300 if opts.prefetch == 1 else 30, opts.prefetch)
         if opts.sql_ab:
-            sql_ab(admin, opts.sql_ab)
+            sql_ab(admin, opts.sql_ab, opts.sql_file)
         if opts.callgrind:
             low, high = (int(x) for x in opts.callgrind_jobs.split(","))
             callgrind(admin, builds, (low, high), opts.prefetch)

@@ -59,17 +59,27 @@ def downs(*versions: int) -> str:
     return "\n".join(texts)
 
 
-def variants() -> dict[str, tuple[str, str]]:
-    """Label -> (statement text with $n, DDL applied to its data folder first)."""
-    text = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
-    start = text.index(", claim_events AS (")
-    end = text.index(", wake AS (", start)  # the CTE after claim_events
+def variants(prefetch: int = 1) -> dict[str, tuple[store.RawStatement, str]]:
+    """Label -> (statement, DDL applied to its data folder first).
+
+    "this build" is the statement a worker with this ``prefetch`` sends at
+    steady state (its size tags: ``onefinish`` and ``oneclaim`` at prefetch 1);
+    "batch form" the same build's statement without them, which a prefetch-1
+    worker sent before they existed.
+    """
+    tags = ("cold", *store.size_tags(prefetch, prefetch, warm=False))
+    worker = store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
+    batch = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
+    start = worker.text.index(", claim_events AS (")
+    end = worker.text.index(" SELECT true AS is_claim", start)  # claim_events is the last CTE
+    no_event = store.RawStatement(worker.text[:start] + worker.text[end:], worker.names)
     return {
-        "this build": (text, ""),
-        "rules as a CHECK on every row written (before 0017)": (text, downs(17)),
-        "twelve CHECKs (before 0015)": (text, downs(17, 16, 15)),
-        "guard function on every change (before 0011)": (text, downs(17, 11)),
-        "no 'claimed' event row": (text[:start] + text[end:], ""),
+        "this build": (worker, ""),
+        "batch form (no one-job tags)": (batch, ""),
+        "rules as a CHECK on every row written (before 0017)": (worker, downs(17)),
+        "twelve CHECKs (before 0015)": (worker, downs(17, 16, 15)),
+        "guard function on every change (before 0011)": (worker, downs(17, 11)),
+        "no 'claimed' event row": (no_event, ""),
     }
 
 
@@ -206,14 +216,13 @@ def main() -> None:
     opts = parser.parse_args()
     p = opts.prefetch
     n1, n2 = (int(x) for x in opts.counts.split(","))
-    names = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold").names
     print(
         f"server instructions per finish-and-claim statement ({n2} - {n1} statements,"
         f" prefetch {p}):\n"
     )
     print("| variant | instructions per statement | WAL bytes per statement |")
     print("|---|---|---|")
-    for label, (text, ddl) in variants().items():
+    for label, (statement, ddl) in variants(p).items():
         if not any(part in label for part in opts.only.split(",")):
             continue
         counts: list[tuple[int, int]] = []
@@ -223,7 +232,9 @@ def main() -> None:
             try:
                 pg, wal_start = prepare_folder(folder, ddl, (n2 + 10) * p)
                 try:
-                    instructions, wal_end = run_single(pg, script(text, names, n, p), folder)
+                    instructions, wal_end = run_single(
+                        pg, script(statement.text, statement.names, n, p), folder
+                    )
                 finally:
                     shutil.rmtree(pg.socket_dir, ignore_errors=True)
                 counts.append((instructions, wal_end - wal_start))

@@ -38,7 +38,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500, help="statements")
     parser.add_argument("--out", required=True, help="callgrind output file to keep")
     parser.add_argument("--ddl", help="SQL file applied to the data folder first")
-    parser.add_argument("--variant", default="cold", help="statement tags, comma-separated")
+    parser.add_argument(
+        "--variant",
+        default="",
+        help="statement tags, comma-separated (default: a worker's at this --prefetch)",
+    )
     parser.add_argument("--prefetch", type=int, default=1, help="jobs claimed per statement")
     parser.add_argument("--sql", help="a candidate finish_and_claim_jobs.sql to profile instead")
     opts = parser.parse_args()
@@ -49,9 +53,12 @@ def main() -> None:
             candidate if name == "finish_and_claim_jobs" else original(name)
         )  # type: ignore[assignment,return-value]
     ddl = Path(opts.ddl).read_text().replace("__SCHEMA__", "queue_engine") if opts.ddl else ""
-    statement = store.raw_statement(
-        "finish_and_claim_jobs", "queue_engine", tuple(opts.variant.split(","))
+    tags = (
+        tuple(opts.variant.split(","))
+        if opts.variant
+        else ("cold", *store.size_tags(opts.prefetch, opts.prefetch, warm=False))
     )
+    statement = store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
     folder = Path(tempfile.mkdtemp(prefix="qe-stmtprof-"))
     folder.chmod(0o777)
     try:

@@ -46,18 +46,25 @@
 -- initialises every node of a generic plan at each execution, so the claim's
 -- CTEs cost even when the hand-over leaves them nothing to take. When this
 -- statement hands nothing over, the worker claims with the usual one at once.
--- "wake" is the last CTE so that the list ends the same in every variant.
 --
 -- A sixth, "claimonly", also removes lines: the "-- @!claimonly begin/end"
--- blocks (the finish's CTEs, "wake" and the finish's branch of the final
--- SELECT) are left out of the statement a worker sends with nothing to
+-- blocks (the finish's CTEs and the finish's branch of the final SELECT)
+-- are left out of the statement a worker sends with nothing to
 -- finish, to claim after an idle wait (a NOTIFY, a poll). It cannot combine
 -- with followups, handover or solo, which all need a finish. For the same
 -- reason as solo: a generic plan initialises every node it holds at each
 -- execution, and the finish's UPDATE and INSERT open every index of jobs and
 -- job_events even when they get no row, on the path that sets the wake
 -- latency of an idle worker (bench/README.md, "The claim after an idle wait").
--- Without "wake", its CTE list ends at claim_events (the two tagged closings).
+--
+-- Two more make the common one-at-a-time statement smaller (bench/README.md,
+-- "The one-job statement"): "onefinish" (exactly one outcome) reads it with
+-- jsonb_to_record, which the planner knows gives one row, so the finish is a
+-- primary-key probe instead of a hash join over an estimated hundred; "oneclaim" (a claim of at most one job, no warm key)
+-- leaves out "pick", whose ranking of a batch's jobs by lock_key has nothing
+-- to rank in one job, and the count and sort over it. A generic plan sets up
+-- every node it has at each execution, one job or a hundred. Blocks nest: a
+-- line is in a variant when every block around it and its own tag say so.
 --
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
@@ -67,7 +74,8 @@ WITH
 outcome AS (
     -- One JSON array of outcomes: a single parameter to send and parse, however many.
     SELECT *
-    FROM jsonb_to_recordset(%(outcomes)s::jsonb)
+    FROM jsonb_to_recordset(%(outcomes)s::jsonb)  --@!onefinish
+    FROM jsonb_to_record(%(outcomes)s::jsonb -> 0)  --@onefinish
         AS o(id bigint, attempt int, status text, kind text, result jsonb, error text,
              delay_s float8, refund int, duration_ms bigint, progress jsonb, message text)
 ),
@@ -92,7 +100,8 @@ finished AS (
     -- (believed tiny) and walks its dead entries: a cost per job that grew with
     -- the table. coalesce() keeps that index out of reach (the planner cannot
     -- prove its predicate from it); status is NOT NULL, so it changes nothing.
-    WHERE j.id = ANY (ARRAY(SELECT oi.id FROM outcome oi))
+    WHERE j.id = ANY (ARRAY(SELECT oi.id FROM outcome oi))  --@!onefinish
+    WHERE j.id = (SELECT oi.id FROM outcome oi)  --@onefinish
       AND j.id = o.id
       AND coalesce(j.status, '') = 'running'
       AND j.claimed_by = %(worker_id)s
@@ -100,7 +109,13 @@ finished AS (
     RETURNING j.id, j.queue, j.status, o.attempt, o.delay_s,
               CASE WHEN o.status = 'queued' AND j.status = 'canceled'
                    THEN 'canceled' ELSE o.kind END AS kind,
-              o.message
+              o.message,
+              -- A job given back to run at once wakes the idle workers of its
+              -- queue. Here, per row, rather than in a CTE of its own: that
+              -- was three more plan nodes on every finish, and Postgres sends
+              -- one notification per channel and payload a transaction.
+              CASE WHEN j.status = 'queued' AND o.delay_s <= 0
+                   THEN pg_notify(%(jobs_channel)s, j.queue)::text END AS woke
 ),
 finish_events AS (
     INSERT INTO __SCHEMA__.job_events
@@ -248,7 +263,8 @@ handover_events AS (
     SELECT ho.id, 'claimed', 'waiting', 'running', ho.attempt, %(worker_id)s,
            'handed over by its last parent, job ' || ho.parent_id
     FROM handover ho CROSS JOIN (SELECT count(*) FROM finish_events) fe
-),
+)  --@solo
+),  --@!solo
 -- @handover end
 -- @warm begin
 head AS (
@@ -310,6 +326,7 @@ candidate AS (
         - (SELECT count(*) FROM handover)  --@handover+!solo
     FOR UPDATE SKIP LOCKED
 ),
+-- @!oneclaim begin
 pick AS (
     -- Two due jobs of one lock_key in this batch: only the first may run.
     SELECT ranked.id, ranked.warm, ranked.priority, ranked.available_at
@@ -324,6 +341,7 @@ pick AS (
     ) ranked
     WHERE ranked.lock_key IS NULL OR ranked.rn = 1
 ),
+-- @!oneclaim end
 allowed AS (
     -- The rate limit (`queue-ctl rate`): how many of the picked jobs may start
     -- now. A queue without one gets them all, without a function call or a
@@ -332,11 +350,19 @@ allowed AS (
     -- CTE is materialised: the function runs at most once per statement.
     -- picked: the picked jobs, counted once here (not again for the last
     -- branch of the output: each count is an aggregate to set up per statement).
+    -- @!oneclaim begin
     SELECT CASE WHEN (SELECT g.rated FROM gate g)
                 THEN __SCHEMA__.take_rate_tokens(%(queue)s, p.picked)
                 ELSE p.picked END AS n,
            p.picked
     FROM (SELECT count(*)::int AS picked FROM pick) p
+    -- @!oneclaim end
+    -- @oneclaim begin
+    -- One row when there is a candidate (the gate is open then), none otherwise.
+    SELECT CASE WHEN g.rated THEN __SCHEMA__.take_rate_tokens(%(queue)s, 1) ELSE 1 END AS n,
+           1 AS picked
+    FROM gate g, candidate c
+    -- @oneclaim end
 ),
 claimed AS (
     UPDATE __SCHEMA__.jobs j SET
@@ -348,9 +374,10 @@ claimed AS (
         lease_expires_at = now() + make_interval(secs => coalesce(j.lease_ttl_s, %(lease_ttl_s)s))
     -- By primary key (see above); the picked jobs the rate limit withholds are
     -- left queued (their row locks go with this statement's commit).
-    WHERE j.id = ANY (ARRAY(SELECT p.id FROM pick p
-                            ORDER BY p.warm DESC, p.priority, p.available_at, p.id
-                            LIMIT (SELECT a.n FROM allowed a)))
+    WHERE j.id = ANY (ARRAY(SELECT p.id FROM pick p  --@!oneclaim
+                            ORDER BY p.warm DESC, p.priority, p.available_at, p.id  --@!oneclaim
+                            LIMIT (SELECT a.n FROM allowed a)))  --@!oneclaim
+    WHERE j.id = (SELECT c.id FROM candidate c WHERE (SELECT a.n FROM allowed a) > 0)  --@oneclaim
     RETURNING j.id, j.attempt, j.status, j.queue, j.task, j.args, j.max_attempts, j.priority,
               j.lock_key, j.lease_ttl_s, j.timeout_s, j.created_at, j.cancel_requested,
               j.affinity_key, j.workflow_id, j.node,
@@ -376,17 +403,8 @@ claim_events AS (
     INSERT INTO __SCHEMA__.job_events (job_id, kind, from_status, to_status, attempt, worker_id)
     SELECT c.id, 'claimed', 'queued', 'running', c.attempt, %(worker_id)s
     FROM claimed c
-)  --@claimonly
-),  --@!claimonly+!solo
--- @!solo end
--- @!claimonly begin
-wake AS (
-    -- Jobs given back to run at once wake the idle workers of their queue.
-    SELECT pg_notify(%(jobs_channel)s, q.queue)
-    FROM (SELECT DISTINCT f.queue FROM finished f
-          WHERE f.status = 'queued' AND f.delay_s <= 0) q
 )
--- @!claimonly end
+-- @!solo end
 -- is_claim: true for a claimed job, false for an applied finish, NULL for one
 -- row saying the rate limit withheld picked jobs (retry when a token is due).
 -- @!solo begin
@@ -406,7 +424,7 @@ UNION ALL
 -- @!claimonly begin
 SELECT false, f.id, f.attempt, f.status, f.queue, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL, NULL
-FROM finished f CROSS JOIN (SELECT count(*) FROM wake) w
+FROM finished f
 -- @!claimonly end
 -- @!solo begin
 UNION ALL  --@!claimonly+!solo

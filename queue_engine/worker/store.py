@@ -2,7 +2,7 @@
 
 Why this module is long: it is the worker's whole SQL surface, and the
 finish-and-claim statement's variants (warm or cold, follow-ups, hand-over,
-solo) are chosen here, beside the raw-statement preparation they share; split
+solo, the one-job forms) are chosen here, beside the raw-statement preparation they share; split
 up, each piece would need the others' private helpers.
 
 Every function runs one named query (``queue_engine/sql``) as a prepared
@@ -131,22 +131,27 @@ def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
     line ending in ``--@a+b`` belongs to a variant with both tags only (a line
     of one block that only matters when another block is there too). A tag
     ``!name`` (``-- @!name begin``, ``--@a+!name``) is the opposite: the lines
-    belong to every variant *without* ``name``.
+    belong to every variant *without* ``name``. Blocks nest, and a line is
+    kept only when every block around it and its own tag agree: the one-job
+    claim's lines (``oneclaim``) sit inside the claim's ``!solo`` block.
     """
     tags = (variant,) if isinstance(variant, str) else (variant or ())
     kept: list[str] = []
-    block: str | None = None
+    blocks: list[str] = []
     for line in text.splitlines():
         marker = _BLOCK_TAG.fullmatch(line.strip())
         if marker is not None:
-            block = marker.group(1) if marker.group(2) == "begin" else None
+            if marker.group(2) == "begin":
+                blocks.append(marker.group(1))
+            elif not blocks or blocks.pop() != marker.group(1):
+                raise ValueError(f"unbalanced block tag: {line.strip()}")
             continue
         tagged = _LINE_TAG.search(line)
-        if tagged is not None:
-            if all(_has(tags, part) for part in tagged.group(1).split("+")):
-                kept.append(line)
-        elif block is None or _has(tags, block):
+        needed = blocks + (tagged.group(1).split("+") if tagged is not None else [])
+        if all(_has(tags, tag) for tag in needed):
             kept.append(line)
+    if blocks:
+        raise ValueError(f"block tag never ended: @{blocks[-1]}")
     return "\n".join(kept)
 
 
@@ -163,7 +168,15 @@ def raw_statement(
 
     Each distinct ``%(name)s`` becomes one ``$n`` (a name used twice is sent once).
     """
-    text = select_variant(queries.query(name, schema), variant)
+    return compile_statement(select_variant(queries.query(name, schema), variant), name)
+
+
+def compile_statement(text: str, name: str) -> RawStatement:
+    """``text`` without comments and runs of whitespace, its ``%(name)s`` as ``$n``.
+
+    ``name`` only names the query in an error. The benches compile candidate
+    texts of a statement with it (bench/job_cost.py ``--sql-ab``).
+    """
     lines = (line.split("--", 1)[0].strip() for line in text.splitlines())
     compact = " ".join(line for line in lines if line)
     names: list[str] = []
@@ -227,6 +240,24 @@ class ClaimGate:
     affinity_wait_s: float = DEFAULT_AFFINITY_WAIT_S
 
 
+def size_tags(outcomes: int, claim_limit: int, *, warm: bool) -> tuple[str, ...]:
+    """The statement's tags that a batch's size chooses (``finish_and_claim_jobs.sql``).
+
+    ``claimonly``: nothing to finish. ``onefinish``: one outcome.
+    ``oneclaim``: a claim of one job without a warm key, whose ``pick`` has
+    nothing to rank. A prefetch-1 worker's statement at steady state is
+    ``onefinish`` and ``oneclaim``; the benches take the same tags from here.
+    """
+    tags: list[str] = []
+    if outcomes == 0 and claim_limit > 0:
+        tags.append("claimonly")
+    if outcomes == 1:
+        tags.append("onefinish")
+    if claim_limit == 1 and not warm:
+        tags.append("oneclaim")
+    return tuple(tags)
+
+
 def solo_handover(outcomes: Sequence[Outcome], claim_limit: int, warm_key: str | None) -> bool:
     """Whether to send the ``solo`` variant: the hand-over without the claim.
 
@@ -279,7 +310,10 @@ def finish_and_claim(
     that node's child straight from ``waiting``; plain jobs never pay for it.
     A claim with nothing to finish (after an idle wait) is sent without the
     finish's parts (``claimonly``): the claim that sets an idle worker's wake
-    latency does not initialise an UPDATE and an INSERT that get no row.
+    latency does not initialise an UPDATE and an INSERT that get no row. One
+    outcome (``onefinish``) and a one-job claim without a warm key
+    (``oneclaim``), a prefetch-1 worker's every statement, leave out the plan
+    nodes that only a batch needs.
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
@@ -296,8 +330,7 @@ def finish_and_claim(
         affinity_wait_s=gate.affinity_wait_s,
     )
     variant = ["cold" if gate.warm_key is None else "warm"]
-    if not outcomes and claim_limit > 0:
-        variant.append("claimonly")
+    variant += size_tags(len(outcomes), claim_limit, warm=gate.warm_key is not None)
     followups = followups_json(outcomes)
     if followups is not None:
         params["followups"] = followups
@@ -312,7 +345,7 @@ def finish_and_claim(
             variant.append("solo")
     statement = raw_statement("finish_and_claim_jobs", schema, tuple(variant))
     rows = statement.execute(conn, params).fetchall()
-    result = FinishClaimResult(solo=variant[-1] == "solo")
+    result = FinishClaimResult(solo="solo" in variant)
     claimed = result.claimed.append
     for row in rows:
         if row[0] is None:

@@ -115,6 +115,17 @@ def _worker_plan(
         # The worker's first statements prepare them (psycopg prepare=True): the
         # plans are made now. With an empty queue the claim takes nothing.
         store.finish_and_claim(conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=0, gate=gate)
+        # A prefetch-1 worker's statement, finish one job (none here) and claim
+        # one, is planned now too (on a full table it takes a job).
+        store.finish_and_claim(
+            conn,
+            SCHEMA,
+            worker_id="w",
+            queue=QUEUE,
+            outcomes=[Outcome(0, 1, "succeeded", "done")],
+            claim_limit=1,
+            gate=gate,
+        )
         if prepare_empty:
             got = store.finish_and_claim(
                 conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=1, gate=gate
@@ -134,8 +145,8 @@ def _worker_plan(
         job = claimed[0]
         outcome = Outcome(job.id, job.attempt, "succeeded", "done")
         key = "cold" if warm_key is None else "warm"
-        variant = (key, "claimonly") if claim_only else (key,)
         outcomes = [] if claim_only else [outcome]
+        variant = (key, *store.size_tags(len(outcomes), 1, warm=warm_key is not None))
         nodes = _explain_prepared(
             conn, variant, _params(outcomes=outcomes, claim_limit=1, warm_key=warm_key)
         )
@@ -222,7 +233,8 @@ def _fan_in_claim_plan(dsn: str, *, handover: bool) -> list[dict[str, Any]]:
             gate=gate,
         )
         # Without outcomes the worker sends the claim alone (claimonly).
-        variant = ("cold", "handover") if handover else ("cold", "claimonly")
+        tags = store.size_tags(len(last), 1, warm=False)
+        variant = ("cold", *tags, "handover") if handover else ("cold", *tags)
         nodes = _explain_prepared(
             conn, variant, _params(outcomes=last, claim_limit=1), analyze=True
         )

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from queue_engine.worker import store
 from queue_engine.worker.store import RawStatement, raw_statement, select_variant
 
 TEXT = """SELECT 1
@@ -79,3 +80,66 @@ def test_the_claim_only_variant_is_the_claim_without_the_finish(key: str) -> Non
     assert claim == only_text[only_text.index(start) : only_text.index(end)]
     assert only_text.rstrip().endswith("FROM allowed a WHERE a.n < a.picked")
     assert "UNION ALL UNION ALL" not in only_text
+
+
+def test_blocks_nest_and_a_line_needs_every_block_around_it() -> None:
+    text = (
+        "SELECT 1\n-- @!solo begin\n, 2\n-- @one begin\n, 3\n, 4  --@!followups\n"
+        "-- @one end\n, 5\n-- @!solo end\n, 6"
+    )
+    assert select_variant(text, "cold").splitlines() == ["SELECT 1", ", 2", ", 5", ", 6"]
+    assert select_variant(text, ("cold", "one")).splitlines() == [
+        "SELECT 1",
+        ", 2",
+        ", 3",
+        ", 4  --@!followups",
+        ", 5",
+        ", 6",
+    ]
+    assert select_variant(text, ("one", "followups")).splitlines() == [
+        "SELECT 1",
+        ", 2",
+        ", 3",
+        ", 5",
+        ", 6",
+    ]
+    assert select_variant(text, ("one", "solo")).splitlines() == ["SELECT 1", ", 6"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["-- @a begin\nx\n-- @b end", "-- @a begin\nx", "x\n-- @a end"],
+    ids=["crossed", "never ended", "never begun"],
+)
+def test_unbalanced_blocks_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="block tag"):
+        select_variant(text, "a")
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "claim_limit", "warm", "tags"),
+    [
+        (1, 1, False, ("onefinish", "oneclaim")),  # a prefetch-1 worker at steady state
+        (0, 1, False, ("claimonly", "oneclaim")),  # after an idle wait
+        (1, 0, False, ("onefinish",)),  # a finish alone (stopping)
+        (1, 1, True, ("onefinish",)),  # a warm key ranks its job against the queue's head
+        (2, 2, False, ()),
+        (100, 100, False, ()),
+        (0, 0, False, ()),
+    ],
+)
+def test_size_tags(outcomes: int, claim_limit: int, warm: bool, tags: tuple[str, ...]) -> None:
+    assert store.size_tags(outcomes, claim_limit, warm=warm) == tags
+
+
+def test_the_one_job_forms_leave_out_the_batch_parts() -> None:
+    batch = raw_statement("finish_and_claim_jobs", "queue_engine", "cold").text
+    one = raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "onefinish", "oneclaim"))
+    assert "row_number()" in batch and "row_number()" not in one.text
+    assert "pick AS (" in batch and "pick AS (" not in one.text
+    assert "jsonb_to_recordset" in batch and "jsonb_to_recordset" not in one.text
+    assert "jsonb_to_record(" in one.text
+    # Same parameters: the worker builds one set for every form.
+    assert set(one.names) == set(
+        raw_statement("finish_and_claim_jobs", "queue_engine", "cold").names
+    )
