@@ -2,8 +2,9 @@
 
 Why this module is long: it is the worker's whole SQL surface, and the
 finish-and-claim statement's variants (warm or cold, follow-ups, hand-over,
-solo, the one-job forms) are chosen here, beside the raw-statement preparation they share; split
-up, each piece would need the others' private helpers.
+solo, the one-job forms) are chosen here, beside the raw-statement
+preparation they share; split up, each piece would need the others' private
+helpers.
 
 Every function runs one named query (``queue_engine/sql``) as a prepared
 statement: the worker runs the same few statements thousands of times, so
