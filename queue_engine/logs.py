@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +43,34 @@ def mask_secrets(value: Any, depth: int = 0) -> Any:
     return value
 
 
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT`, with the time's text made once per second.
+
+    The worker logs a line for every job it finishes, thousands a second, and
+    ``Formatter.formatTime`` converts and formats the same second again for
+    each (``time.localtime`` and ``strftime``). The line is unchanged:
+    ``YYYY-MM-DD HH:MM:SS,mmm`` in local time.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._second: int | None = None
+        self._stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """The record's time as ``Formatter.formatTime`` writes it without ``datefmt``."""
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        # Handlers format under their lock: one thread at a time per formatter.
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = second
+        if self.default_msec_format:
+            return self.default_msec_format % (self._stamp, record.msecs)
+        return self._stamp
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts``, ``level``, ``logger``, ``event``, then the fields."""
 
@@ -69,9 +98,7 @@ def setup_logging(log_format: str = "text", level: str = "INFO") -> None:
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
-    )
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -70,9 +70,12 @@ def format_fields(fields: dict[str, Any]) -> str:
     parts = []
     for key, value in fields.items():
         text = str(value)
-        # One regex scan, not a generator per character: the worker formats a
-        # line like this for every job it finishes.
-        if text == "" or _SPACE.search(text) is not None:
+        # The worker formats a line like this for every job it finishes. A
+        # printable text without a space has no whitespace at all (every other
+        # whitespace character is unprintable): two C scans, no regex, for
+        # the ids, names and numbers that make up most fields.
+        plain = text.isprintable() and " " not in text
+        if not text or (not plain and _SPACE.search(text) is not None):
             text = repr(text)
         parts.append(f"{key}={text}")
     return " ".join(parts)

@@ -1,0 +1,44 @@
+"""The text log line: the fast paths of its fields and its time give what the slow ones gave."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from queue_engine.logs import TEXT_FORMAT, TextFormatter
+from queue_engine.service import format_fields
+
+WHITESPACE = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+#: Unprintable but not whitespace, printable but not ASCII: never quoted for themselves.
+OTHERS = ["\x00", "\x07", "\x7f", "\u200b", "\u00ad", "é", "日本", "'", '"', "=", "-"]
+
+
+@pytest.mark.parametrize("char", WHITESPACE + OTHERS, ids=ascii)
+def test_a_field_is_quoted_exactly_when_it_holds_whitespace(char: str) -> None:
+    text = f"a{char}b"
+    expected = repr(text) if char.isspace() else text
+    assert format_fields({"k": text}) == f"k={expected}"
+
+
+def test_fields_of_every_kind() -> None:
+    assert format_fields({"a": "", "b": 1, "c": None, "d": 1.5, "e": "x y"}) == (
+        "a='' b=1 c=None d=1.5 e='x y'"
+    )
+
+
+def _record(created: float) -> logging.LogRecord:
+    record = logging.LogRecord("queue_engine.worker", logging.INFO, __file__, 1, "job.x", (), None)
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0
+    return record
+
+
+def test_text_formatter_writes_the_lines_logging_writes() -> None:
+    fast, plain = TextFormatter(), logging.Formatter(TEXT_FORMAT)
+    # Same second twice, the next, a step back, and far apart.
+    for created in (1_700_000_000.125, 1_700_000_000.999, 1_700_000_001.0, 1_700_000_000.5, 5.25):
+        record = _record(created)
+        assert fast.format(record) == plain.format(record)
+    record = _record(1_700_000_000.125)
+    assert fast.formatTime(record, "%H:%M") == plain.formatTime(record, "%H:%M")
