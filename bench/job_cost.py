@@ -62,12 +62,15 @@ from argparse import SUPPRESS
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import psycopg
 
 from queue_engine import Client
+
+if TYPE_CHECKING:
+    from queue_engine.worker.store import RawStatement
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker_bench import (
@@ -588,7 +591,7 @@ GUARD_BEFORE_0011 = (
 )
 
 
-def worker_statement() -> Any:
+def worker_statement() -> RawStatement:
     """The statement a prefetch-1 worker sends at steady state: finish one, claim one."""
     from queue_engine.worker import store
 

@@ -58,13 +58,14 @@
 -- latency of an idle worker (bench/README.md, "The claim after an idle wait").
 --
 -- Two more make the common one-at-a-time statement smaller (bench/README.md,
--- "The one-job statement"): "onefinish" (exactly one outcome) reads it with
+-- "The one-job statement"). "onefinish" (exactly one outcome) reads it with
 -- jsonb_to_record, which the planner knows gives one row, so the finish is a
--- primary-key probe instead of a hash join over an estimated hundred; "oneclaim" (a claim of at most one job, no warm key)
--- leaves out "pick", whose ranking of a batch's jobs by lock_key has nothing
--- to rank in one job, and the count and sort over it. A generic plan sets up
--- every node it has at each execution, one job or a hundred. Blocks nest: a
--- line is in a variant when every block around it and its own tag say so.
+-- primary-key probe instead of a hash join over an estimated hundred.
+-- "oneclaim" (a claim of at most one job, no warm key) leaves out "pick",
+-- whose ranking of a batch's jobs by lock_key has nothing to rank in one job,
+-- and the count and sort over it. A generic plan sets up every node it has at
+-- each execution, one job or a hundred. Blocks nest: a line is in a variant
+-- when every block around it and its own tag say so.
 --
 -- Every CTE sees the same snapshot: a job finished here still looks running to
 -- the claim, so it cannot be re-claimed by this statement, and its lock_key
