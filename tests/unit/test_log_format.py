@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from queue_engine.logs import TEXT_FORMAT, TextFormatter
-from queue_engine.service import format_fields
+from queue_engine.service import format_fields, log_event
 
 WHITESPACE = [chr(c) for c in range(0x3001) if chr(c).isspace()]
 #: Unprintable but not whitespace, printable but not ASCII: never quoted for themselves.
@@ -42,3 +42,17 @@ def test_text_formatter_writes_the_lines_logging_writes() -> None:
         assert fast.format(record) == plain.format(record)
     record = _record(1_700_000_000.125)
     assert fast.formatTime(record, "%H:%M") == plain.formatTime(record, "%H:%M")
+
+
+def test_a_log_event_record_carries_its_line_as_the_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    logger = logging.getLogger("queue_engine.test_log_format")
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        log_event(logger, logging.INFO, "job.succeeded", job_id=7, note="100% %s done")
+    (record,) = caplog.records
+    line = "job.succeeded job_id=7 note='100% %s done'"
+    # No %-formatting left to do: a percent sign in a value is logged as it is.
+    assert record.msg == line and record.args == () and record.getMessage() == line
+    assert record.event == "job.succeeded"  # type: ignore[attr-defined]
+    assert record.funcName == "log_event"
