@@ -130,7 +130,12 @@ def test_a_wide_fan_out_reads_its_children_by_id(
         client.start_workflow(_fan("wide", WIDE))
     session.plans.clear()
     session.end(root_ends, 1)
-    nested = [p for p in session.plans if "FROM jsonb_to_recordset" not in p[0]]
+    # The worker's own statements (every form has one of these CTEs) are not nested.
+    nested = [
+        p
+        for p in session.plans
+        if "finish_events AS (" not in p[0] and "claim_events AS (" not in p[0]
+    ]
     assert nested, "the root's end ran no nested statement"
     bad = _bad_reads(session.plans)
     assert not bad, "\n".join(bad)
