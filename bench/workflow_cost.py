@@ -83,6 +83,21 @@ def execute(name: str, names: tuple[str, ...], finished: int | None) -> str:
     return finish(name, names, [] if finished is None else [succeeded(finished)])
 
 
+def worker_statements() -> tuple[store.RawStatement, store.RawStatement, store.RawStatement]:
+    """A prefetch-1 worker's statements: plain, with the hand-over, and ``solo``.
+
+    Each finishes one job and claims one (``store.size_tags``: ``onefinish`` and
+    ``oneclaim``), as the worker sends them; the claim with nothing to finish
+    is the plain one with an empty outcome list here.
+    """
+    one = ("cold", *store.size_tags(1, 1, warm=False))
+
+    def statement(*tags: str) -> store.RawStatement:
+        return store.raw_statement("finish_and_claim_jobs", "queue_engine", (*one, *tags))
+
+    return statement(), statement("handover"), statement("handover", "solo")
+
+
 def fan_script(ids: list[int], n: int, solo: bool) -> list[str]:
     """The EXECUTEs of one worker draining a fan (after the PREPAREs).
 
@@ -94,11 +109,7 @@ def fan_script(ids: list[int], n: int, solo: bool) -> list[str]:
     every 128th does. Without (the build before), every part's finish is the
     ``handover`` variant.
     """
-    cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
-    hand = store.raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "handover"))
-    alone = store.raw_statement(
-        "finish_and_claim_jobs", "queue_engine", ("cold", "handover", "solo")
-    )
+    cold, hand, alone = worker_statements()
     policy = HandoverPolicy()
     out = [execute("fc", cold.names, None), execute("fh", hand.names, ids[0])]
     if solo:
@@ -123,11 +134,7 @@ def script(ids: list[int], n: int, chain: bool | None, solo: bool = True) -> str
     ``handover`` variant; every later node was handed over, so the worker
     sends its finish as ``solo`` (unless ``solo`` is false: the build before).
     """
-    cold = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
-    hand = store.raw_statement("finish_and_claim_jobs", "queue_engine", ("cold", "handover"))
-    alone = store.raw_statement(
-        "finish_and_claim_jobs", "queue_engine", ("cold", "handover", "solo")
-    )
+    cold, hand, alone = worker_statements()
     lines = [
         "SET synchronous_commit = off;",
         "SET plan_cache_mode = force_generic_plan;",
