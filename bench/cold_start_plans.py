@@ -16,7 +16,6 @@ Usage: ``python bench/cold_start_plans.py > bench/plans/cold_start.md.new``
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from queue_engine import Client
 from queue_engine.embedded import EmbeddedPostgres
 from queue_engine.migrate import Migrator
 from queue_engine.worker import store
+from queue_engine.worker.outcomes import Outcome
 
 SCHEMA = "queue_engine"
 QUEUE = "bench"
@@ -35,34 +35,21 @@ N_JOBS = 10_000
 
 def explain(conn: psycopg.Connection[Any], job_id: int, attempt: int) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) the prepared statement for one finish + one claim, rolled back."""
-    tags = ("cold", *store.size_tags(1, 1, warm=False))  # a prefetch-1 worker's statement
-    statement = store.raw_statement("finish_and_claim_jobs", SCHEMA, tags)
+    # A prefetch-1 worker's statement.
+    statement = store.raw_statement("finish_and_claim_jobs", SCHEMA, store.worker_tags(1, 1))
     row = conn.execute(
         "SELECT name FROM pg_prepared_statements WHERE statement = %s", [statement.text]
     ).fetchone()
     assert row is not None
-    params = {
-        "outcomes": json.dumps(
-            [
-                {
-                    "id": job_id,
-                    "attempt": attempt,
-                    "status": "succeeded",
-                    "kind": "succeeded",
-                    "refund": 0,
-                    "delay_s": 0.0,
-                    "duration_ms": 1,
-                }
-            ]
-        ),
-        "worker_id": "w",
-        "queue": QUEUE,
-        "claim_limit": 1,
-        "lease_ttl_s": 60,
-        "jobs_channel": f"{SCHEMA}.jobs",
-        "host": "h",
-        "slot": None,
-    }
+    params = store.statement_params(
+        SCHEMA,
+        worker_id="w",
+        queue=QUEUE,
+        outcomes=[Outcome(job_id, attempt, "succeeded", "succeeded", duration_ms=1)],
+        claim_limit=1,
+        lease_ttl_s=60,
+        gate=store.ClaimGate(host="h"),
+    )
     values = [params[name] for name in statement.names]
     marks = ", ".join(["%s"] * len(values))
     with conn.transaction(force_rollback=True):
@@ -83,6 +70,12 @@ def scenario(dsn: str, *, fixed: bool, analyze_after: bool) -> str:
         if not fixed:
             conn.execute("SET enable_seqscan = on")
         store.finish_and_claim(conn, SCHEMA, worker_id="w", queue=QUEUE, claim_limit=0)
+        # The statement a prefetch-1 worker sends for every job, planned now too:
+        # it finishes one job (none here) and claims one (none yet).
+        nothing = Outcome(0, 1, "succeeded", "succeeded")
+        store.finish_and_claim(
+            conn, SCHEMA, worker_id="w", queue=QUEUE, outcomes=[nothing], claim_limit=1
+        )
         with psycopg.connect(dsn, autocommit=True) as producer, producer.transaction():
             client = Client(conn=producer)
             for _ in range(N_JOBS // 1000):

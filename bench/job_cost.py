@@ -325,7 +325,7 @@ def explain(admin: str, loops: int, batch: int = 1) -> None:
     text = store.raw_statement(
         "finish_and_claim_jobs",
         "queue_engine",
-        ("cold", *store.size_tags(batch, batch, warm=False)),
+        store.worker_tags(batch, batch),
     )
     with fresh_database(admin) as dsn:
         with Client(dsn) as client:
@@ -593,41 +593,35 @@ GUARD_BEFORE_0011 = (
 
 def worker_statement() -> RawStatement:
     """The statement a prefetch-1 worker sends at steady state: finish one, claim one."""
+    from statement_cost import statement
+
     from queue_engine.worker import store
 
-    tags = ("cold", *store.size_tags(1, 1, warm=False))
-    return store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
+    return statement(store.worker_tags(1, 1))
 
 
-def sql_variants(extra: list[str]) -> dict[str, tuple[str, tuple[str, ...], str]]:
-    """Label -> (statement text with $n, its parameter names, DDL run on its database first).
+def sql_variants(extra: list[str]) -> dict[str, tuple[RawStatement, str]]:
+    """Label -> (statement, DDL run on its database first).
 
     ``extra``: ``LABEL=FILE`` candidate texts of ``finish_and_claim_jobs.sql``
     (another build's, say: ``git show REV:queue_engine/sql/...``), each sent
     as the prefetch-1 worker's variant of that text.
     """
-    from queue_engine import sql as queries
+    from statement_cost import statement, without_claim_event
+
     from queue_engine.worker import store
 
     worker = worker_statement()
-    text = worker.text
-    start = text.index(", claim_events AS (")
-    end = text.index(" SELECT true AS is_claim")
-    no_event = text[:start] + text[end:]
-    batch = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
     guard_0001 = GUARD_BEFORE_0011.read_text().replace("__SCHEMA__", "queue_engine")
     variants = {
-        "this build": (text, worker.names, ""),
-        "batch form (no one-job tags)": (batch.text, batch.names, ""),
-        "guard function on every change (before 0011)": (text, worker.names, guard_0001),
-        "no 'claimed' event row": (no_event, worker.names, ""),
+        "this build": (worker, ""),
+        "batch form (no one-job tags)": (statement(("cold",)), ""),
+        "guard function on every change (before 0011)": (worker, guard_0001),
+        "no 'claimed' event row": (without_claim_event(worker), ""),
     }
     for spec in extra:
         label, _, path = spec.partition("=")
-        candidate = queries.render(Path(path).read_text(), "queue_engine")
-        tags = ("cold", *store.size_tags(1, 1, warm=False))
-        other = store.compile_statement(store.select_variant(candidate, tags), path)
-        variants[label] = (other.text, other.names, "")
+        variants[label] = (statement(store.worker_tags(1, 1), path), "")
     return variants
 
 
@@ -642,6 +636,7 @@ def sql_ab(admin: str, loops: int, extra: list[str]) -> None:
     server's own mean from pg_stat_statements.
     """
     from queue_engine.worker import store
+    from queue_engine.worker.outcomes import Outcome
 
     variants = sql_variants(extra)
     with contextlib.ExitStack() as stack:
@@ -650,7 +645,7 @@ def sql_ab(admin: str, loops: int, extra: list[str]) -> None:
         # variant's statements (ExecutorStart, which pg_stat_statements does not
         # time, the protocol and the commit included).
         backend: dict[str, int] = {}
-        for label, (text, names, ddl) in variants.items():
+        for label, (worker, ddl) in variants.items():
             dsn = stack.enter_context(fresh_database(admin))
             with Client(dsn) as client:
                 for start in range(0, loops + 10, 1000):
@@ -667,45 +662,31 @@ def sql_ab(admin: str, loops: int, extra: list[str]) -> None:
             conn.execute("ANALYZE queue_engine.jobs")
             conn.execute("SELECT pg_stat_statements_reset()")
             store.configure_session(conn, synchronous_commit="off")
-            sessions[label] = (conn, text, names, [])
+            sessions[label] = (conn, worker, [])
             backend[label] = int(scalar(conn, "SELECT pg_backend_pid()"))
         held: dict[str, tuple[int, int] | None] = dict.fromkeys(variants)
         cpu_before = {label: cpu_seconds([pid]) for label, pid in backend.items()}
         for _ in range(loops):
-            for label, (conn, text, names, times) in sessions.items():
+            for label, (conn, worker, times) in sessions.items():
                 h = held[label]
-                outcomes = (
-                    "[]"
+                done = (
+                    []
                     if h is None
-                    else json.dumps(
-                        [
-                            {
-                                "id": h[0],
-                                "attempt": h[1],
-                                "status": "succeeded",
-                                "kind": "succeeded",
-                                "refund": 0,
-                                "delay_s": 0.0,
-                                "duration_ms": 0,
-                            }
-                        ]
-                    )
+                    else [Outcome(h[0], h[1], "succeeded", "succeeded", duration_ms=0)]
                 )
-                params = {
-                    "outcomes": outcomes,
-                    "worker_id": "sqlab",
-                    "queue": QUEUE,
-                    "claim_limit": 1,
-                    "lease_ttl_s": 60,
-                    "jobs_channel": "queue_engine.jobs",
-                    "host": "sqlab",
-                    "slot": None,
-                    "warm_key": None,
-                    "affinity_wait_s": 30.0,
-                }
+                params = store.statement_params(
+                    "queue_engine",
+                    worker_id="sqlab",
+                    queue=QUEUE,
+                    outcomes=done,
+                    claim_limit=1,
+                    lease_ttl_s=60,
+                    gate=store.ClaimGate(host="sqlab"),
+                )
                 cur = psycopg.RawCursor(conn)
                 t0 = time.perf_counter()
-                rows = cur.execute(text, [params[n] for n in names], prepare=True).fetchall()
+                values = [params[n] for n in worker.names]
+                rows = cur.execute(worker.text, values, prepare=True).fetchall()
                 times.append(time.perf_counter() - t0)
                 claimed = [r for r in rows if r[0]]
                 held[label] = (int(claimed[0][1]), int(claimed[0][2])) if claimed else None
@@ -716,7 +697,7 @@ def sql_ab(admin: str, loops: int, extra: list[str]) -> None:
             " | WAL bytes/stmt |"
         )
         print("|---|---|---|---|---|---|")
-        for label, (conn, _text, _names, times) in sessions.items():
+        for label, (conn, _worker, times) in sessions.items():
             times.sort()
             row = conn.execute(
                 "SELECT sum(total_exec_time) / sum(calls), sum(wal_bytes) / sum(calls)"

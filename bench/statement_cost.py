@@ -42,6 +42,7 @@ from pathlib import Path
 import psycopg
 
 from queue_engine import Client
+from queue_engine import sql as queries
 from queue_engine.embedded import EmbeddedPostgres
 from queue_engine.migrate import Migrator
 from queue_engine.worker import store
@@ -59,6 +60,22 @@ def downs(*versions: int) -> str:
     return "\n".join(texts)
 
 
+def statement(tags: tuple[str, ...], sql_file: str | None = None) -> store.RawStatement:
+    """The ``tags`` form of the worker's statement: this build's, or that of a
+    candidate text of ``finish_and_claim_jobs.sql`` (another build's, say)."""
+    if sql_file is None:
+        return store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
+    text = queries.render(Path(sql_file).read_text(), "queue_engine")
+    return store.compile_statement(store.select_variant(text, tags), sql_file)
+
+
+def without_claim_event(worker: store.RawStatement) -> store.RawStatement:
+    """The statement without its ``claim_events`` CTE (the last one): a knock-out."""
+    start = worker.text.index(", claim_events AS (")
+    end = worker.text.index(" SELECT true AS is_claim", start)
+    return store.RawStatement(worker.text[:start] + worker.text[end:], worker.names)
+
+
 def variants(prefetch: int = 1) -> dict[str, tuple[store.RawStatement, str]]:
     """Label -> (statement, DDL applied to its data folder first).
 
@@ -67,12 +84,9 @@ def variants(prefetch: int = 1) -> dict[str, tuple[store.RawStatement, str]]:
     "batch form" the same build's statement without them, which a prefetch-1
     worker sent before they existed.
     """
-    tags = ("cold", *store.size_tags(prefetch, prefetch, warm=False))
-    worker = store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
-    batch = store.raw_statement("finish_and_claim_jobs", "queue_engine", "cold")
-    start = worker.text.index(", claim_events AS (")
-    end = worker.text.index(" SELECT true AS is_claim", start)  # claim_events is the last CTE
-    no_event = store.RawStatement(worker.text[:start] + worker.text[end:], worker.names)
+    worker = statement(store.worker_tags(prefetch, prefetch))
+    batch = statement(("cold",))
+    no_event = without_claim_event(worker)
     return {
         "this build": (worker, ""),
         "batch form (no one-job tags)": (batch, ""),

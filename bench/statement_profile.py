@@ -27,9 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from statement_cost import prepare_folder, script
+from statement_cost import prepare_folder, script, statement
 
-from queue_engine import sql as queries
 from queue_engine.worker import store
 
 
@@ -46,19 +45,13 @@ def main() -> None:
     parser.add_argument("--prefetch", type=int, default=1, help="jobs claimed per statement")
     parser.add_argument("--sql", help="a candidate finish_and_claim_jobs.sql to profile instead")
     opts = parser.parse_args()
-    if opts.sql:
-        candidate = Path(opts.sql).read_text()
-        original = queries.source
-        queries.source = lambda name: (
-            candidate if name == "finish_and_claim_jobs" else original(name)
-        )  # type: ignore[assignment,return-value]
     ddl = Path(opts.ddl).read_text().replace("__SCHEMA__", "queue_engine") if opts.ddl else ""
     tags = (
         tuple(opts.variant.split(","))
         if opts.variant
-        else ("cold", *store.size_tags(opts.prefetch, opts.prefetch, warm=False))
+        else store.worker_tags(opts.prefetch, opts.prefetch)
     )
-    statement = store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
+    worker = statement(tags, opts.sql)
     folder = Path(tempfile.mkdtemp(prefix="qe-stmtprof-"))
     folder.chmod(0o777)
     try:
@@ -78,7 +71,7 @@ def main() -> None:
         kwargs = {"user": pg.user} if pg.user else {}
         done = subprocess.run(
             argv,
-            input=script(statement.text, statement.names, opts.n, opts.prefetch),
+            input=script(worker.text, worker.names, opts.n, opts.prefetch),
             capture_output=True,
             text=True,
             check=False,

@@ -86,11 +86,11 @@ def execute(name: str, names: tuple[str, ...], finished: int | None) -> str:
 def worker_statements() -> tuple[store.RawStatement, store.RawStatement, store.RawStatement]:
     """A prefetch-1 worker's statements: plain, with the hand-over, and ``solo``.
 
-    Each finishes one job and claims one (``store.size_tags``: ``onefinish`` and
-    ``oneclaim``), as the worker sends them; the claim with nothing to finish
-    is the plain one with an empty outcome list here.
+    Each finishes one job and claims one (``store.worker_tags``: ``onefinish``
+    and ``oneclaim``), as the worker sends them; the claim with nothing to
+    finish is the plain one with an empty outcome list here.
     """
-    one = ("cold", *store.size_tags(1, 1, warm=False))
+    one = store.worker_tags(1, 1)
 
     def statement(*tags: str) -> store.RawStatement:
         return store.raw_statement("finish_and_claim_jobs", "queue_engine", (*one, *tags))

@@ -247,7 +247,7 @@ def size_tags(outcomes: int, claim_limit: int, *, warm: bool) -> tuple[str, ...]
     ``claimonly``: nothing to finish. ``onefinish``: one outcome.
     ``oneclaim``: a claim of one job without a warm key, whose ``pick`` has
     nothing to rank. A prefetch-1 worker's statement at steady state is
-    ``onefinish`` and ``oneclaim``; the benches take the same tags from here.
+    ``onefinish`` and ``oneclaim`` (:func:`worker_tags` adds ``cold`` or ``warm``).
     """
     tags: list[str] = []
     if outcomes == 0 and claim_limit > 0:
@@ -257,6 +257,44 @@ def size_tags(outcomes: int, claim_limit: int, *, warm: bool) -> tuple[str, ...]
     if claim_limit == 1 and not warm:
         tags.append("oneclaim")
     return tuple(tags)
+
+
+def worker_tags(outcomes: int, claim_limit: int, warm_key: str | None = None) -> tuple[str, ...]:
+    """The tags of the statement a worker sends for a batch of this size, before
+    ``followups`` and ``handover``: ``cold`` or ``warm``, then :func:`size_tags`.
+
+    ``worker_tags(1, 1)`` is a prefetch-1 worker's statement at steady state;
+    the benches and tests take the worker's statement from here.
+    """
+    return (
+        "cold" if warm_key is None else "warm",
+        *size_tags(outcomes, claim_limit, warm=warm_key is not None),
+    )
+
+
+def statement_params(
+    schema: str,
+    *,
+    worker_id: str,
+    queue: str,
+    outcomes: Sequence[Outcome],
+    claim_limit: int,
+    lease_ttl_s: int,
+    gate: ClaimGate,
+) -> dict[str, Any]:
+    """The finish-and-claim statement's parameters by name (every variant's; each sends its own)."""
+    return {
+        "outcomes": outcomes_json(outcomes),
+        "worker_id": worker_id,
+        "queue": queue,
+        "claim_limit": claim_limit,
+        "lease_ttl_s": lease_ttl_s,
+        "jobs_channel": _jobs_channel(schema),
+        "host": gate.host,
+        "slot": gate.slot,
+        "warm_key": gate.warm_key,
+        "affinity_wait_s": gate.affinity_wait_s,
+    }
 
 
 def solo_handover(outcomes: Sequence[Outcome], claim_limit: int, warm_key: str | None) -> bool:
@@ -318,20 +356,16 @@ def finish_and_claim(
     """
     if gate is None:
         gate = ClaimGate(host=socket.gethostname())
-    params: dict[str, Any] = dict(
-        outcomes=outcomes_json(outcomes),
+    params = statement_params(
+        schema,
         worker_id=worker_id,
         queue=queue,
+        outcomes=outcomes,
         claim_limit=claim_limit,
         lease_ttl_s=lease_ttl_s,
-        jobs_channel=_jobs_channel(schema),
-        host=gate.host,
-        slot=gate.slot,
-        warm_key=gate.warm_key,
-        affinity_wait_s=gate.affinity_wait_s,
+        gate=gate,
     )
-    variant = ["cold" if gate.warm_key is None else "warm"]
-    variant += size_tags(len(outcomes), claim_limit, warm=gate.warm_key is not None)
+    variant = list(worker_tags(len(outcomes), claim_limit, gate.warm_key))
     followups = followups_json(outcomes)
     if followups is not None:
         params["followups"] = followups

@@ -43,18 +43,15 @@ def _params(
     *, outcomes: list[Outcome], claim_limit: int, warm_key: str | None = None
 ) -> dict[str, Any]:
     """The worker statement's parameters, as store.finish_and_claim sends them."""
-    return {
-        "outcomes": store.outcomes_json(outcomes),
-        "worker_id": "w",
-        "queue": QUEUE,
-        "claim_limit": claim_limit,
-        "lease_ttl_s": 60,
-        "jobs_channel": f"{SCHEMA}.jobs",
-        "host": "h",
-        "slot": None,
-        "warm_key": warm_key,
-        "affinity_wait_s": 30.0,
-    }
+    return store.statement_params(
+        SCHEMA,
+        worker_id="w",
+        queue=QUEUE,
+        outcomes=outcomes,
+        claim_limit=claim_limit,
+        lease_ttl_s=60,
+        gate=ClaimGate(host="h", warm_key=warm_key),
+    )
 
 
 def _explain_prepared(
@@ -144,9 +141,8 @@ def _worker_plan(
         assert row is not None
         job = claimed[0]
         outcome = Outcome(job.id, job.attempt, "succeeded", "done")
-        key = "cold" if warm_key is None else "warm"
         outcomes = [] if claim_only else [outcome]
-        variant = (key, *store.size_tags(len(outcomes), 1, warm=warm_key is not None))
+        variant = store.worker_tags(len(outcomes), 1, warm_key)
         nodes = _explain_prepared(
             conn, variant, _params(outcomes=outcomes, claim_limit=1, warm_key=warm_key)
         )
@@ -233,8 +229,8 @@ def _fan_in_claim_plan(dsn: str, *, handover: bool) -> list[dict[str, Any]]:
             gate=gate,
         )
         # Without outcomes the worker sends the claim alone (claimonly).
-        tags = store.size_tags(len(last), 1, warm=False)
-        variant = ("cold", *tags, "handover") if handover else ("cold", *tags)
+        tags = store.worker_tags(len(last), 1)
+        variant = (*tags, "handover") if handover else tags
         nodes = _explain_prepared(
             conn, variant, _params(outcomes=last, claim_limit=1), analyze=True
         )

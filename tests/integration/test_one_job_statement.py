@@ -29,18 +29,15 @@ Q = "one"
 def _claim_rows(conn: psycopg.Connection[Any], tags: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """(is_claim, id) rows of one claim of at most one job with the statement ``tags``, rolled back."""
     statement = store.raw_statement("finish_and_claim_jobs", S, tags)
-    params = {
-        "outcomes": "[]",
-        "worker_id": "w",
-        "queue": Q,
-        "claim_limit": 1,
-        "lease_ttl_s": 60,
-        "jobs_channel": queries.jobs_channel(S),
-        "host": "h",
-        "slot": None,
-        "warm_key": None,
-        "affinity_wait_s": 30.0,
-    }
+    params = store.statement_params(
+        S,
+        worker_id="w",
+        queue=Q,
+        outcomes=[],
+        claim_limit=1,
+        lease_ttl_s=60,
+        gate=store.ClaimGate(host="h"),
+    )
     with conn.transaction(force_rollback=True):
         rows = statement.execute(conn, params).fetchall()
     return sorted(((row[0], row[1]) for row in rows), key=repr)
