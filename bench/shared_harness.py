@@ -58,7 +58,7 @@ def copy_harness(shared: Path, dest: Path) -> None:
     if not (shared / "run.py").exists():
         raise HarnessError(f"no harness at {shared} (give --shared)")
     shutil.copytree(shared, dest, ignore=shutil.ignore_patterns(".venv*", "results", "__pycache__"))
-    for path in dest.rglob("*"):
+    for path in [dest, *dest.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)  # the source is read-only
 
 

@@ -34,7 +34,7 @@ def load_script() -> ModuleType:
 
 
 def harness(tmp_path: Path, adapter: str) -> Path:
-    (tmp_path / "adapters").mkdir()
+    (tmp_path / "adapters").mkdir(parents=True)
     (tmp_path / "adapters" / "queue_engine.py").write_text(adapter)
     return tmp_path
 
@@ -77,6 +77,23 @@ def test_a_changed_adapter_is_refused_and_left_as_it_was(tmp_path: Path) -> None
     with pytest.raises(script.HarnessError, match="update ADAPTER_CHANGES"):
         script.apply_changes(dest)
     assert (dest / "adapters" / "queue_engine.py").read_text() == moved
+
+
+def test_the_copy_of_a_read_only_harness_is_writable(tmp_path: Path) -> None:
+    script = load_script()
+    shared = harness(tmp_path / "shared", ADAPTER)
+    (shared / "run.py").write_text("")
+    (shared / ".venv").mkdir()  # the source's own venv is not copied
+    for path in [*shared.rglob("*"), shared]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    dest = tmp_path / "copy"
+    script.copy_harness(shared, dest)
+    assert not (dest / ".venv").exists()
+    for path in (dest, dest / "adapters", dest / "adapters" / "queue_engine.py"):
+        assert path.stat().st_mode & 0o200, path
+    script.apply_changes(dest)  # writes the adapter
+    for path in [*shared.rglob("*"), shared]:
+        path.chmod(path.stat().st_mode | 0o200)  # let tmp_path be removed
 
 
 def test_the_shared_adapter_still_has_the_text_to_change() -> None:
