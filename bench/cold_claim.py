@@ -226,7 +226,7 @@ def split_part(admin: str, k: int, m: int, rate: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", default=os.environ.get("QUEUE_ENGINE_BENCH_DSN", ""))
+    parser.add_argument("--dsn", default="", help="an admin DSN (default: an embedded Postgres)")
     parser.add_argument("--only", choices=("split", "claim"))
     parser.add_argument("--n", type=int, default=200, help="claims per statement and pause")
     parser.add_argument("--jobs", type=int, default=300, help="paced jobs of the split")
