@@ -76,9 +76,7 @@ def ms(values: list[float], p: float) -> str:
 def claim_part(admin: str, n: int) -> None:
     with fresh_database(admin) as dsn, Client(dsn) as client:
         conn = psycopg.connect(dsn, autocommit=True)
-        # The worker's session settings (worker/store.py, prepare_worker_session).
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        conn.execute("SET synchronous_commit = off")
+        store.configure_session(conn, synchronous_commit="off")  # the worker's default session
         conn.execute(FLOOR_SETUP)
         params = store.statement_params(
             "queue_engine",
