@@ -24,6 +24,12 @@ for a job's share). Variants: this build; the twelve CHECKs of jobs as before
 migration 0015 (its down SQL applied); the guard trigger as before migration 0011 (its
 function called on every status change); the statement without its
 ``claim_events`` insert (no 'claimed' event row).
+
+``--idle``: the claim an idle worker sends when woken (nothing to finish,
+``claimonly`` + ``oneclaim``; each EXECUTE claims one job), with one part
+knocked out at a time, and a bare ``UPDATE ... SKIP LOCKED`` of ``jobs``:
+what each part of that statement costs (none of the knock-outs is a
+shippable statement; see ``cold_claim.py`` for the same claim in time).
 """
 
 from __future__ import annotations
@@ -94,6 +100,61 @@ def variants(prefetch: int = 1) -> dict[str, tuple[store.RawStatement, str]]:
         "twelve CHECKs (before 0015)": (worker, downs(17, 16, 15)),
         "guard function on every change (before 0011)": (worker, downs(17, 11)),
         "no 'claimed' event row": (no_event, ""),
+    }
+
+
+#: A claim with nothing but the claim: the floor of ``idle_variants`` on the same table.
+BARE_CLAIM = (
+    "UPDATE \"queue_engine\".jobs j SET status = 'running', attempt = j.attempt + 1,"
+    " claimed_by = $1, started_at = now(), heartbeat_at = now(),"
+    " lease_expires_at = now() + interval '60 s'"
+    ' WHERE j.id = (SELECT c.id FROM "queue_engine".jobs c WHERE c.queue = $2'
+    " AND c.status = 'queued' AND c.available_at <= now()"
+    " ORDER BY c.priority, c.available_at, c.id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    " RETURNING j.id, j.attempt, j.task, j.args"
+)
+
+
+def knocked_out(
+    statement: store.RawStatement, start: str, end: str, instead: str
+) -> store.RawStatement:
+    """``statement`` with the text from ``start`` up to (not including) ``end`` replaced."""
+    text = statement.text
+    first = text.index(start)
+    last = text.index(end, first) if end else len(text)
+    return store.RawStatement(text[:first] + instead + text[last:], statement.names)
+
+
+def idle_variants() -> dict[str, tuple[store.RawStatement, str]]:
+    """The idle worker's claim and its knock-outs (label -> statement, DDL)."""
+    idle = statement(store.worker_tags(0, 1))
+    # The gate's probes of queues and worker_parks, without changing the parameters used.
+    no_probes = "gate AS ( SELECT false AS rated WHERE $2 > 0 AND $3::int IS NULL AND $5::text IS NOT NULL ), "
+    return {
+        "idle claim (claimonly, oneclaim)": (idle, ""),
+        "without the 'claimed' event row": (without_claim_event(idle), ""),
+        "without the workflow parents column": (
+            knocked_out(idle, "CASE WHEN j.workflow_id IS NULL", " AS parents", "NULL::json"),
+            "",
+        ),
+        "without the answer's throttle branch": (
+            knocked_out(idle, " UNION ALL SELECT NULL", "", ""),
+            "",
+        ),
+        "without the lock-key check": (
+            knocked_out(
+                idle, " AND (j.lock_key IS NULL OR", " AND EXISTS (SELECT 1 FROM gate)", ""
+            ),
+            "",
+        ),
+        "without the gate's probes": (
+            knocked_out(idle, "gate AS (", "candidate AS (", no_probes),
+            "",
+        ),
+        "a bare UPDATE ... SKIP LOCKED of jobs": (
+            store.RawStatement(BARE_CLAIM, ("worker_id", "queue")),
+            "",
+        ),
     }
 
 
@@ -227,16 +288,16 @@ def main() -> None:
         default="",
         help="run only the variants whose label has one of these (comma-separated)",
     )
+    parser.add_argument("--idle", action="store_true", help="the idle claim and its knock-outs")
     opts = parser.parse_args()
-    p = opts.prefetch
+    p = 1 if opts.idle else opts.prefetch
     n1, n2 = (int(x) for x in opts.counts.split(","))
-    print(
-        f"server instructions per finish-and-claim statement ({n2} - {n1} statements,"
-        f" prefetch {p}):\n"
-    )
+    what = "idle claim" if opts.idle else "finish-and-claim statement"
+    print(f"server instructions per {what} ({n2} - {n1} statements, prefetch {p}):\n")
     print("| variant | instructions per statement | WAL bytes per statement |")
     print("|---|---|---|")
-    for label, (statement, ddl) in variants(p).items():
+    chosen = idle_variants() if opts.idle else variants(p)
+    for label, (statement, ddl) in chosen.items():
         if not any(part in label for part in opts.only.split(",")):
             continue
         counts: list[tuple[int, int]] = []
