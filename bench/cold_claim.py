@@ -44,20 +44,12 @@ from queue_engine import Client
 from queue_engine.worker import store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wake_latency import server  # a sibling script
+from statement_cost import BARE_CLAIM  # sibling scripts
+from wake_latency import server
 from worker_bench import fresh_database, pct
 
 QUEUE = "coldclaim"
 PAUSES_S = {"after 20 ms": 0.020, "after 0.5 ms": 0.0005}
-BARE_CLAIM = (
-    "UPDATE queue_engine.jobs j SET status = 'running', attempt = j.attempt + 1,"
-    " claimed_by = $1, started_at = now(), heartbeat_at = now(),"
-    " lease_expires_at = now() + interval '60 s'"
-    " WHERE j.id = (SELECT c.id FROM queue_engine.jobs c WHERE c.queue = $2"
-    " AND c.status = 'queued' AND c.available_at <= now()"
-    " ORDER BY c.priority, c.available_at, c.id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-    " RETURNING j.id, j.attempt, j.task, j.args"
-)
 FLOOR_SETUP = "CREATE TABLE floor_q (id bigserial PRIMARY KEY, done bool NOT NULL DEFAULT false)"
 FLOOR_CLAIM = (
     "UPDATE floor_q f SET done = true WHERE f.id = (SELECT q.id FROM floor_q q"

@@ -77,9 +77,7 @@ def statement(tags: tuple[str, ...], sql_file: str | None = None) -> store.RawSt
 
 def without_claim_event(worker: store.RawStatement) -> store.RawStatement:
     """The statement without its ``claim_events`` CTE (the last one): a knock-out."""
-    start = worker.text.index(", claim_events AS (")
-    end = worker.text.index(" SELECT true AS is_claim", start)
-    return store.RawStatement(worker.text[:start] + worker.text[end:], worker.names)
+    return knocked_out(worker, ", claim_events AS (", " SELECT true AS is_claim", "")
 
 
 def variants(prefetch: int = 1) -> dict[str, tuple[store.RawStatement, str]]:
