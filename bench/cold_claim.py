@@ -44,18 +44,14 @@ from queue_engine import Client
 from queue_engine.worker import store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from statement_cost import BARE_CLAIM  # sibling scripts
+from latency_floor import CLAIM as FLOOR_CLAIM  # sibling scripts
+from latency_floor import SETUP as FLOOR_SETUP
+from statement_cost import BARE_CLAIM, statement
 from wake_latency import server
 from worker_bench import fresh_database, pct
 
 QUEUE = "coldclaim"
 PAUSES_S = {"after 20 ms": 0.020, "after 0.5 ms": 0.0005}
-FLOOR_SETUP = "CREATE TABLE floor_q (id bigserial PRIMARY KEY, done bool NOT NULL DEFAULT false)"
-FLOOR_CLAIM = (
-    "UPDATE floor_q f SET done = true WHERE f.id = (SELECT q.id FROM floor_q q"
-    " WHERE NOT q.done ORDER BY q.id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-    " AND $1::text IS NOT NULL AND $2::text IS NOT NULL RETURNING f.id"
-)
 
 
 def ms(values: list[float], p: float) -> str:
@@ -66,8 +62,11 @@ def ms(values: list[float], p: float) -> str:
 
 
 def claim_part(admin: str, n: int) -> None:
-    with fresh_database(admin) as dsn, Client(dsn) as client:
-        conn = psycopg.connect(dsn, autocommit=True)
+    with (
+        fresh_database(admin) as dsn,
+        Client(dsn) as client,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
         store.configure_session(conn, synchronous_commit="off")  # the worker's default session
         conn.execute(FLOOR_SETUP)
         params = store.statement_params(
@@ -80,30 +79,27 @@ def claim_part(admin: str, n: int) -> None:
             gate=store.ClaimGate(host="bench"),
         )
         statements = {
-            "engine's idle claim": store.raw_statement(
-                "finish_and_claim_jobs", "queue_engine", store.worker_tags(0, 1)
-            ),
+            "engine's idle claim": statement(store.worker_tags(0, 1)),
             "bare UPDATE of jobs": store.RawStatement(BARE_CLAIM, ("worker_id", "queue")),
-            "one-column table": store.RawStatement(FLOOR_CLAIM, ("worker_id", "queue")),
+            "one-column table": store.RawStatement(FLOOR_CLAIM, ()),
         }
         times: dict[tuple[str, str], list[float]] = {
             (name, pause): [] for name in statements for pause in PAUSES_S
         }
         for i in range(n + 10):
             for pause, pause_s in PAUSES_S.items():
-                for name, statement in statements.items():
+                for name, claim in statements.items():
                     if name == "one-column table":
-                        conn.execute("INSERT INTO floor_q DEFAULT VALUES")
+                        conn.execute("INSERT INTO floor_jobs (t) VALUES (0)")
                     else:
                         client.enqueue("cold", queue=QUEUE)
                     time.sleep(pause_s)
                     t = time.perf_counter()
-                    rows = statement.execute(conn, params).fetchall()
+                    rows = claim.execute(conn, params).fetchall()
                     took = time.perf_counter() - t
                     assert rows, f"{name} claimed nothing"
                     if i >= 10:  # the first ones prepare the statements
                         times[(name, pause)].append(took)
-        conn.close()
     print(f"\nthe claim statement, {n} each, alternated job by job, ms (call to answer)\n")
     print("| statement | pause | p25 | p50 | p90 |")
     print("|---|---|---|---|---|")

@@ -591,15 +591,6 @@ GUARD_BEFORE_0011 = (
 )
 
 
-def worker_statement() -> RawStatement:
-    """The statement a prefetch-1 worker sends at steady state: finish one, claim one."""
-    from statement_cost import statement
-
-    from queue_engine.worker import store
-
-    return statement(store.worker_tags(1, 1))
-
-
 def sql_variants(extra: list[str]) -> dict[str, tuple[RawStatement, str]]:
     """Label -> (statement, DDL run on its database first).
 
@@ -611,7 +602,8 @@ def sql_variants(extra: list[str]) -> dict[str, tuple[RawStatement, str]]:
 
     from queue_engine.worker import store
 
-    worker = worker_statement()
+    # The statement a prefetch-1 worker sends at steady state: finish one, claim one.
+    worker = statement(store.worker_tags(1, 1))
     guard_0001 = GUARD_BEFORE_0011.read_text().replace("__SCHEMA__", "queue_engine")
     variants = {
         "this build": (worker, ""),

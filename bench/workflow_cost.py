@@ -45,7 +45,7 @@ from pathlib import Path
 
 import psycopg
 import workflows
-from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single, succeeded
+from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single, statement, succeeded
 from statement_cost import execute as finish
 
 from queue_engine import Client, Workflow
@@ -91,11 +91,7 @@ def worker_statements() -> tuple[store.RawStatement, store.RawStatement, store.R
     finish is the plain one with an empty outcome list here.
     """
     one = store.worker_tags(1, 1)
-
-    def statement(*tags: str) -> store.RawStatement:
-        return store.raw_statement("finish_and_claim_jobs", "queue_engine", (*one, *tags))
-
-    return statement(), statement("handover"), statement("handover", "solo")
+    return statement(one), statement((*one, "handover")), statement((*one, "handover", "solo"))
 
 
 def fan_script(ids: list[int], n: int, solo: bool) -> list[str]:
