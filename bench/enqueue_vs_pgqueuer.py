@@ -22,6 +22,16 @@ autocommit psycopg connection, and ``bare asyncpg`` the same statement on an
 asyncpg connection. No job queue can enqueue durably faster than these from
 the same driver: whatever a queue adds (its row's columns and indexes, its
 checks, its NOTIFY, its events) comes on top.
+
+``--ceilings`` adds three more, the engine's own statement with less and
+less around it, to say what a faster client or a cheaper schema could win at
+most: ``qe statement`` sends ``enqueue_plain.sql`` with the parameters the
+client would send, from a plain autocommit connection (no validation, no
+``Job``, no pool: the client's Python left out); ``qe statement, no notify``
+the same on a database whose ``jobs_notify_insert`` trigger is dropped; and
+``qe statement, no notify, no rules`` also without the ``jobs_check_row``
+trigger (the row's rules): what the job row itself, its columns, defaults and
+index entries, costs over the bare table.
 """
 
 from __future__ import annotations
@@ -46,12 +56,18 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--chunk", type=int, default=250)
+    parser.add_argument(
+        "--ceilings",
+        action="store_true",
+        help="also the engine's statement alone, without its NOTIFY trigger, without its rules",
+    )
     options = parser.parse_args()
 
     import asyncpg
     from pgqueuer import Queries
 
     from queue_engine import Client
+    from queue_engine import operations as ops
     from queue_engine.embedded import EmbeddedPostgres
     from queue_engine.migrate import Migrator
 
@@ -59,17 +75,45 @@ async def main() -> None:
     pg = EmbeddedPostgres(folder / "data")
     admin = pg.start()
     try:
+        ceilings = {
+            "qe statement": "qe",
+            "qe statement, no notify": "qe_nonotify",
+            "qe statement, no notify, no rules": "qe_norules",
+        }
+        databases = ["qe", "pgq", *(ceilings.values() if options.ceilings else ())]
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE qe")
-            conn.execute("CREATE DATABASE pgq")
+            for database in dict.fromkeys(databases):
+                conn.execute(f"CREATE DATABASE {database}")
         qe_dsn = admin.replace("/postgres?", "/qe?")
         pgq_dsn = admin.replace("/postgres?", "/pgq?")
-        Migrator(qe_dsn).up()
+        for database in dict.fromkeys(databases):
+            if database != "pgq":
+                Migrator(admin.replace("/postgres?", f"/{database}?")).up()
+        statement_conns: dict[str, psycopg.Connection[tuple[object, ...]]] = {}
+        if options.ceilings:
+            drops = {
+                "qe_nonotify": ["DROP TRIGGER jobs_notify_insert ON queue_engine.jobs"],
+                "qe_norules": [
+                    "DROP TRIGGER jobs_notify_insert ON queue_engine.jobs",
+                    "DROP TRIGGER jobs_check_row ON queue_engine.jobs",
+                ],
+            }
+            for name, database in ceilings.items():
+                conn = psycopg.connect(
+                    admin.replace("/postgres?", f"/{database}?"),
+                    autocommit=True,
+                    prepare_threshold=0,
+                )
+                for drop in drops.get(database, []):
+                    conn.execute(drop)
+                statement_conns[name] = conn
+        spec = ops.job_spec("noop", queue="bench", args={})
+        statement = ops.enqueue_statement("queue_engine", spec)
         apg = await asyncpg.connect(pgq_dsn)
         queries = Queries.from_asyncpg_connection(apg)
         await queries.install()
         me = psutil.Process()
-        names = ("qe", "pgq", "bare psycopg", "bare asyncpg")
+        names = ("qe", "pgq", "bare psycopg", "bare asyncpg", *statement_conns)
         totals = {name: {"wall": 0.0, "client": 0.0, "server": 0.0, "n": 0} for name in names}
         bare_ddl = "CREATE TABLE bare_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)"
         bare_insert = "INSERT INTO bare_jobs DEFAULT VALUES RETURNING id"
@@ -81,7 +125,11 @@ async def main() -> None:
         backends = {
             "bare psycopg": bare.info.backend_pid,
             "bare asyncpg": bare_apg.get_server_pid(),
+            **{name: conn.info.backend_pid for name, conn in statement_conns.items()},
         }
+        statement_cursors = {name: conn.cursor() for name, conn in statement_conns.items()}
+        for cursor in statement_cursors.values():
+            cursor.execute(statement.query, statement.params, prepare=True).fetchone()
         with Client(qe_dsn, pool_size=1) as client:
             client.enqueue("noop", queue="bench", args={})
             with client._open_pool().connection() as pooled:
@@ -106,9 +154,14 @@ async def main() -> None:
                     elif name == "bare psycopg":
                         for _ in range(options.chunk):
                             bare.execute(bare_insert).fetchone()
-                    else:
+                    elif name == "bare asyncpg":
                         for _ in range(options.chunk):
                             await bare_apg_insert.fetchval()
+                    else:
+                        cursor = statement_cursors[name]
+                        for _ in range(options.chunk):
+                            cursor.execute(statement.query, statement.params, prepare=True)
+                            cursor.fetchone()
                     t1 = time.perf_counter()
                     c1, s1 = me.cpu_times(), cpu(backend)
                     row = totals[name]
@@ -119,6 +172,8 @@ async def main() -> None:
         await apg.close()
         await bare_apg.close()
         bare.close()
+        for conn in statement_conns.values():
+            conn.close()
         print(f"{options.chunks} chunks of {options.chunk} single enqueues per system, alternated")
         print("| system | jobs/s | wall us/job | client CPU us/job | server backend CPU us/job |")
         print("|---|---|---|---|---|")
@@ -137,6 +192,10 @@ async def main() -> None:
             for system in ("qe", "pgq"):
                 share = floor / (totals[system]["wall"] / totals[system]["n"])
                 print(f"{system} at {share:.0%} of the {name} floor")
+        pgq_wall = totals["pgq"]["wall"] / totals["pgq"]["n"]
+        for name in statement_conns:
+            ratio = pgq_wall / (totals[name]["wall"] / totals[name]["n"])
+            print(f"{name} / pgqueuer throughput: {ratio:.2f}x")
     finally:
         pg.destroy()
         shutil.rmtree(folder, ignore_errors=True)
