@@ -29,7 +29,7 @@ OPTIONS_0001 = {
     "autovacuum_vacuum_scale_factor": "0.01",
     "autovacuum_vacuum_threshold": "500",
 }
-#: Set by 0001 and left alone by 0012.
+#: Set by 0001 and left alone by 0012 (0025 sets fillfactor 100: test_jobs_fillfactor.py).
 KEPT = {
     "fillfactor": "70",
     "autovacuum_vacuum_insert_scale_factor": "0.05",
@@ -54,7 +54,7 @@ def test_migrate_sets_the_options_and_down_restores_0001(empty_dsn: str) -> None
     before = jobs_options(empty_dsn)
     assert before == {**KEPT, **OPTIONS_0001}
 
-    migrator.up(analyze=False)
+    migrator.up(12, analyze=False)
     assert ENGINE_SCHEMA_VERSION >= 12
     assert jobs_options(empty_dsn) == {**KEPT, **OPTIONS_0012}
 
