@@ -189,8 +189,8 @@ def enqueue_figures(
             client.enqueue("noop", queue="enq", args={"n": i, "request_id": "r" * 32})
         seconds = time.perf_counter() - t0
         server = db.pss_totals(admin, t.oid)
-        figures.add("single enqueue (jobs/s)", t.which, single / seconds, rate=True)
-        figures.add("single enqueue server ms/job", t.which, server.total_ms / single)
+        figures.add(f"{t.label}single enqueue (jobs/s)", t.which, single / seconds, rate=True)
+        figures.add(f"{t.label}single enqueue server ms/job", t.which, server.total_ms / single)
         db.pss_reset(admin, t.oid)
         t0 = time.perf_counter()
         for start in range(0, bulk, 1000):
@@ -202,8 +202,8 @@ def enqueue_figures(
             )
         seconds = time.perf_counter() - t0
         server = db.pss_totals(admin, t.oid)
-        figures.add("bulk enqueue (jobs/s)", t.which, bulk / seconds, rate=True)
-        figures.add("bulk enqueue server ms/job", t.which, server.total_ms / bulk)
+        figures.add(f"{t.label}bulk enqueue (jobs/s)", t.which, bulk / seconds, rate=True)
+        figures.add(f"{t.label}bulk enqueue server ms/job", t.which, server.total_ms / bulk)
     with psycopg.connect(t.dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM queue_engine.jobs WHERE queue = 'enq' AND status = 'queued'")
 
@@ -486,7 +486,7 @@ def main() -> None:
         default=0,
         help="A/B of schema versions: each round measures both databases migrated down to"
         " this version ('base ' figures, workers from --base-bin) and up to this build's"
-        " ('new ' figures); only drain is measured",
+        " ('new ' figures); enqueue and drain are measured",
     )
     parser.add_argument(
         "--base-bin",
@@ -602,7 +602,7 @@ def main() -> None:
 def ab_rounds(
     opts: argparse.Namespace, targets: list[Target], admin_dsn: str, ks: list[int], figures: Figures
 ) -> None:
-    """Drain figures of two schema versions, alternated in every round (base, then new).
+    """Enqueue and drain figures of two schema versions, alternated in every round (base, then new).
 
     The schema is moved down or up on both databases before each half (for a
     migration that only sets table options, a moment's work). What one half
@@ -610,6 +610,7 @@ def ab_rounds(
     half that follows a new one starts cleaner than base would stay on its own.
     """
     base_bin = Path(opts.base_bin) if opts.base_bin else BIN
+    skip = {x for x in opts.skip.split(",") if x}
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         for rnd in range(1, opts.rounds + 1):
             for label, version, bin_dir in (
@@ -622,8 +623,11 @@ def ab_rounds(
                     with psycopg.connect(t.dsn) as conn:
                         db.log(f"round {rnd}: {label}{t.which}: jobs ({db.jobs_options(conn)})")
                     half = Target(t.which, t.dsn, t.oid, label, bin_dir)
-                    for k in ks:
-                        drain_figures(half, admin, opts.drain_jobs, k, opts.timeout, figures)
+                    if "enqueue" not in skip:
+                        enqueue_figures(half, admin, opts.single, opts.bulk, figures)
+                    if "drain" not in skip:
+                        for k in ks:
+                            drain_figures(half, admin, opts.drain_jobs, k, opts.timeout, figures)
     for t in targets:
         db.migrate_to(t.dsn, None)
     report(figures)
