@@ -46,6 +46,13 @@ from pathlib import Path
 import psutil
 import psycopg
 
+#: ``--ceilings``: contestant -> (its database, the triggers of jobs dropped there).
+CEILINGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "qe statement": ("qe", ()),
+    "qe statement, no notify": ("qe_nonotify", ("jobs_notify_insert",)),
+    "qe statement, no notify, no rules": ("qe_norules", ("jobs_notify_insert", "jobs_check_row")),
+}
+
 
 def cpu(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()
@@ -75,45 +82,33 @@ async def main() -> None:
     pg = EmbeddedPostgres(folder / "data")
     admin = pg.start()
     try:
-        ceilings = {
-            "qe statement": "qe",
-            "qe statement, no notify": "qe_nonotify",
-            "qe statement, no notify, no rules": "qe_norules",
-        }
-        databases = ["qe", "pgq", *(ceilings.values() if options.ceilings else ())]
+        ceilings = CEILINGS if options.ceilings else {}
+        databases = dict.fromkeys(["qe", "pgq", *(db for db, _ in ceilings.values())])
+
+        def dsn_of(database: str) -> str:
+            return admin.replace("/postgres?", f"/{database}?")
+
         with psycopg.connect(admin, autocommit=True) as conn:
-            for database in dict.fromkeys(databases):
+            for database in databases:
                 conn.execute(f"CREATE DATABASE {database}")
-        qe_dsn = admin.replace("/postgres?", "/qe?")
-        pgq_dsn = admin.replace("/postgres?", "/pgq?")
-        for database in dict.fromkeys(databases):
+        qe_dsn, pgq_dsn = dsn_of("qe"), dsn_of("pgq")
+        for database in databases:
             if database != "pgq":
-                Migrator(admin.replace("/postgres?", f"/{database}?")).up()
-        statement_conns: dict[str, psycopg.Connection[tuple[object, ...]]] = {}
-        if options.ceilings:
-            drops = {
-                "qe_nonotify": ["DROP TRIGGER jobs_notify_insert ON queue_engine.jobs"],
-                "qe_norules": [
-                    "DROP TRIGGER jobs_notify_insert ON queue_engine.jobs",
-                    "DROP TRIGGER jobs_check_row ON queue_engine.jobs",
-                ],
-            }
-            for name, database in ceilings.items():
-                conn = psycopg.connect(
-                    admin.replace("/postgres?", f"/{database}?"),
-                    autocommit=True,
-                    prepare_threshold=0,
-                )
-                for drop in drops.get(database, []):
-                    conn.execute(drop)
-                statement_conns[name] = conn
+                Migrator(dsn_of(database)).up()
         spec = ops.job_spec("noop", queue="bench", args={})
         statement = ops.enqueue_statement("queue_engine", spec)
+        statement_cursors: dict[str, psycopg.Cursor[tuple[object, ...]]] = {}
+        for name, (database, dropped) in ceilings.items():
+            conn = psycopg.connect(dsn_of(database), autocommit=True, prepare_threshold=0)
+            for trigger in dropped:
+                conn.execute(f"DROP TRIGGER {trigger} ON queue_engine.jobs")
+            cursor = statement_cursors[name] = conn.cursor()
+            cursor.execute(statement.query, statement.params, prepare=True).fetchone()
         apg = await asyncpg.connect(pgq_dsn)
         queries = Queries.from_asyncpg_connection(apg)
         await queries.install()
         me = psutil.Process()
-        names = ("qe", "pgq", "bare psycopg", "bare asyncpg", *statement_conns)
+        names = ("qe", "pgq", "bare psycopg", "bare asyncpg", *statement_cursors)
         totals = {name: {"wall": 0.0, "client": 0.0, "server": 0.0, "n": 0} for name in names}
         bare_ddl = "CREATE TABLE bare_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)"
         bare_insert = "INSERT INTO bare_jobs DEFAULT VALUES RETURNING id"
@@ -125,11 +120,8 @@ async def main() -> None:
         backends = {
             "bare psycopg": bare.info.backend_pid,
             "bare asyncpg": bare_apg.get_server_pid(),
-            **{name: conn.info.backend_pid for name, conn in statement_conns.items()},
+            **{name: c.connection.info.backend_pid for name, c in statement_cursors.items()},
         }
-        statement_cursors = {name: conn.cursor() for name, conn in statement_conns.items()}
-        for cursor in statement_cursors.values():
-            cursor.execute(statement.query, statement.params, prepare=True).fetchone()
         with Client(qe_dsn, pool_size=1) as client:
             client.enqueue("noop", queue="bench", args={})
             with client._open_pool().connection() as pooled:
@@ -172,8 +164,8 @@ async def main() -> None:
         await apg.close()
         await bare_apg.close()
         bare.close()
-        for conn in statement_conns.values():
-            conn.close()
+        for cursor in statement_cursors.values():
+            cursor.connection.close()
         print(f"{options.chunks} chunks of {options.chunk} single enqueues per system, alternated")
         print("| system | jobs/s | wall us/job | client CPU us/job | server backend CPU us/job |")
         print("|---|---|---|---|---|")
@@ -183,19 +175,16 @@ async def main() -> None:
                 f"| {name} | {n / row['wall']:,.0f} | {1e6 * row['wall'] / n:.0f} | "
                 f"{1e6 * row['client'] / n:.0f} | {1e6 * row['server'] / n:.0f} |"
             )
-        ratio = (totals["pgq"]["wall"] / totals["pgq"]["n"]) / (
-            totals["qe"]["wall"] / totals["qe"]["n"]
-        )
-        print(f"queue-engine / pgqueuer throughput: {ratio:.2f}x")
+
+        def per_job(name: str) -> float:
+            return totals[name]["wall"] / totals[name]["n"]
+
+        print(f"queue-engine / pgqueuer throughput: {per_job('pgq') / per_job('qe'):.2f}x")
         for name in ("bare psycopg", "bare asyncpg"):
-            floor = totals[name]["wall"] / totals[name]["n"]
             for system in ("qe", "pgq"):
-                share = floor / (totals[system]["wall"] / totals[system]["n"])
-                print(f"{system} at {share:.0%} of the {name} floor")
-        pgq_wall = totals["pgq"]["wall"] / totals["pgq"]["n"]
-        for name in statement_conns:
-            ratio = pgq_wall / (totals[name]["wall"] / totals[name]["n"])
-            print(f"{name} / pgqueuer throughput: {ratio:.2f}x")
+                print(f"{system} at {per_job(name) / per_job(system):.0%} of the {name} floor")
+        for name in statement_cursors:
+            print(f"{name} / pgqueuer throughput: {per_job('pgq') / per_job(name):.2f}x")
     finally:
         pg.destroy()
         shutil.rmtree(folder, ignore_errors=True)

@@ -550,7 +550,7 @@ def main() -> None:
 
         figures = Figures()
         if opts.base_schema:
-            ab_rounds(opts, targets, admin_dsn, ks, figures)
+            ab_rounds(opts, skip, targets, admin_dsn, ks, figures)
             return
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
             for rnd in range(1, opts.rounds + 1):
@@ -600,7 +600,12 @@ def main() -> None:
 
 
 def ab_rounds(
-    opts: argparse.Namespace, targets: list[Target], admin_dsn: str, ks: list[int], figures: Figures
+    opts: argparse.Namespace,
+    skip: set[str],
+    targets: list[Target],
+    admin_dsn: str,
+    ks: list[int],
+    figures: Figures,
 ) -> None:
     """Enqueue and drain figures of two schema versions, alternated in every round (base, then new).
 
@@ -610,7 +615,6 @@ def ab_rounds(
     half that follows a new one starts cleaner than base would stay on its own.
     """
     base_bin = Path(opts.base_bin) if opts.base_bin else BIN
-    skip = {x for x in opts.skip.split(",") if x}
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         for rnd in range(1, opts.rounds + 1):
             for label, version, bin_dir in (

@@ -5,12 +5,11 @@
 -- left out: one running version per job).
 UPDATE queue_engine.jobs j
 SET status = 'running',
-    attempt = CASE WHEN g %% 100 < 88 THEN 1 ELSE 3 END,
-    claimed_by = 'worker-' || (g %% 8) || '.example.com:' || (1000 + g %% 50) || ':a1b2c3d4',
+    attempt = CASE WHEN m.g %% 100 < 88 THEN 1 ELSE 3 END,
+    claimed_by = 'worker-' || (m.g %% 8) || '.example.com:' || (1000 + m.g %% 50) || ':a1b2c3d4',
     started_at = j.created_at + interval '0.5 s',
     heartbeat_at = j.created_at + interval '0.5 s',
     lease_expires_at = j.created_at + interval '60.5 s'
-FROM (SELECT j2.id, %(lo)s::bigint + j2.id - %(first_id)s::bigint AS g
-      FROM queue_engine.jobs j2
-      WHERE j2.id BETWEEN %(first_id)s::bigint AND %(first_id)s::bigint + %(hi)s - %(lo)s) m
+FROM (SELECT id, %(lo)s::bigint + id - %(first_id)s::bigint AS g
+      FROM generate_series(%(first_id)s::bigint, %(first_id)s::bigint + %(hi)s - %(lo)s) id) m
 WHERE j.id = m.id AND m.g %% 100 < 96

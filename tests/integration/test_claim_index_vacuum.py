@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from qe_tables import table_options
 
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
 
@@ -38,28 +39,18 @@ KEPT = {
 }
 
 
-def jobs_options(dsn: str) -> dict[str, str]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT coalesce(reloptions, '{}') FROM pg_class"
-            " WHERE oid = 'queue_engine.jobs'::regclass"
-        ).fetchone()
-    assert row is not None
-    return dict(str(option).split("=", 1) for option in row[0])
-
-
 def test_migrate_sets_the_options_and_down_restores_0001(empty_dsn: str) -> None:
     migrator = Migrator(empty_dsn)
     migrator.up(BEFORE, analyze=False)
-    before = jobs_options(empty_dsn)
+    before = table_options(empty_dsn)
     assert before == {**KEPT, **OPTIONS_0001}
 
     migrator.up(12, analyze=False)
     assert ENGINE_SCHEMA_VERSION >= 12
-    assert jobs_options(empty_dsn) == {**KEPT, **OPTIONS_0012}
+    assert table_options(empty_dsn) == {**KEPT, **OPTIONS_0012}
 
     migrator.down(BEFORE)
-    assert jobs_options(empty_dsn) == before
+    assert table_options(empty_dsn) == before
 
 
 def claim_and_vacuum(dsn: str) -> list[str]:

@@ -12,6 +12,7 @@ restores 70.
 from __future__ import annotations
 
 import psycopg
+from qe_tables import table_options
 
 from queue_engine.migrate import Migrator
 
@@ -39,16 +40,6 @@ HISTORY = (
 CYCLES = 10
 
 
-def fillfactor(conn: psycopg.Connection[tuple[object, ...]]) -> str:
-    row = conn.execute(
-        "SELECT option_value FROM pg_options_to_table("
-        " (SELECT reloptions FROM pg_class WHERE oid = 'queue_engine.jobs'::regclass))"
-        " WHERE option_name = 'fillfactor'"
-    ).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 def pages_taken_by_new_jobs(dsn: str) -> int:
     """Write a finished history, VACUUM it, insert 500 jobs; return the heap pages they landed on."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -71,14 +62,11 @@ def pages_taken_by_new_jobs(dsn: str) -> int:
 def test_migrate_sets_fillfactor_100_and_down_restores_70(empty_dsn: str) -> None:
     migrator = Migrator(empty_dsn)
     migrator.up(BEFORE, analyze=False)
-    with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert fillfactor(conn) == "70"
+    assert table_options(empty_dsn)["fillfactor"] == "70"
     migrator.up(analyze=False)
-    with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert fillfactor(conn) == "100"
+    assert table_options(empty_dsn)["fillfactor"] == "100"
     migrator.down(BEFORE)
-    with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert fillfactor(conn) == "70"
+    assert table_options(empty_dsn)["fillfactor"] == "70"
 
 
 def test_new_jobs_fill_pages_of_a_vacuumed_history(dsn: str) -> None:
