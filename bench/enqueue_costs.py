@@ -10,13 +10,14 @@ the producer's enqueue and its parts one after another, ``--n`` calls each:
 the client as the shared harness calls it (``Client(dsn).enqueue``, one
 transaction each), the same on a caller's autocommit connection, the bare
 statement through psycopg (no validation, no Job), the bare statement with
-the NOTIFY trigger disabled, a ``SELECT 1`` round trip (the floor of any
+the row trigger disabled (``jobs_check_row``: since migration 0026 it sends
+the wake-up as well as checking the rules), a ``SELECT 1`` round trip (the floor of any
 round trip), the Python alone (validation + statement + Job, no I/O), and the
 pool's checkout/return alone. Per call it reports wall time, the producer's
 CPU, the CPU of the server backend that ran the statements, WAL bytes, the
 statements the server ran per call (pg_stat_statements, nested ones
 included: a BEGIN/COMMIT/SET/SELECT 1 of a pool check would show here), and
-the NOTIFY trigger function's own time (pg_stat_user_functions).
+the row trigger function's own time (pg_stat_user_functions).
 
 ``--ab PYTHON`` alternates, round by round, this build and the build whose
 interpreter is PYTHON (a venv of the base commit): each measurement is a
@@ -285,7 +286,7 @@ def breakdown(n: int, rounds: int) -> int:
             ("Client(conn=autocommit).enqueue", on_conn, "conn"),
             ("bare INSERT via psycopg (no validation, no Job)", bare, "conn"),
             ("bare INSERT, RETURNING * + Job.from_row", bare_whole_row, "conn"),
-            ("bare INSERT, NOTIFY trigger disabled", bare, "conn-notrigger"),
+            ("bare INSERT, row trigger disabled", bare, "conn-notrigger"),
             ("SELECT 1 round trip", round_trip, "conn"),
             ("Python only: validate + statement + Job", python_only, "conn"),
             ("Python only, Job.from_row of the whole row", python_whole_row, "conn"),
@@ -302,7 +303,7 @@ def breakdown(n: int, rounds: int) -> int:
                     for label, fn, where in parts:
                         if where == "conn-notrigger":
                             admin_conn.execute(
-                                "ALTER TABLE queue_engine.jobs DISABLE TRIGGER jobs_notify_insert"
+                                "ALTER TABLE queue_engine.jobs DISABLE TRIGGER jobs_check_row"
                             )
                         backend = pool_backend if where == "pool" else conn_backend
                         fn(pc, conn, 200)  # warm: prepared statements, caches
@@ -332,11 +333,11 @@ def breakdown(n: int, rounds: int) -> int:
                         time.sleep(0.6)  # function stats are flushed at most every 500 ms
                         trig = admin_conn.execute(
                             "SELECT coalesce(sum(self_time), 0) FROM pg_stat_user_functions"
-                            " WHERE funcname = 'jobs_notify_insert'"
+                            " WHERE funcname = 'jobs_row_rules'"
                         ).fetchone()[0]
                         if where == "conn-notrigger":
                             admin_conn.execute(
-                                "ALTER TABLE queue_engine.jobs ENABLE TRIGGER jobs_notify_insert"
+                                "ALTER TABLE queue_engine.jobs ENABLE TRIGGER jobs_check_row"
                             )
                         table.setdefault(label, []).append(
                             {
@@ -358,7 +359,7 @@ def breakdown(n: int, rounds: int) -> int:
     print()
     print(
         "| part | wall us | producer CPU us | backend CPU us | server exec us "
-        "| NOTIFY trigger us | statements (top-level) | WAL B | machine busy, cores |"
+        "| row trigger us | statements (top-level) | WAL B | machine busy, cores |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for label, rows in table.items():

@@ -3,6 +3,7 @@
 Usage::
 
     python bench/enqueue_schema_ab.py --base-version 14 --chunks 20 --chunk 200
+    python bench/enqueue_schema_ab.py --base-version 25 --chunks 20 --chunk 10 --bulk 1000
 
 One embedded server (fsync on, ``synchronous_commit`` on), two databases: one
 migrated to the head of this build, one migrated and then taken down to
@@ -12,6 +13,8 @@ same). Single enqueues as the shared harness makes them
 alternate between the two every ``--chunk`` calls, in ABBA order; per chunk it
 records wall time, this process's CPU, and the CPU of the server backend
 that served it (psutil), and prints the medians over chunks and each chunk.
+With ``--bulk N`` each call is instead ``enqueue_many`` of N jobs (the
+harness's bulk call), and the figures are per job.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-version", type=int, required=True)
     parser.add_argument("--chunks", type=int, default=20, help="chunks per schema")
-    parser.add_argument("--chunk", type=int, default=200)
+    parser.add_argument("--chunk", type=int, default=200, help="calls per chunk")
+    parser.add_argument("--bulk", type=int, default=0, help="jobs per enqueue_many call")
     options = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="qe-schema-ab-"))
@@ -60,6 +64,14 @@ def main() -> None:
             client.enqueue("noop", queue="bench", args={})
             with client._open_pool().connection() as pooled:
                 backends[name] = pooled.info.backend_pid
+        batch = [{"task": "noop", "queue": "bench", "args": {}}] * options.bulk
+
+        def call(client: Client) -> None:
+            if options.bulk:
+                client.enqueue_many(batch)
+            else:
+                client.enqueue("noop", queue="bench", args={})
+
         me = psutil.Process()
         rows: dict[str, list[tuple[float, float, float]]] = {"base": [], "new": []}
         for index in range(options.chunks):
@@ -69,10 +81,10 @@ def main() -> None:
                 s0, c0 = cpu(backend), me.cpu_times()
                 t0 = time.perf_counter()
                 for _ in range(options.chunk):
-                    client.enqueue("noop", queue="bench", args={})
+                    call(client)
                 t1 = time.perf_counter()
                 c1, s1 = me.cpu_times(), cpu(backend)
-                n = options.chunk
+                n = options.chunk * max(options.bulk, 1)
                 rows[name].append(
                     (
                         1e6 * (t1 - t0) / n,
@@ -82,8 +94,9 @@ def main() -> None:
                 )
         for client in clients.values():
             client.close()
+        kind = f"enqueue_many calls of {options.bulk}" if options.bulk else "single enqueues"
         print(
-            f"{options.chunks} chunks of {options.chunk} single enqueues per schema, "
+            f"{options.chunks} chunks of {options.chunk} {kind} per schema, "
             f"alternated (base = schema version {options.base_version})"
         )
         print(
@@ -94,7 +107,11 @@ def main() -> None:
         for name, chunks in rows.items():
             wall, client_cpu, server = (statistics.median(c[i] for c in chunks) for i in range(3))
             medians[name] = wall
-            print(f"| {name} | {1e6 / wall:,.0f} | {wall:.0f} | {client_cpu:.0f} | {server:.0f} |")
+            digits = 1 if options.bulk else 0
+            print(
+                f"| {name} | {1e6 / wall:,.0f} | {wall:.{digits}f} | {client_cpu:.{digits}f} "
+                f"| {server:.{digits}f} |"
+            )
         print(f"new / base throughput (medians): {medians['base'] / medians['new']:.2f}x")
         print("\nper chunk (wall us/job, backend CPU us/job):")
         for name, chunks in rows.items():

@@ -14,7 +14,8 @@ job; the commit's WAL flush is counted as instructions, not as waiting).
 
 Variants: this build's ``enqueue_plain.sql`` as the client sends it (the
 harness's call: queue, task, ``{}`` args, defaults elsewhere); the same
-without the ``jobs_notify_insert`` trigger (what the wake-up costs); with
+with the wake-up in a statement trigger of its own (0026's down file: the
+build before it); with
 the rules as 0016's CHECK calling ``jobs_row_ok`` (0017's down file); with
 ``jobs_row_ok`` as migration 0015 wrote it (0017's and 0016's down files);
 with the twelve CHECK constraints of the build before migration 0015 (down
@@ -143,12 +144,7 @@ def main() -> None:
     print("|---|---|---|")
     variants: list[tuple[str, str, str, str]] = [
         ("this build", "", prepare, execute),
-        (
-            "no jobs_notify_insert trigger",
-            f"DROP TRIGGER jobs_notify_insert ON {SCHEMA}.jobs",
-            prepare,
-            execute,
-        ),
+        ("wake-up in its own statement trigger (before 0026)", downs(26), prepare, execute),
         ("rules as a CHECK calling jobs_row_ok (before 0017)", downs(17), prepare, execute),
         ("0015's jobs_row_ok, one expression (before 0016)", downs(17, 16), prepare, execute),
         ("twelve CHECK constraints (before 0015)", downs(17, 16, 15), prepare, execute),

@@ -28,10 +28,12 @@ less around it, to say what a faster client or a cheaper schema could win at
 most: ``qe statement`` sends ``enqueue_plain.sql`` with the parameters the
 client would send, from a plain autocommit connection (no validation, no
 ``Job``, no pool: the client's Python left out); ``qe statement, no notify``
-the same on a database whose ``jobs_notify_insert`` trigger is dropped; and
-``qe statement, no notify, no rules`` also without the ``jobs_check_row``
-trigger (the row's rules): what the job row itself, its columns, defaults and
-index entries, costs over the bare table.
+the same on a database without the wake-up (taken down to schema 25, where
+the wake-up was a trigger of its own, ``jobs_notify_insert``, which is then
+dropped); and ``qe statement, no notify, no rules`` on a database without
+the ``jobs_check_row`` trigger (the row's rules, and the wake-up since
+migration 0026): what the job row itself, its columns, defaults and index
+entries, costs over the bare table.
 """
 
 from __future__ import annotations
@@ -46,11 +48,12 @@ from pathlib import Path
 import psutil
 import psycopg
 
-#: ``--ceilings``: contestant -> (its database, the triggers of jobs dropped there).
-CEILINGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "qe statement": ("qe", ()),
-    "qe statement, no notify": ("qe_nonotify", ("jobs_notify_insert",)),
-    "qe statement, no notify, no rules": ("qe_norules", ("jobs_notify_insert", "jobs_check_row")),
+#: ``--ceilings``: contestant -> (its database, its schema version or None for
+#: this build's, the triggers of jobs dropped there).
+CEILINGS: dict[str, tuple[str, int | None, tuple[str, ...]]] = {
+    "qe statement": ("qe", None, ()),
+    "qe statement, no notify": ("qe_nonotify", 25, ("jobs_notify_insert",)),
+    "qe statement, no notify, no rules": ("qe_norules", None, ("jobs_check_row",)),
 }
 
 
@@ -66,7 +69,7 @@ async def main() -> None:
     parser.add_argument(
         "--ceilings",
         action="store_true",
-        help="also the engine's statement alone, without its NOTIFY trigger, without its rules",
+        help="also the engine's statement alone, without its wake-up, without its rules",
     )
     options = parser.parse_args()
 
@@ -83,7 +86,7 @@ async def main() -> None:
     admin = pg.start()
     try:
         ceilings = CEILINGS if options.ceilings else {}
-        databases = dict.fromkeys(["qe", "pgq", *(db for db, _ in ceilings.values())])
+        databases = dict.fromkeys(["qe", "pgq", *(db for db, _, _ in ceilings.values())])
 
         def dsn_of(database: str) -> str:
             return admin.replace("/postgres?", f"/{database}?")
@@ -98,7 +101,9 @@ async def main() -> None:
         spec = ops.job_spec("noop", queue="bench", args={})
         statement = ops.enqueue_statement("queue_engine", spec)
         statement_cursors: dict[str, psycopg.Cursor[tuple[object, ...]]] = {}
-        for name, (database, dropped) in ceilings.items():
+        for name, (database, version, dropped) in ceilings.items():
+            if version is not None:
+                Migrator(dsn_of(database)).down(version)
             conn = psycopg.connect(dsn_of(database), autocommit=True, prepare_threshold=0)
             for trigger in dropped:
                 conn.execute(f"DROP TRIGGER {trigger} ON queue_engine.jobs")

@@ -158,11 +158,10 @@ def test_up_down_up_leaves_an_identical_catalog(empty_dsn: str) -> None:
     assert {t[0] for t in first["tables"]} >= ENGINE_TABLES | {ENGINE_LEDGER_TABLE}
     assert any(i[1] == "jobs_claimable_idx" for i in first["indexes"])
     assert {t[1] for t in first["triggers"]} >= {"jobs_check_row", "jobs_guard_transition"}
-    assert {t[1] for t in first["triggers"]} >= {"jobs_guard_transition", "jobs_notify_insert"}
     assert {f[0] for f in first["functions"]} >= {
         "enqueue",
         "jobs_guard_transition",
-        "jobs_notify_insert",
+        "jobs_row_rules",
     }
     assert any(c[2] == "idempotency_key" for c in first["columns"])
 

@@ -3,8 +3,8 @@
 The engine can live in any schema, and two engines in two schemas of one
 database never see each other's jobs. A plain SQL ``INSERT`` and the SQL
 function ``enqueue`` are valid enqueue paths; inserts wake listeners with one
-NOTIFY per queue per statement whose payload is only the queue name, and delayed
-rows wake nobody. CHECK constraints and the transition guard refuse bad rows;
+NOTIFY per queue per transaction whose payload is only the queue name, delayed
+rows wake nobody, and a row refused (a rule, a unique key) wakes nobody. CHECK constraints and the transition guard refuse bad rows;
 the jobs table carries its fillfactor/autovacuum settings; the partial indexes
 exist and the claim query uses ``jobs_claimable_idx``. The row rules (a
 trigger since migration 0017) run on every INSERT and on an UPDATE of a column
@@ -223,6 +223,37 @@ def test_rolled_back_insert_sends_no_notification(dsn: str, listener) -> None:
         tx.execute("INSERT INTO queue_engine.jobs (queue, task) VALUES ('q', 't')")
         tx.rollback()
     assert drain(listener) == []
+
+
+#: Statements that fail on their second row after the first was accepted: by
+#: the row rules (the trigger that also sends the wake-up, migration 0026) and
+#: by a unique index, which Postgres checks after every BEFORE trigger ran.
+REFUSED_AFTER_A_GOOD_ROW = {
+    "rule": (
+        "INSERT INTO queue_engine.jobs (queue, task) VALUES ('refused', 't'), ('refused', '1bad')"
+    ),
+    "unique key": (
+        "INSERT INTO queue_engine.jobs (queue, task, idempotency_key) "
+        "VALUES ('refused', 't', 'k-1'), ('refused', 't', 'k-1')"
+    ),
+}
+
+
+@pytest.mark.parametrize("refusal", sorted(REFUSED_AFTER_A_GOOD_ROW))
+def test_a_statement_refused_in_a_savepoint_sends_no_notification(
+    dsn: str, listener, refusal: str
+) -> None:
+    """The wake-up is sent from a BEFORE row trigger (0026), so a statement that
+    fails after a row was accepted must take that row's notification with it,
+    even when the transaction goes on past a rolled-back savepoint."""
+    with psycopg.connect(dsn) as tx:
+        tx.execute("SAVEPOINT before_refusal")
+        with pytest.raises((pg_errors.CheckViolation, pg_errors.UniqueViolation)):
+            tx.execute(REFUSED_AFTER_A_GOOD_ROW[refusal])
+        tx.execute("ROLLBACK TO SAVEPOINT before_refusal")
+        tx.execute("INSERT INTO queue_engine.jobs (queue, task) VALUES ('kept', 't')")
+        tx.commit()
+    assert drain(listener, 1) == [("queue_engine.jobs", "kept")]
 
 
 # --- constraints ------------------------------------------------------------------------------
