@@ -4,6 +4,7 @@ Usage::
 
     python bench/enqueue_costs.py --breakdown            # this build, the cost of each part
     python bench/enqueue_costs.py --ab /work/wt/base/.venv/bin/python --rounds 3
+    python bench/enqueue_costs.py --callgrind [--ab /work/wt/base/.venv/bin/python]
 
 ``--breakdown`` runs, on one embedded server (fsync on, pg_stat_statements),
 the producer's enqueue and its parts one after another, ``--n`` calls each:
@@ -18,6 +19,15 @@ CPU, the CPU of the server backend that ran the statements, WAL bytes, the
 statements the server ran per call (pg_stat_statements, nested ones
 included: a BEGIN/COMMIT/SET/SELECT 1 of a pool check would show here), and
 the row trigger function's own time (pg_stat_user_functions).
+
+``--callgrind`` counts the producer's own instructions per single enqueue
+(``valgrind --tool=callgrind`` on the producer process, the server started
+apart, each thread counted: the pool's threads too): two runs of N1 and N2
+calls after the same warm-up, the difference over N2 - N1, so start-up and
+imports cancel out. Blind to load and to the disk, it is the figure for the
+client's Python; with ``--ab PYTHON`` the base build is counted beside this
+one. Calls as the shared harness makes them: ``args={}`` (its single-enqueue
+scenario) and ``args={"t": time.time()}`` (its latency scenario).
 
 ``--ab PYTHON`` alternates, round by round, this build and the build whose
 interpreter is PYTHON (a venv of the base commit): each measurement is a
@@ -72,8 +82,7 @@ def child(mode: str, dsn: str, n: int) -> dict[str, float]:
         lsn0 = admin.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
         with Client(dsn, pool_size=1) as client:
             client.list(limit=1)  # open the pool outside the timed part
-            pool = client._open_pool()
-            with pool.connection() as pooled:
+            with client._connection(None) as pooled:
                 backend = pooled.info.backend_pid
             s0, c0, t0 = backend_cpu(backend), time.process_time(), time.perf_counter()
             if mode == "single":
@@ -96,6 +105,66 @@ def child(mode: str, dsn: str, n: int) -> dict[str, float]:
         "server_us": 1e6 * (s1 - s0) / n,
         "wal_bytes": float(wal[0]) / n,
     }
+
+
+def count_child(args_kind: str, dsn: str, n: int) -> None:
+    """Enqueue ``n`` jobs after a warm-up, nothing else: the body that callgrind counts."""
+    from queue_engine import Client
+
+    with Client(dsn) as client:
+        for _ in range(50):
+            client.enqueue("noop", queue=QUEUE, args={})
+        if args_kind == "empty":
+            for _ in range(n):
+                client.enqueue("noop", queue=QUEUE, args={})
+        else:
+            for _ in range(n):
+                client.enqueue("noop", queue=QUEUE, args={"t": time.time()})
+
+
+def callgrind(builds: dict[str, str], counts: tuple[int, int]) -> int:
+    """Producer instructions per single enqueue of each build (see the module docstring)."""
+    print(f"producer instructions per single enqueue (callgrind, {counts[1]} - {counts[0]} calls):")
+    with embedded(preload=False) as (admin, _pid):
+        for args_kind in ("empty", "t"):
+            for build, python in builds.items():
+                totals = []
+                for n in counts:
+                    with fresh_database(admin, f"cg_{build}") as dsn:
+                        subprocess.run(
+                            [
+                                python,
+                                "-c",
+                                f"from queue_engine.migrate import Migrator; Migrator({dsn!r}).up()",
+                            ],
+                            check=True,
+                        )
+                        out_dir = Path(tempfile.mkdtemp(prefix="qe-enq-cg-"))
+                        done = subprocess.run(
+                            [
+                                *("valgrind", "--tool=callgrind"),
+                                f"--callgrind-out-file={out_dir}/cg.out",
+                                *(python, str(HERE), "--child", f"count-{args_kind}"),
+                                *("--dsn", dsn, "--n", str(n)),
+                            ],
+                            capture_output=True,
+                            text=True,
+                            check=False,
+                        )
+                        found = [
+                            int(line.split()[1])
+                            for line in (out_dir / "cg.out").read_text().splitlines()
+                            if line.startswith(("summary:", "totals:"))
+                        ][:1]
+                        shutil.rmtree(out_dir, ignore_errors=True)
+                        if done.returncode != 0 or not found:
+                            print(done.stderr[-2000:], file=sys.stderr)
+                            raise SystemExit(f"callgrind of {build} reported no count")
+                        totals.append(found[0])
+                per_call = (totals[1] - totals[0]) / (counts[1] - counts[0])
+                label = "args={}" if args_kind == "empty" else 'args={"t": time.time()}'
+                print(f"  {build:<4} {label:<24} {per_call:>9,.0f}", flush=True)
+    return 0
 
 
 # -- the parent: servers, databases, rounds -------------------------------------------------
@@ -276,9 +345,8 @@ def breakdown(n: int, rounds: int) -> int:
                 Job.from_row(whole_row)
 
         def pool_only(pool_client: Client, _conn: psycopg.Connection[Any], k: int) -> None:
-            pool = pool_client._open_pool()
             for _ in range(k):
-                with pool.connection():
+                with pool_client._connection(None):
                     pass
 
         parts: list[tuple[str, Callable[[Client, psycopg.Connection[Any], int], None], str]] = [
@@ -295,7 +363,7 @@ def breakdown(n: int, rounds: int) -> int:
         table: dict[str, list[dict[str, float]]] = {}
         with psycopg.connect(dsn, autocommit=True) as admin_conn, Client(dsn, pool_size=1) as pc:
             pc.list(limit=1)
-            with pc._open_pool().connection() as pooled:
+            with pc._connection(None) as pooled:
                 pool_backend = pooled.info.backend_pid
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn_backend = conn.info.backend_pid
@@ -379,17 +447,30 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=3000, help="calls per part / single jobs")
     parser.add_argument("--bulk", type=int, default=20_000, help="jobs of the bulk A/B figure")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--child", choices=["single", "bulk"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--callgrind", action="store_true", help="producer instructions per single enqueue"
+    )
+    parser.add_argument("--callgrind-calls", default="200,600", help="N1,N2 calls per count")
+    parser.add_argument(
+        "--child", choices=["single", "bulk", "count-empty", "count-t"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--dsn", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.child in ("count-empty", "count-t"):
+        count_child(options.child.removeprefix("count-"), options.dsn, options.n)
+        return 0
     if options.child:
         print(json.dumps(child(options.child, options.dsn, options.n)))
         return 0
+    if options.callgrind:
+        builds = {"base": options.ab} if options.ab else {}
+        n1, n2 = (int(c) for c in options.callgrind_calls.split(","))
+        return callgrind({**builds, "new": sys.executable}, (n1, n2))
     if options.ab:
         return ab(options.ab, options.rounds, options.n, options.bulk)
     if options.breakdown:
         return breakdown(options.n, options.rounds)
-    parser.error("give --breakdown or --ab PYTHON")
+    parser.error("give --breakdown, --callgrind or --ab PYTHON")
     return 2
 
 

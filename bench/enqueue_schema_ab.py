@@ -62,7 +62,7 @@ def main() -> None:
         backends = {}
         for name, client in clients.items():
             client.enqueue("noop", queue="bench", args={})
-            with client._open_pool().connection() as pooled:
+            with client._connection(None) as pooled:
                 backends[name] = pooled.info.backend_pid
         batch = [{"task": "noop", "queue": "bench", "args": {}}] * options.bulk
 

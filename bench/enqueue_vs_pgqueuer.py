@@ -129,7 +129,7 @@ async def main() -> None:
         }
         with Client(qe_dsn, pool_size=1) as client:
             client.enqueue("noop", queue="bench", args={})
-            with client._open_pool().connection() as pooled:
+            with client._connection(None) as pooled:
                 qe_backend = pooled.info.backend_pid
             backends["qe"] = qe_backend
             backends["pgq"] = apg.get_server_pid()

@@ -93,8 +93,12 @@ def main() -> int:
     python = dest / ".venv" / "bin" / "python"
     if not python.exists():
         subprocess.run(["bash", str(dest / "setup.sh")], check=True)
-    pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall"]
+    pip = [str(python), "-m", "pip", "install", "-q"]
+    # The engine's own dependencies first, only where missing (a new copy's
+    # venv lacks cronsim, say); pip's only-if-needed strategy leaves the
+    # versions the peers were installed with. Then the build on disk, always.
     subprocess.run([*pip, str(REPO)], check=True)
+    subprocess.run([*pip, "--no-deps", "--force-reinstall", str(REPO)], check=True)
     return subprocess.run([str(python), "run.py", *args.run_args], cwd=dest).returncode
 
 

@@ -18,6 +18,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from queue_engine import operations as ops
+from queue_engine import sql as queries
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import APPLICATION_NAME, connect_async, schema_errors
 from queue_engine.errors import DatabaseUnavailable, JobNotFound, WorkflowNotFound
@@ -60,6 +61,7 @@ class AsyncClient:
         if not prepared_statements:
             self._pool_kwargs["prepare_threshold"] = None
         self._pool: AsyncConnectionPool | None = None
+        self._enqueue_plain = queries.query("enqueue_plain", self.schema)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -140,6 +142,26 @@ class AsyncClient:
         conn: AsyncConnection | None = None,
     ) -> Job:
         """Enqueue one job; see :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`."""
+        if ops.only_task_queue_args(
+            priority,
+            run_at,
+            delay,
+            max_attempts,
+            timeout_s,
+            lease_ttl_s,
+            idempotency_key,
+            dedupe_key,
+            lock_key,
+            partition_key,
+            producer,
+            affinity_key,
+        ):
+            spec, params = ops.plain_enqueue(task, queue, args)
+            async with self._connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(self._enqueue_plain, params, prepare=True)
+                inserted = await cur.fetchone()
+            assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+            return ops.inserted_job(spec, inserted)
         spec = ops.job_spec(
             task,
             queue=queue,
@@ -160,7 +182,7 @@ class AsyncClient:
         statement = ops.enqueue_statement(self.schema, spec)
         async with self._connection(conn) as c:
             if not ops.is_keyed(spec):
-                # As in Client: nothing can conflict, one row comes back.
+                # Nothing can conflict, one row comes back.
                 async with c.cursor(row_factory=tuple_row) as cur:
                     await cur.execute(statement.query, statement.params, prepare=True)
                     inserted = await cur.fetchone()

@@ -8,32 +8,47 @@ job exists if and only if the caller's transaction commits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from queue_engine import operations as ops
+from queue_engine import sql as queries
+from queue_engine.client_pool import KeptConnectionPool
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import (
     APPLICATION_NAME,
     CursorKeepingConnection,
+    SchemaErrors,
     connect,
-    schema_errors,
     tuple_cursor,
 )
-from queue_engine.errors import DatabaseUnavailable, JobNotFound, WorkflowNotFound
+from queue_engine.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import Workflow
 
 Connection = psycopg.Connection[Any]
+
+
+class _GivenConnection(SchemaErrors):
+    """``with``: a caller's connection, the engine's errors translated."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection, schema: str) -> None:
+        super().__init__(schema)
+        self._conn = conn
+
+    def __enter__(self) -> Connection:  # type: ignore[override]
+        return self._conn
 
 
 class Client:
@@ -66,7 +81,8 @@ class Client:
         }
         if not prepared_statements:
             self._pool_kwargs["prepare_threshold"] = None
-        self._pool: ConnectionPool | None = None
+        self._pool: KeptConnectionPool | None = None
+        self._enqueue_plain = queries.query("enqueue_plain", self.schema)
 
     def __enter__(self) -> Client:
         return self
@@ -80,49 +96,36 @@ class Client:
             self._pool.close()
             self._pool = None
 
-    def _open_pool(self) -> ConnectionPool:
+    def _open_pool(self) -> KeptConnectionPool:
         if self._pool is None:
             connect(self._dsn).close()  # fail fast, with a clear reason, if unreachable
-            self._pool = ConnectionPool(
-                self._dsn,
-                connection_class=CursorKeepingConnection,
-                min_size=1,
-                max_size=self._pool_size,
-                kwargs=self._pool_kwargs,
-                open=True,
-                name="queue-engine-client",
+            self._pool = KeptConnectionPool(
+                ConnectionPool(
+                    self._dsn,
+                    connection_class=CursorKeepingConnection,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    kwargs=self._pool_kwargs,
+                    open=True,
+                    name="queue-engine-client",
+                )
             )
         return self._pool
 
-    @contextmanager
-    def _connection(self, conn: Connection | None) -> Iterator[Connection]:
+    def _connection(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        """``with``: the connection for one call (the caller's, or a pooled one), errors translated.
+
+        The pool's session is taken and given back by the client's
+        :class:`~queue_engine.client_pool.KeptConnectionPool`, not with
+        ``pool.connection()``: that context manager also enters the
+        connection's own one (a commit on exit, a no-op on these autocommit
+        sessions but a pass through psycopg's wait loop) and adds a generator
+        of its own (bench/README.md, "Single enqueue: the client").
+        """
         chosen = conn if conn is not None else self._conn
-        with schema_errors(self.schema):
-            if chosen is not None:
-                yield chosen
-                return
-            # getconn/putconn rather than pool.connection(): that context manager
-            # also enters the connection's own one (a commit on exit, a no-op on
-            # these autocommit sessions but a pass through psycopg's wait loop)
-            # and adds a generator of its own; together ~20 % of the client's
-            # instructions per single enqueue (bench/README.md, "Single enqueue:
-            # the client"). putconn still rolls back a session left in a
-            # transaction and replaces a broken one.
-            pool = self._open_pool()
-            try:
-                pooled = pool.getconn(timeout=30)
-            except PoolTimeout:
-                raise DatabaseUnavailable("no database connection available within 30 s") from None
-            try:
-                yield pooled
-            except pg_errors.ReadOnlySqlTransaction:
-                # The server turned read-only (a fenced or demoted primary):
-                # closed, the session is replaced by the pool, and a multi-host
-                # DSN with target_session_attrs=read-write opens it on the primary.
-                pooled.close()
-                raise
-            finally:
-                pool.putconn(pooled)
+        if chosen is not None:
+            return _GivenConnection(chosen, self.schema)
+        return self._open_pool().session(self.schema)
 
     def _fetch_one(self, conn: Connection, statement: ops.Statement) -> dict[str, Any] | None:
         with conn.cursor(row_factory=dict_row) as cur:
@@ -159,6 +162,27 @@ class Client:
         loads): a worker warm for that key prefers the job, but any worker of
         the queue may still run it, so a key never strands a job.
         """
+        if ops.only_task_queue_args(
+            priority,
+            run_at,
+            delay,
+            max_attempts,
+            timeout_s,
+            lease_ttl_s,
+            idempotency_key,
+            dedupe_key,
+            lock_key,
+            partition_key,
+            producer,
+            affinity_key,
+        ):
+            spec, params = ops.plain_enqueue(task, queue, args)
+            with self._connection(conn) as c:
+                inserted = (
+                    tuple_cursor(c).execute(self._enqueue_plain, params, prepare=True).fetchone()
+                )
+            assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+            return ops.inserted_job(spec, inserted)
         spec = ops.job_spec(
             task,
             queue=queue,
@@ -179,8 +203,8 @@ class Client:
         statement = ops.enqueue_statement(self.schema, spec)
         with self._connection(conn) as c:
             if not ops.is_keyed(spec):
-                # The common case: nothing can conflict, one row comes back, as a
-                # tuple whatever row factory a caller's connection carries.
+                # Nothing can conflict, one row comes back, as a tuple whatever
+                # row factory a caller's connection carries.
                 inserted = (
                     tuple_cursor(c)
                     .execute(statement.query, statement.params, prepare=True)

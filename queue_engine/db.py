@@ -16,8 +16,6 @@ error; dropping it and connecting again lets a multi-host DSN with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -213,20 +211,39 @@ SCHEMA_ERRORS = (
 )
 
 
-@contextmanager
-def schema_errors(schema: str) -> Iterator[None]:
-    """Report a missing or outdated engine schema as :class:`SchemaMissing`."""
-    try:
-        yield
-    except SCHEMA_ERRORS as exc:
-        raise SchemaMissing(
-            f"the queue-engine schema {schema!r} is missing or out of date "
-            f"({first_line(exc)}): run `queue-ctl migrate`"
-        ) from None
-    except psycopg.OperationalError as exc:
-        if not is_connection_error(exc):
-            raise
-        raise DatabaseUnavailable(f"lost the database connection: {first_line(exc)}") from None
+class SchemaErrors:
+    """``with``: report a missing or outdated engine schema as :class:`SchemaMissing`.
+
+    And a lost connection as :class:`DatabaseUnavailable`. A class rather than
+    a generator-based context manager: it is entered on every client call, a
+    single enqueue's included, and costs a third as much.
+    """
+
+    __slots__ = ("schema",)
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, SCHEMA_ERRORS):
+            raise SchemaMissing(
+                f"the queue-engine schema {self.schema!r} is missing or out of date "
+                f"({first_line(exc)}): run `queue-ctl migrate`"
+            ) from None
+        if isinstance(exc, psycopg.OperationalError) and is_connection_error(exc):
+            raise DatabaseUnavailable(f"lost the database connection: {first_line(exc)}") from None
+
+
+def schema_errors(schema: str) -> SchemaErrors:
+    """``with schema_errors(schema):`` around statements on the engine's tables."""
+    return SchemaErrors(schema)
 
 
 #: SQLSTATEs that mean the session is gone: class 08 (connection exception),

@@ -1,18 +1,24 @@
 """Contract: the client's pool gives every connection back, whatever the call did.
 
-``Client`` and ``AsyncClient`` take a pooled session with ``getconn`` and
-return it with ``putconn`` (not ``pool.connection()``, to save the client's
-instructions per single enqueue). A call that raises must still return its session, idle and
-usable, so a one-connection pool keeps serving.
+``AsyncClient`` takes a pooled session with ``getconn`` and returns it with
+``putconn``; ``Client`` through its ``KeptConnectionPool``, which keeps the
+session just returned for the next call while no other call is in flight
+(not ``pool.connection()`` in either, to save the client's instructions per
+single enqueue). A call that raises must still return its session, idle and
+usable, so a one-connection pool keeps serving; a kept session must never
+starve a caller waiting on the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
+from psycopg_pool import ConnectionPool
 
 from queue_engine import AsyncClient, Client, JobNotFound
+from queue_engine.client_pool import HOLD_S, KeptConnectionPool
 from queue_engine.errors import ValidationError
 
 
@@ -27,7 +33,8 @@ def test_a_one_connection_pool_keeps_serving_after_errors(dsn: str) -> None:
         second = client.enqueue("t", queue="q")
         assert client.get(second.id).id == second.id
         pool = client._open_pool()
-        stats = pool.get_stats()
+        pool.release()  # the session kept at hand, back in the pool
+        stats = pool.pool.get_stats()
         assert stats["pool_size"] == 1
         assert stats["pool_available"] == 1  # the session is back, not held
 
@@ -60,3 +67,141 @@ def test_the_async_client_returns_its_session_after_errors(dsn: str) -> None:
             return stats["pool_size"], stats["pool_available"]
 
     assert asyncio.run(main()) == (1, 1)
+
+
+# --- the session kept at hand (queue_engine.client_pool) ------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def kept_pool(dsn: str, size: int, clock: Clock) -> KeptConnectionPool:
+    return KeptConnectionPool(
+        ConnectionPool(dsn, min_size=1, max_size=size, kwargs={"autocommit": True}, open=True),
+        clock=clock,
+    )
+
+
+def test_the_session_just_returned_is_the_next_one_taken(dsn: str) -> None:
+    clock = Clock()
+    kept = kept_pool(dsn, 2, clock)
+    try:
+        first = kept.take(timeout=5)
+        backend = first.info.backend_pid
+        kept.give(first)
+        for _ in range(5):
+            conn = kept.take(timeout=5)
+            assert conn is first
+            assert conn.execute("SELECT pg_backend_pid()").fetchone() == (backend,)
+            kept.give(conn)
+        assert kept.pool.get_stats()["requests_num"] == 1  # the pool was asked once
+    finally:
+        kept.close()
+
+
+def test_a_kept_session_goes_back_to_the_pool_after_hold_s(dsn: str) -> None:
+    clock = Clock()
+    kept = kept_pool(dsn, 2, clock)
+    try:
+        kept.give(kept.take(timeout=5))
+        clock.now += HOLD_S - 0.01
+        kept.give(kept.take(timeout=5))
+        assert kept.pool.get_stats()["requests_num"] == 1
+        clock.now += 0.02  # HOLD_S since it left the pool
+        kept.give(kept.take(timeout=5))
+        assert kept.pool.get_stats()["requests_num"] == 2  # returned, and the pool asked again
+        clock.now += HOLD_S - 0.01  # its new time out of the pool starts at that request
+        kept.give(kept.take(timeout=5))
+        assert kept.pool.get_stats()["requests_num"] == 2
+    finally:
+        kept.close()
+
+
+def test_a_session_returned_while_another_call_is_in_flight_goes_to_the_pool(dsn: str) -> None:
+    kept = kept_pool(dsn, 2, Clock())
+    try:
+        first, second = kept.take(timeout=5), kept.take(timeout=5)
+        kept.give(first)
+        assert kept.pool.get_stats()["pool_available"] == 1  # first is back in the pool
+        kept.give(second)
+        assert kept.take(timeout=5) is second  # kept: nothing else was in flight
+    finally:
+        kept.close()
+
+
+def test_one_session_serves_two_threads_in_turn(dsn: str) -> None:
+    kept = kept_pool(dsn, 1, Clock())
+    calls = 200
+    done: list[int] = []
+    failures: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def caller() -> None:
+        try:
+            start.wait()
+            for _ in range(calls):
+                conn = kept.take(timeout=10)  # a starved thread fails here
+                try:
+                    conn.execute("SELECT 1")
+                finally:
+                    kept.give(conn)
+            done.append(calls)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=caller) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not failures
+        assert done == [calls, calls]
+    finally:
+        kept.close()
+
+
+def test_only_an_idle_open_session_is_kept(dsn: str) -> None:
+    kept = kept_pool(dsn, 2, Clock())
+    try:
+        in_transaction = kept.take(timeout=5)
+        in_transaction.execute("BEGIN")
+        kept.give(in_transaction)
+        assert kept.pool.get_stats()["pool_available"] == 1  # to the pool, rolled back there
+        assert in_transaction.info.transaction_status.name == "IDLE"
+        closed = kept.take(timeout=5)
+        closed.close()
+        kept.give(closed)
+        fresh = kept.take(timeout=5)
+        assert fresh is not closed and not fresh.closed
+        assert fresh.execute("SELECT 1").fetchone() == (1,)
+        kept.give(fresh)
+    finally:
+        kept.close()
+
+
+def test_close_returns_the_kept_session_and_closes_the_pool(dsn: str) -> None:
+    kept = kept_pool(dsn, 2, Clock())
+    conn = kept.take(timeout=5)
+    kept.give(conn)
+    kept.close()
+    assert conn.closed
+    assert kept.pool.closed
+
+
+def test_a_client_enqueues_on_one_session_kept_between_calls(dsn: str) -> None:
+    with Client(dsn) as client:
+        backends = {
+            client.enqueue("t", queue="q", args={"i": i}) and backend_of(client) for i in range(20)
+        }
+        assert len(backends) == 1
+
+
+def backend_of(client: Client) -> int:
+    with client._connection(None) as conn:
+        return int(conn.info.backend_pid)

@@ -127,12 +127,10 @@ def test_the_worker_session_is_a_cursor_keeping_connection(dsn: str) -> None:
 def test_a_client_enqueues_on_the_kept_cursor_of_its_pooled_connection(dsn: str) -> None:
     with Client(dsn, pool_size=1) as client:  # one pooled connection: the one we look at
         first = client.enqueue("kept.enqueue", queue=Q, args={"n": 0})
-        pool = client._open_pool()
-        conn = pool.getconn()
-        assert isinstance(conn, CursorKeepingConnection)
-        kept = conn.tuple_cursor()
-        kept.execute("SELECT 1")
-        pool.putconn(conn)
+        with client._connection(None) as conn:
+            assert isinstance(conn, CursorKeepingConnection)
+            kept = conn.tuple_cursor()
+            kept.execute("SELECT 1")
         second = client.enqueue("kept.enqueue", queue=Q, args={"n": 1}, priority=7)
         assert kept.statusmessage == "INSERT 0 1"  # the enqueue ran on the kept cursor
         third = client.enqueue("kept.enqueue", queue=Q, args={"n": 2})

@@ -129,8 +129,7 @@ def test_a_leader_on_a_server_turned_read_only_steps_down_and_competes_again(dsn
 def test_a_producer_replaces_a_pooled_session_whose_server_turned_read_only(dsn: str) -> None:
     with Client(dsn, pool_size=1) as client:
         client.enqueue("t", queue="q")
-        pool = client._open_pool()
-        with pool.connection() as pooled:
+        with client._connection(None) as pooled:
             make_read_only(pooled)
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             client.enqueue("t", queue="q")  # the application sees it once, and retries

@@ -1,0 +1,145 @@
+"""The producer's connections: a psycopg pool, with the session just returned kept at hand.
+
+Why not the pool alone: taking a session from ``psycopg_pool`` and giving it
+back (``getconn``/``putconn``: a re-entrant lock, statistics, three log
+calls, the expiry check, a deque) is 4.5 us of warm Python, and 15-18 us of a
+single enqueue's wall time once it runs between server round trips with cold
+caches: about 5 % of the call (bench/README.md, "Single enqueue: the
+client's Python, cut"). Most producers call from one thread at a time, and
+the session a call returns is the one the next call takes; so it is kept
+here, outside the pool, and taken back with one plain lock.
+
+What the pool guarantees stays true:
+
+* A session is kept only when no other call is in flight. A call that finds
+  none kept waits on the pool; a session returned while any call is in flight
+  goes back to the pool, so a caller waiting there is served as before (one
+  session and two threads take turns, neither starves).
+* A kept session goes back to the pool once it has been out for
+  :data:`HOLD_S` seconds: the pool's own checks (``max_lifetime``, a broken
+  session replaced) apply to it as to the others, at most that much later.
+* Only an idle, open session is kept; any other goes back to the pool, which
+  rolls it back or replaces it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from queue_engine.db import SchemaErrors
+from queue_engine.errors import DatabaseUnavailable
+
+Connection = psycopg.Connection[Any]
+
+#: The longest a session stays out of the pool between two of the pool's checks.
+HOLD_S = 1.0
+
+
+class KeptConnectionPool:
+    """A :class:`~psycopg_pool.ConnectionPool` and the one session kept out of it."""
+
+    def __init__(
+        self, pool: ConnectionPool, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.pool = pool
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._kept: Connection | None = None
+        self._in_flight = 0
+        #: When each session out of the pool is due back, by id (while it is out).
+        self._due: dict[int, float] = {}
+
+    def take(self, timeout: float) -> Connection:
+        """A session for one call: the kept one if it is fresh enough, else the pool's.
+
+        Give it back with :meth:`give`, also when the call fails.
+        """
+        with self._lock:
+            self._in_flight += 1
+            conn, self._kept = self._kept, None
+        if conn is not None:
+            if self._clock() < self._due[id(conn)]:
+                return conn
+            self._return(conn)
+        try:
+            conn = self.pool.getconn(timeout=timeout)
+        except BaseException:
+            with self._lock:
+                self._in_flight -= 1
+            raise
+        self._due[id(conn)] = self._clock() + HOLD_S
+        return conn
+
+    def give(self, conn: Connection) -> None:
+        """Keep the session for the next call, or return it to the pool (see the module)."""
+        with self._lock:
+            self._in_flight -= 1
+            if (
+                self._kept is None
+                and self._in_flight == 0
+                and conn.pgconn.transaction_status == TransactionStatus.IDLE
+            ):
+                self._kept = conn
+                return
+        self._return(conn)
+
+    def release(self) -> None:
+        """Return the kept session to the pool (before closing it, or to look at its figures)."""
+        with self._lock:
+            conn, self._kept = self._kept, None
+        if conn is not None:
+            self._return(conn)
+
+    def _return(self, conn: Connection) -> None:
+        self._due.pop(id(conn), None)
+        self.pool.putconn(conn)
+
+    def close(self) -> None:
+        """Return the kept session and close the pool."""
+        self.release()
+        self.pool.close()
+
+    def session(self, schema: str) -> PooledSession:
+        """``with``: a session for one call, given back after it, its errors translated."""
+        return PooledSession(self, schema)
+
+
+class PooledSession(SchemaErrors):
+    """One call's session of a :class:`KeptConnectionPool` (see :meth:`~KeptConnectionPool.session`).
+
+    A class rather than a generator-based context manager, for the same
+    reason as :class:`~queue_engine.db.SchemaErrors`, whose translation of a
+    missing schema or a lost connection it adds.
+    """
+
+    __slots__ = ("_conn", "_pool")
+
+    def __init__(self, pool: KeptConnectionPool, schema: str) -> None:
+        super().__init__(schema)
+        self._pool = pool
+
+    def __enter__(self) -> Connection:  # type: ignore[override]
+        try:
+            self._conn = self._pool.take(timeout=30)
+        except PoolTimeout:
+            raise DatabaseUnavailable("no database connection available within 30 s") from None
+        return self._conn
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+            # The server turned read-only (a fenced or demoted primary): closed,
+            # the session is replaced by the pool, and a multi-host DSN with
+            # target_session_attrs=read-write opens it on the primary.
+            self._conn.close()
+        self._pool.give(self._conn)
+        super().__exit__(exc_type, exc, tb)

@@ -1,0 +1,157 @@
+"""The usual single enqueue's validated requests, kept per (task, queue), and its Job.
+
+``operations.plain_enqueue`` validates a (task, queue) once and keeps the
+spec and its statement parameters; these tests hold it to what the full
+validation (``job_spec``) gives for the same call, including the task's
+registered defaults when the registration changes, and to the same refusals.
+``inserted_job`` builds its Job positionally; a test builds it by keyword.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from queue_engine import operations as ops
+from queue_engine.errors import ValidationError
+from queue_engine.jobs import Job, JobStatus
+from queue_engine.tasks import registry, task
+
+
+@pytest.mark.parametrize(
+    ("name", "queue", "args"),
+    [
+        ("plain.t", None, None),
+        ("plain.t", "q1", {}),
+        ("plain.t", "q1", {"a": [1, 2], "b": {"c": None}}),
+        ("plain.t", "q2", {"n": 1.5}),
+    ],
+)
+def test_the_kept_request_equals_the_full_validation(
+    name: str, queue: str | None, args: dict[str, Any] | None
+) -> None:
+    for _ in range(2):  # the first call builds the entry, the second reads it
+        spec, params = ops.plain_enqueue(name, queue, args)
+        expected = ops.job_spec(name, queue=queue, args=args)
+        assert spec == expected
+        assert params == expected.params()
+
+
+def test_calls_with_other_args_do_not_share_them() -> None:
+    first, first_params = ops.plain_enqueue("plain.args", "q", {"i": 1})
+    second, second_params = ops.plain_enqueue("plain.args", "q", {"i": 2})
+    empty, empty_params = ops.plain_enqueue("plain.args", "q", {})
+    assert (first.args_json, first_params["args"]) == ('{"i":1}', '{"i":1}')
+    assert (second.args_json, second_params["args"]) == ('{"i":2}', '{"i":2}')
+    assert (empty.args_json, empty_params["args"]) == ("{}", "{}")
+
+
+def test_registered_defaults_apply_and_a_new_registration_is_seen() -> None:
+    assert ops.plain_enqueue("plain.registered", None, None)[0].queue == "default"
+
+    @task("plain.registered", queue="etl.load", max_attempts=9, timeout_s=600)
+    def first(args: dict[str, object]) -> None:
+        return None
+
+    spec, params = ops.plain_enqueue("plain.registered", None, None)
+    assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("etl.load", 9, 600)
+    assert (params["queue"], params["max_attempts"], params["timeout_s"]) == ("etl.load", 9, 600)
+    registry.unregister("plain.registered")
+
+    @task("plain.registered", queue="etl.other", max_attempts=2)
+    def second(args: dict[str, object]) -> None:
+        return None
+
+    spec, _ = ops.plain_enqueue("plain.registered", None, None)
+    assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("etl.other", 2, None)
+    registry.unregister("plain.registered")
+    assert ops.plain_enqueue("plain.registered", None, None)[0].queue == "default"
+
+
+@pytest.mark.parametrize(
+    ("name", "queue", "args", "message"),
+    [
+        ("bad task", None, None, "invalid task name 'bad task'"),
+        (["a", "list"], None, None, "invalid task name ['a', 'list']"),
+        ("t", ["q"], None, "invalid queue name ['q']"),
+        ("t", "bad queue", None, "invalid queue name 'bad queue'"),
+        ("t", "q", ["not", "a", "dict"], "args must be a dict"),
+        ("t", "q", {"x": float("nan")}, "args are not JSON-serialisable"),
+    ],
+)
+def test_refusals_are_the_full_validations(name: Any, queue: Any, args: Any, message: str) -> None:
+    for call in (
+        lambda: ops.plain_enqueue(name, queue, args),
+        lambda: ops.job_spec(name, queue=queue, args=args),
+    ):
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert str(info.value).startswith(message)
+
+
+def test_a_refused_request_is_not_kept() -> None:
+    with pytest.raises(ValidationError):
+        ops.plain_enqueue("t", "bad queue", None)
+    assert ("t", "bad queue") not in ops._PLAIN
+
+
+def test_the_cache_starts_over_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "PLAIN_CACHE_MAX", 3)
+    ops._PLAIN.clear()
+    for queue in ("a", "b", "c", "d"):
+        ops.plain_enqueue("plain.bound", queue, None)
+    assert list(ops._PLAIN) == [("plain.bound", "d")]
+
+
+def test_inserted_job_is_the_job_built_by_keyword() -> None:
+    spec = ops.job_spec(
+        "t",
+        queue="q",
+        args={"a": 1},
+        priority=7,
+        max_attempts=3,
+        timeout_s=60,
+        lease_ttl_s=30,
+        lock_key="lk",
+        partition_key="pk",
+        producer="me",
+        affinity_key="warm",
+    )
+    available_at = datetime(2030, 1, 1, tzinfo=UTC)
+    created_at = datetime(2029, 12, 31, tzinfo=UTC)
+    assert ops.inserted_job(spec, (42, available_at, created_at)) == Job(
+        id=42,
+        queue="q",
+        task="t",
+        args={"a": 1},
+        status=JobStatus.QUEUED,
+        priority=7,
+        available_at=available_at,
+        attempt=0,
+        max_attempts=3,
+        lease_ttl_s=30,
+        lease_expires_at=None,
+        heartbeat_at=None,
+        claimed_by=None,
+        timeout_s=60,
+        idempotency_key=None,
+        dedupe_key=None,
+        lock_key="lk",
+        partition_key="pk",
+        producer="me",
+        cancel_requested=False,
+        progress=None,
+        result=None,
+        error=None,
+        created_at=created_at,
+        started_at=None,
+        finished_at=None,
+        duration_ms=None,
+        created=True,
+        affinity_key="warm",
+        workflow_id=None,
+        node=None,
+        pending_parents=None,
+    )
