@@ -7,27 +7,52 @@ and only if the caller's transaction commits.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row, tuple_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 from queue_engine import operations as ops
 from queue_engine import sql as queries
+from queue_engine.client_pool import AsyncPooledSession, KeptAsyncConnectionPool
 from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.db import APPLICATION_NAME, connect_async, schema_errors
-from queue_engine.errors import DatabaseUnavailable, JobNotFound, WorkflowNotFound
+from queue_engine.db import (
+    APPLICATION_NAME,
+    AsyncCursorKeepingConnection,
+    SchemaErrors,
+    async_tuple_cursor,
+    connect_async,
+)
+from queue_engine.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import Workflow
 
 AsyncConnection = psycopg.AsyncConnection[Any]
+
+
+class _GivenAsyncConnection(SchemaErrors):
+    """``async with``: a caller's connection, the engine's errors translated."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: AsyncConnection, schema: str) -> None:
+        super().__init__(schema)
+        self._conn = conn
+
+    async def __aenter__(self) -> AsyncConnection:
+        return self._conn
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
 
 
 class AsyncClient:
@@ -60,7 +85,7 @@ class AsyncClient:
         }
         if not prepared_statements:
             self._pool_kwargs["prepare_threshold"] = None
-        self._pool: AsyncConnectionPool | None = None
+        self._pool: KeptAsyncConnectionPool | None = None
         self._enqueue_plain = queries.query("enqueue_plain", self.schema)
 
     async def __aenter__(self) -> AsyncClient:
@@ -75,12 +100,13 @@ class AsyncClient:
             await self._pool.close()
             self._pool = None
 
-    async def _open_pool(self) -> AsyncConnectionPool:
+    async def _open_pool(self) -> KeptAsyncConnectionPool:
         if self._pool is None:
             probe = await connect_async(self._dsn)  # fail fast, with a clear reason
             await probe.close()
             pool = AsyncConnectionPool(
                 self._dsn,
+                connection_class=AsyncCursorKeepingConnection,
                 min_size=1,
                 max_size=self._pool_size,
                 kwargs=self._pool_kwargs,
@@ -88,31 +114,17 @@ class AsyncClient:
                 name="queue-engine-async-client",
             )
             await pool.open()
-            self._pool = pool
+            self._pool = KeptAsyncConnectionPool(pool)
         return self._pool
 
-    @asynccontextmanager
-    async def _connection(self, conn: AsyncConnection | None) -> AsyncIterator[AsyncConnection]:
+    def _connection(
+        self, conn: AsyncConnection | None
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
+        """``async with``: the connection for one call, errors translated (as in ``Client``)."""
         chosen = conn if conn is not None else self._conn
-        with schema_errors(self.schema):
-            if chosen is not None:
-                yield chosen
-                return
-            # getconn/putconn rather than pool.connection(), as in Client (its
-            # comment says why).
-            pool = await self._open_pool()
-            try:
-                pooled = await pool.getconn(timeout=30)
-            except PoolTimeout:
-                raise DatabaseUnavailable("no database connection available within 30 s") from None
-            try:
-                yield pooled
-            except pg_errors.ReadOnlySqlTransaction:
-                # As in Client: a session on a server turned read-only is replaced.
-                await pooled.close()
-                raise
-            finally:
-                await pool.putconn(pooled)
+        if chosen is not None:
+            return _GivenAsyncConnection(chosen, self.schema)
+        return AsyncPooledSession(self._open_pool, self.schema)
 
     async def _fetch_one(
         self, conn: AsyncConnection, statement: ops.Statement
@@ -157,7 +169,8 @@ class AsyncClient:
             affinity_key,
         ):
             spec, params = ops.plain_enqueue(task, queue, args)
-            async with self._connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
+            async with self._connection(conn) as c:
+                cur = async_tuple_cursor(c)
                 await cur.execute(self._enqueue_plain, params, prepare=True)
                 inserted = await cur.fetchone()
             assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
@@ -183,9 +196,9 @@ class AsyncClient:
         async with self._connection(conn) as c:
             if not ops.is_keyed(spec):
                 # Nothing can conflict, one row comes back.
-                async with c.cursor(row_factory=tuple_row) as cur:
-                    await cur.execute(statement.query, statement.params, prepare=True)
-                    inserted = await cur.fetchone()
+                cur = async_tuple_cursor(c)
+                await cur.execute(statement.query, statement.params, prepare=True)
+                inserted = await cur.fetchone()
                 assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
                 return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):

@@ -78,6 +78,19 @@ class CursorKeepingConnection(psycopg.Connection[Any]):
         return cursor
 
 
+class AsyncCursorKeepingConnection(psycopg.AsyncConnection[Any]):
+    """:class:`CursorKeepingConnection` for asyncio: the ``AsyncClient``'s pooled sessions."""
+
+    _kept_tuple: psycopg.AsyncCursor[tuple[Any, ...]] | None = None
+
+    def tuple_cursor(self) -> psycopg.AsyncCursor[tuple[Any, ...]]:
+        """The kept cursor with ``%(name)s`` placeholders and tuple rows, made on first use."""
+        cursor = self._kept_tuple
+        if cursor is None or cursor.closed:
+            cursor = self._kept_tuple = self.cursor(row_factory=tuple_row)
+        return cursor
+
+
 def raw_cursor(conn: psycopg.Connection[Any]) -> psycopg.RawCursor[Any]:
     """The connection's kept raw cursor, or a new one on a connection that keeps none."""
     if isinstance(conn, CursorKeepingConnection):
@@ -88,6 +101,15 @@ def raw_cursor(conn: psycopg.Connection[Any]) -> psycopg.RawCursor[Any]:
 def tuple_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[tuple[Any, ...]]:
     """The connection's kept tuple-row cursor, or a new one (whatever the connection's row factory)."""
     if isinstance(conn, CursorKeepingConnection):
+        return conn.tuple_cursor()
+    return conn.cursor(row_factory=tuple_row)
+
+
+def async_tuple_cursor(
+    conn: psycopg.AsyncConnection[Any],
+) -> psycopg.AsyncCursor[tuple[Any, ...]]:
+    """:func:`tuple_cursor` for asyncio: the connection's kept cursor, or a new one."""
+    if isinstance(conn, AsyncCursorKeepingConnection):
         return conn.tuple_cursor()
     return conn.cursor(row_factory=tuple_row)
 

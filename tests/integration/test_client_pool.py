@@ -1,10 +1,10 @@
 """Contract: the client's pool gives every connection back, whatever the call did.
 
-``AsyncClient`` takes a pooled session with ``getconn`` and returns it with
-``putconn``; ``Client`` through its ``KeptConnectionPool``, which keeps the
-session just returned for the next call while no other call is in flight
-(not ``pool.connection()`` in either, to save the client's instructions per
-single enqueue). A call that raises must still return its session, idle and
+``Client`` and ``AsyncClient`` take a pooled session through their
+``KeptConnectionPool`` / ``KeptAsyncConnectionPool``, which keeps the session
+just returned for the next call while no other call is in flight (not
+``pool.connection()``, to save the client's instructions per single
+enqueue). A call that raises must still return its session, idle and
 usable, so a one-connection pool keeps serving; a kept session must never
 starve a caller waiting on the pool.
 """
@@ -15,10 +15,10 @@ import asyncio
 import threading
 
 import pytest
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from queue_engine import AsyncClient, Client, JobNotFound
-from queue_engine.client_pool import HOLD_S, KeptConnectionPool
+from queue_engine.client_pool import HOLD_S, KeptAsyncConnectionPool, KeptConnectionPool
 from queue_engine.errors import ValidationError
 
 
@@ -63,7 +63,9 @@ def test_the_async_client_returns_its_session_after_errors(dsn: str) -> None:
                     await client.get(first.id + 1000)
             second = await client.enqueue("t", queue="q")
             assert (await client.get(second.id)).id == second.id
-            stats = (await client._open_pool()).get_stats()
+            pool = await client._open_pool()
+            await pool.release()  # the session kept at hand, back in the pool
+            stats = pool.pool.get_stats()
             return stats["pool_size"], stats["pool_available"]
 
     assert asyncio.run(main()) == (1, 1)
@@ -205,3 +207,54 @@ def test_a_client_enqueues_on_one_session_kept_between_calls(dsn: str) -> None:
 def backend_of(client: Client) -> int:
     with client._connection(None) as conn:
         return int(conn.info.backend_pid)
+
+
+def test_the_async_client_keeps_its_session_and_shares_it_between_tasks(dsn: str) -> None:
+    """One session, tasks that overlap: each enqueue is served, none waits for the pool's timeout."""
+
+    async def main() -> tuple[set[int], int, int]:
+        async with AsyncClient(dsn, pool_size=1) as client:
+            backends = set()
+            for i in range(10):
+                await client.enqueue("t", queue="q", args={"i": i})
+                async with client._connection(None) as conn:
+                    backends.add(conn.info.backend_pid)
+            jobs = await asyncio.wait_for(
+                asyncio.gather(
+                    *(client.enqueue("t", queue="q", args={"task": i}) for i in range(50))
+                ),
+                timeout=20,
+            )
+            pool = await client._open_pool()
+            await pool.release()
+            return backends, len({job.id for job in jobs}), pool.pool.get_stats()["pool_available"]
+
+    backends, distinct, available = asyncio.run(main())
+    assert len(backends) == 1  # the same session, kept between calls
+    assert distinct == 50
+    assert available == 1
+
+
+def test_a_kept_async_session_goes_back_to_the_pool_after_hold_s(dsn: str) -> None:
+    async def main() -> list[int]:
+        clock = Clock()
+        pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False)
+        await pool.open()
+        kept = KeptAsyncConnectionPool(pool, clock=clock)
+        requests = []
+        try:
+            await kept.give(await kept.take(timeout=5))
+            await kept.give(await kept.take(timeout=5))
+            requests.append(pool.get_stats()["requests_num"])
+            clock.now += HOLD_S
+            await kept.give(await kept.take(timeout=5))
+            requests.append(pool.get_stats()["requests_num"])
+            first, second = await kept.take(timeout=5), await kept.take(timeout=5)
+            await kept.give(first)  # another call in flight: to the pool
+            requests.append(pool.get_stats()["pool_available"])
+            await kept.give(second)
+        finally:
+            await kept.close()
+        return requests
+
+    assert asyncio.run(main()) == [1, 2, 1]

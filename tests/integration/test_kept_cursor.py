@@ -12,6 +12,7 @@ pooled connection's kept cursor and answers the job it made.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
 from qe_worker_helpers import worker_session
 
-from queue_engine import Client
+from queue_engine import AsyncClient, Client, Job
 from queue_engine.context import ClaimedJob
-from queue_engine.db import CursorKeepingConnection, connect
+from queue_engine.db import AsyncCursorKeepingConnection, CursorKeepingConnection, connect
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import succeeded
 from queue_engine.worker.store import ClaimGate
@@ -144,3 +145,31 @@ def test_a_client_enqueues_on_the_kept_cursor_of_its_pooled_connection(dsn: str)
                 job.created_at,
             )
         assert (second.args, second.priority, second.queue) == ({"n": 1}, 7, Q)
+
+
+def test_an_async_client_enqueues_on_the_kept_cursor_of_its_pooled_connection(dsn: str) -> None:
+    async def scenario() -> tuple[list[Job], list[Job], str | None]:
+        async with AsyncClient(dsn, pool_size=1) as client:
+            first = await client.enqueue("kept.async", queue=Q, args={"n": 0})
+            async with client._connection(None) as conn:
+                assert isinstance(conn, AsyncCursorKeepingConnection)
+                kept = conn.tuple_cursor()
+                await kept.execute("SELECT 1")
+            second = await client.enqueue("kept.async", queue=Q, args={"n": 1}, priority=7)
+            status = kept.statusmessage  # the enqueue ran on the kept cursor
+            third = await client.enqueue("kept.async", queue=Q, args={"n": 2})
+            made = [first, second, third]
+            stored = [await client.get(job.id) for job in made]
+            return made, stored, status
+
+    made, stored, status = asyncio.run(scenario())
+    assert status == "INSERT 0 1"
+    assert made[0].id < made[1].id < made[2].id
+    for job, row in zip(made, stored, strict=True):
+        assert (row.args, row.priority, row.available_at, row.created_at) == (
+            job.args,
+            job.priority,
+            job.available_at,
+            job.created_at,
+        )
+    assert (made[1].args, made[1].priority, made[1].queue) == ({"n": 1}, 7, Q)

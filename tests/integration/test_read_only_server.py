@@ -142,8 +142,7 @@ def test_an_async_producer_replaces_a_pooled_session_whose_server_turned_read_on
     async def scenario() -> None:
         async with AsyncClient(dsn, pool_size=1) as client:
             await client.enqueue("t", queue="q")
-            pool = await client._open_pool()
-            async with pool.connection() as pooled:
+            async with client._connection(None) as pooled:
                 await pooled.execute("SET default_transaction_read_only = on")
             with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
                 await client.enqueue("t", queue="q")
