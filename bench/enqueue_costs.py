@@ -27,7 +27,8 @@ calls after the same warm-up, the difference over N2 - N1, so start-up and
 imports cancel out. Blind to load and to the disk, it is the figure for the
 client's Python; with ``--ab PYTHON`` the base build is counted beside this
 one. Calls as the shared harness makes them: ``args={}`` (its single-enqueue
-scenario) and ``args={"t": time.time()}`` (its latency scenario).
+scenario) and ``args={"t": time.time()}`` (its latency scenario); and
+``AsyncClient``'s with ``args={}`` (the asyncio loop counted too).
 
 ``--ab PYTHON`` alternates, round by round, this build and the build whose
 interpreter is PYTHON (a venv of the base commit): each measurement is a
@@ -40,6 +41,7 @@ the child's CPU and the server backend's CPU per job next to wall-clock.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -109,8 +111,17 @@ def child(mode: str, dsn: str, n: int) -> dict[str, float]:
 
 def count_child(args_kind: str, dsn: str, n: int) -> None:
     """Enqueue ``n`` jobs after a warm-up, nothing else: the body that callgrind counts."""
-    from queue_engine import Client
+    from queue_engine import AsyncClient, Client
 
+    if args_kind == "async":
+
+        async def enqueue_all() -> None:
+            async with AsyncClient(dsn) as client:
+                for _ in range(50 + n):
+                    await client.enqueue("noop", queue=QUEUE, args={})
+
+        asyncio.run(enqueue_all())
+        return
     with Client(dsn) as client:
         for _ in range(50):
             client.enqueue("noop", queue=QUEUE, args={})
@@ -126,7 +137,7 @@ def callgrind(builds: dict[str, str], counts: tuple[int, int]) -> int:
     """Producer instructions per single enqueue of each build (see the module docstring)."""
     print(f"producer instructions per single enqueue (callgrind, {counts[1]} - {counts[0]} calls):")
     with embedded(preload=False) as (admin, _pid):
-        for args_kind in ("empty", "t"):
+        for args_kind in ("empty", "t", "async"):
             for build, python in builds.items():
                 totals = []
                 for n in counts:
@@ -162,7 +173,11 @@ def callgrind(builds: dict[str, str], counts: tuple[int, int]) -> int:
                             raise SystemExit(f"callgrind of {build} reported no count")
                         totals.append(found[0])
                 per_call = (totals[1] - totals[0]) / (counts[1] - counts[0])
-                label = "args={}" if args_kind == "empty" else 'args={"t": time.time()}'
+                label = {
+                    "empty": "args={}",
+                    "t": 'args={"t": time.time()}',
+                    "async": "AsyncClient, args={}",
+                }[args_kind]
                 print(f"  {build:<4} {label:<24} {per_call:>9,.0f}", flush=True)
     return 0
 
@@ -452,11 +467,13 @@ def main() -> int:
     )
     parser.add_argument("--callgrind-calls", default="200,600", help="N1,N2 calls per count")
     parser.add_argument(
-        "--child", choices=["single", "bulk", "count-empty", "count-t"], help=argparse.SUPPRESS
+        "--child",
+        choices=["single", "bulk", "count-empty", "count-t", "count-async"],
+        help=argparse.SUPPRESS,
     )
     parser.add_argument("--dsn", help=argparse.SUPPRESS)
     options = parser.parse_args()
-    if options.child in ("count-empty", "count-t"):
+    if options.child in ("count-empty", "count-t", "count-async"):
         count_child(options.child.removeprefix("count-"), options.dsn, options.n)
         return 0
     if options.child:
