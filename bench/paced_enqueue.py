@@ -1,0 +1,114 @@
+"""The producer's paced single enqueue, two builds alternated. Not a test: it prints numbers.
+
+Usage::
+
+    python bench/paced_enqueue.py --base /work/wt/base/.venv/bin/python --rounds 8
+
+The shared harness's latency scenario enqueues one job every 10 ms, and most
+of a job's latency there is the producer's ``enqueue`` call itself (its
+INSERT, its durable commit, the round trip: 1.1-1.4 ms of 1.8-2.2,
+``cold_claim.py``). Paced calls run with the producer's caches cold, so they
+are slower than back to back (``enqueue_costs.py``) and weigh the client's
+Python differently. This puts two idle ``queue-claim-worker`` processes of
+this build on one embedded server (fsync on) and, in rounds alternated ABBA,
+runs a producer child process of each build: ``--jobs`` calls of
+``Client(dsn).enqueue("noop", queue="bench", args={"t": time.time()})`` at
+``--rate`` per second (the harness's call and pace), each call timed alone.
+It prints each round's p50 and p90 and their medians per build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from worker_bench import (  # a sibling script, not a package
+    fresh_database,
+    server,
+    start_workers,
+    stop_workers,
+)
+
+
+def child(dsn: str, jobs: int, rate: float) -> None:
+    """Enqueue ``jobs`` jobs at ``rate``/s with this interpreter's build; print p50 and p90 ms."""
+    from queue_engine import Client
+
+    calls: list[float] = []
+    with Client(dsn) as client:
+        for _ in range(20):  # the pool, the prepared statement, the kept validation
+            client.enqueue("noop", queue="bench", args={"t": time.time()})
+        time.sleep(0.5)
+        start = time.perf_counter()
+        for i in range(jobs):
+            due = start + i / rate
+            while (now := time.perf_counter()) < due:
+                time.sleep(min(0.002, due - now))
+            t0 = time.perf_counter()
+            client.enqueue("noop", queue="bench", args={"t": time.time()})
+            calls.append(time.perf_counter() - t0)
+    calls.sort()
+    print(
+        json.dumps({"p50": 1e3 * calls[len(calls) // 2], "p90": 1e3 * calls[int(len(calls) * 0.9)]})
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", required=False, help="the base build's venv python")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--dsn", default="", help="an admin DSN (default: an embedded Postgres)")
+    parser.add_argument("--child", metavar="DSN", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.child:
+        child(options.child, options.jobs, options.rate)
+        return 0
+    builds = {"new": sys.executable}
+    if options.base:
+        builds["base"] = options.base
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in builds}
+    with server(options.dsn) as admin, fresh_database(admin) as dsn:
+        workers = start_workers(dsn, 2, 1, {})
+        try:
+            time.sleep(2)  # started, listening, idle
+            names = list(builds)
+            for rnd in range(options.rounds):
+                for name in names if rnd % 2 == 0 else names[::-1]:
+                    out = subprocess.run(
+                        [
+                            *(builds[name], __file__, "--child", dsn),
+                            *("--jobs", str(options.jobs), "--rate", str(options.rate)),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                    results[name].append(result)
+                    print(
+                        f"round {rnd + 1} {name:<4} p50 {result['p50']:.3f} ms"
+                        f"  p90 {result['p90']:.3f} ms",
+                        flush=True,
+                    )
+        finally:
+            stop_workers(workers)
+    print(f"\npaced enqueue call, {options.jobs} jobs at {options.rate:g}/s, 2 idle workers")
+    print("| build | p50 ms (median of rounds) | p90 ms |")
+    print("|---|---|---|")
+    for name, rows in results.items():
+        p50 = statistics.median(r["p50"] for r in rows)
+        p90 = statistics.median(r["p90"] for r in rows)
+        print(f"| {name} | {p50:.3f} | {p90:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
