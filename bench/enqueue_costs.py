@@ -61,6 +61,9 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parent))
+from worker_bench import callgrind_total  # noqa: E402  (a sibling script, not a package)
+
 QUEUE = "bench"
 
 
@@ -162,16 +165,12 @@ def callgrind(builds: dict[str, str], counts: tuple[int, int]) -> int:
                             text=True,
                             check=False,
                         )
-                        found = [
-                            int(line.split()[1])
-                            for line in (out_dir / "cg.out").read_text().splitlines()
-                            if line.startswith(("summary:", "totals:"))
-                        ][:1]
+                        found = callgrind_total([out_dir / "cg.out"])
                         shutil.rmtree(out_dir, ignore_errors=True)
-                        if done.returncode != 0 or not found:
+                        if done.returncode != 0 or found is None:
                             print(done.stderr[-2000:], file=sys.stderr)
                             raise SystemExit(f"callgrind of {build} reported no count")
-                        totals.append(found[0])
+                        totals.append(found)
                 per_call = (totals[1] - totals[0]) / (counts[1] - counts[0])
                 label = {
                     "empty": "args={}",

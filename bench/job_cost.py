@@ -76,6 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker_bench import (
     QUEUE,
     WORKER_BIN,
+    callgrind_total,
     cpu_seconds,
     fresh_database,
     server_pids,
@@ -566,19 +567,14 @@ def callgrind(
                     check=False,
                 )
                 main_thread = [f for f in cg_dir.iterdir() if f.name.endswith("-01")]
-                collected = [
-                    int(line.split()[1])
-                    for f in main_thread
-                    for line in f.read_text().splitlines()
-                    if line.startswith(("summary:", "totals:"))
-                ][:1]
+                collected = callgrind_total(main_thread)
                 if os.path.exists(out):
                     os.unlink(out)
                 shutil.rmtree(cg_dir, ignore_errors=True)
-                if not collected:
+                if collected is None:
                     print(done.stderr[-2000:], file=sys.stderr)
                     raise SystemExit("callgrind reported no count")
-                totals.append(collected[0])
+                totals.append(collected)
         per_job = (totals[1] - totals[0]) / (counts[1] - counts[0])
         print(f"  {label} ({level}): {per_job:,.0f} instructions per job")
 

@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker_bench import (  # a sibling script, not a package
     fresh_database,
+    pct,
     server,
     start_workers,
     stop_workers,
@@ -54,9 +55,7 @@ def child(dsn: str, jobs: int, rate: float) -> None:
             client.enqueue("noop", queue="bench", args={"t": time.time()})
             calls.append(time.perf_counter() - t0)
     calls.sort()
-    print(
-        json.dumps({"p50": 1e3 * calls[len(calls) // 2], "p90": 1e3 * calls[int(len(calls) * 0.9)]})
-    )
+    print(json.dumps({"p50": 1e3 * pct(calls, 50), "p90": 1e3 * pct(calls, 90)}))
 
 
 def main() -> int:

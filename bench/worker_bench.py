@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -222,6 +222,15 @@ def latency(
         finally:
             stop_workers(procs)
     return sorted(float(r[0]) for r in rows)
+
+
+def callgrind_total(files: Iterable[Path]) -> int | None:
+    """The instruction total of the first callgrind output file that has one, or None."""
+    for f in files:
+        for line in f.read_text().splitlines():
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    return None
 
 
 def pct(values: list[float], p: float) -> float:

@@ -2,9 +2,13 @@
 
 :class:`~queue_engine.client.Client` and :class:`~queue_engine.async_client.AsyncClient`
 differ only in how they run a statement; what each operation sends and how it
-reads the answer lives here once. (About 500 lines: every client operation is
-a few small functions, and splitting them by operation would scatter the
-shared statement and answer helpers.)
+reads the answer lives here once.
+
+Why this module is long (about 500 lines): it is every client operation's
+statement and answer, each a few small functions over the same ``Statement``,
+``JobSpec`` and ``Job``; split by operation, the enqueue helpers that bulk,
+keyed and plain enqueues share would stand in three modules that import each
+other.
 """
 
 from __future__ import annotations
