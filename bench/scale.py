@@ -61,6 +61,7 @@ from worker_bench import stop_workers
 
 from queue_engine import Client
 from queue_engine import sql as queries
+from queue_engine.orchestrator.archiver import Cursor, archive_once
 from queue_engine.orchestrator.pruner import (
     BATCH_SIZE_DEFAULT,
     CATCH_UP_DEFAULT_S,
@@ -69,6 +70,7 @@ from queue_engine.orchestrator.pruner import (
     Retention,
     prune_once,
 )
+from queue_engine.settings import ARCHIVE_AFTER_S as ARCHIVE_AFTER
 
 BIN = Path(sys.executable).parent
 WORKER_STATEMENT = "%claim_events%"
@@ -206,6 +208,49 @@ def enqueue_figures(
         figures.add(f"{t.label}bulk enqueue server ms/job", t.which, server.total_ms / bulk)
     with psycopg.connect(t.dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM queue_engine.jobs WHERE queue = 'enq' AND status = 'queued'")
+
+
+#: The archiver's default age (QUEUE_ENGINE_ARCHIVE_AFTER_S).
+ARCHIVE_AFTER_S = ARCHIVE_AFTER.default
+
+
+def archive_phase(which: str, dsn: str) -> None:
+    """What the orchestrator's archiver does to the history after the upgrade to 0027.
+
+    Succeeded jobs older than the archive age move to ``jobs_archive`` in the
+    archiver's batches (1,000 per statement), back to back here (the service
+    pauses 1 s every 20 batches); then VACUUM, as autovacuum would after it,
+    and a CHECKPOINT so the rounds start alike.
+    """
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        lsn = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        assert lsn is not None
+        t0 = time.perf_counter()
+        cursor = Cursor()
+        moved = statements = 0
+        while True:
+            result = archive_once(conn, "queue_engine", ARCHIVE_AFTER_S, cursor, max_batches=20)
+            moved += result.moved
+            statements += result.batches
+            if not result.more:
+                break
+            if moved and statements % 2000 == 0:
+                db.log(f"{which}: archived {moved:,}")
+        seconds = time.perf_counter() - t0
+        wal = conn.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)", (lsn[0],)
+        ).fetchone()
+        assert wal is not None
+        t1 = time.perf_counter()
+        conn.execute("VACUUM (ANALYZE) queue_engine.jobs")
+        conn.execute("VACUUM (ANALYZE) queue_engine.jobs_archive")
+        conn.execute("CHECKPOINT")
+        vacuum_s = time.perf_counter() - t1
+    print(
+        f"archive ({which}): {moved:,} succeeded jobs moved in {seconds:,.1f} s"
+        f" ({moved / max(seconds, 1e-9):,.0f} jobs/s, {statements:,} statements,"
+        f" WAL {float(wal[0]) / max(moved, 1):,.0f} B/job); VACUUM + CHECKPOINT {vacuum_s:,.1f} s"
+    )
 
 
 def drain_figures(
@@ -463,7 +508,7 @@ def main() -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to leave out: enqueue, drain, ctl, prune, vacuum",
+        help="comma-separated parts to leave out: archive, enqueue, drain, ctl, prune, vacuum",
     )
     parser.add_argument(
         "--compare-sql",
@@ -532,6 +577,9 @@ def main() -> None:
             print(
                 f"jobs: autovacuum_vacuum_scale_factor = 0, threshold = {opts.jobs_vacuum_threshold}"
             )
+        if "archive" not in skip:
+            for which, dsn in (("empty", empty_dsn), ("big", big_dsn)):
+                archive_phase(which, dsn)
         targets = [
             db_target("empty", empty_dsn, admin_dsn, db.EMPTY_DB),
             db_target("big", big_dsn, admin_dsn, db.BIG_DB),

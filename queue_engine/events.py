@@ -119,6 +119,8 @@ _ORCHESTRATOR: Final[dict[str, str]] = {
     "fast_recovery.error": "a fast-recovery check raised; retried with backoff",
     "pruner.run": "one retention run (info when it deleted jobs, events or stale worker rows, else debug)",
     "pruner.error": "a retention run raised; retried with backoff",
+    "archiver.run": "one archiver run (info when it moved succeeded jobs to jobs_archive, else debug)",
+    "archiver.error": "an archiver run raised; retried with backoff",
     "analyzer.run": "one statistics check (info when a burst made it ANALYZE jobs, else debug)",
     "analyzer.error": "a statistics check raised; retried with backoff",
     "workflow.input_timed_out": "input nodes whose value did not come within their timeout_s were failed; children that require them are canceled",

@@ -80,6 +80,7 @@ KNOWN_COUNTERS: dict[str, str] = {
     "pruned_events": "Job events deleted with their jobs by retention.",
     "pruned_workers": "Stale worker rows deleted by retention.",
     "pruned_workflows": "Finished workflows deleted as a whole by retention.",
+    "archived_jobs": "Succeeded jobs moved from jobs to jobs_archive by the archiver.",
     "workflow_inputs_timed_out": "Input nodes failed because their value did not come in time.",
     "workflow_stuck_checks": "Runs of the leader's 'no stuck workflow node' check.",
 }

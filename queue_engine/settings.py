@@ -494,6 +494,15 @@ RECOVERY_S = number(
 )
 ELECT_S = number("ELECT_S", 1, (ORCHESTRATOR,), "seconds between leadership checks", minimum=0.05)
 PRUNE_S = number("PRUNE_S", 60, (ORCHESTRATOR,), "seconds between pruner runs", minimum=0.05)
+ARCHIVE_AFTER_S = number(
+    "ARCHIVE_AFTER_S",
+    60,
+    (ORCHESTRATOR,),
+    "age at which succeeded jobs move from jobs to jobs_archive; 0 turns archiving off",
+    minimum=1,
+    zero_is_off=True,
+)
+ARCHIVE_S = number("ARCHIVE_S", 10, (ORCHESTRATOR,), "seconds between archiver runs", minimum=0.05)
 WORKFLOW_CHECK_S = number(
     "WORKFLOW_CHECK_S",
     60,
@@ -721,6 +730,8 @@ SETTINGS: dict[str, Setting[Any]] = {
         RECOVERY_S,
         ELECT_S,
         PRUNE_S,
+        ARCHIVE_AFTER_S,
+        ARCHIVE_S,
         WORKFLOW_CHECK_S,
         RETAIN_SUCCEEDED_S,
         RETAIN_FAILED_S,

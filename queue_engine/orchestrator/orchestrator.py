@@ -13,7 +13,8 @@ the orchestrator runs on it:
   :class:`~queue_engine.orchestrator.reaper.Reaper`, the
   :class:`~queue_engine.orchestrator.dead_workers.DeadWorkerSweep`,
   :class:`~queue_engine.orchestrator.fast_recovery.FastRecovery`, the
-  :class:`~queue_engine.orchestrator.pruner.Pruner`, the workflow
+  :class:`~queue_engine.orchestrator.pruner.Pruner`, the
+  :class:`~queue_engine.orchestrator.archiver.Archiver`, the workflow
   :class:`~queue_engine.orchestrator.input_timeouts.InputTimeouts` and
   :class:`~queue_engine.orchestrator.stuck_nodes.StuckNodeCheck`) are started when this
   process is elected and stopped when it steps down, so exactly the leader
@@ -41,6 +42,7 @@ from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRunti
 from queue_engine.db import connect
 from queue_engine.migrate import Migration, Migrator
 from queue_engine.orchestrator.analyzer import Analyzer
+from queue_engine.orchestrator.archiver import Archiver
 from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
 from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
 from queue_engine.orchestrator.input_timeouts import InputTimeouts
@@ -235,6 +237,10 @@ class Orchestrator:
             self.leader_services.append(self.fast_recovery)
         self.pruner = Pruner.from_env(config.dsn, config.schema)
         self.leader_services.append(self.pruner)
+        # Scale: succeeded jobs leave the hot table (orchestrator/archiver.py, migration 0027).
+        self.archiver = Archiver.from_env(config.dsn, config.schema)
+        if self.archiver is not None:
+            self.leader_services.append(self.archiver)
         # Statistics: ANALYZE jobs after a burst (orchestrator/analyzer.py, issue 16).
         self.analyzer = Analyzer(config.dsn, config.schema)
         self.leader_services.append(self.analyzer)

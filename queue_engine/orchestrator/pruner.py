@@ -18,6 +18,10 @@ worker rows (last beat)    ``QUEUE_ENGINE_RETAIN_WORKERS_S``    1 day
 A retention of 0 keeps that status forever. Queued and running jobs are never
 touched (only rows with ``finished_at`` set and a final status qualify).
 
+Succeeded jobs the archiver moved to ``jobs_archive`` (migration 0027) are
+deleted from there after the same ``RETAIN_SUCCEEDED_S``
+(``sql/prune_archive.sql``), in batches of their own.
+
 Workflow nodes are never pruned one by one: a node of a running workflow is
 still read by its children (its result, its edges), so ``sql/prune_jobs.sql``
 skips every job with a ``workflow_id``. A *finished* workflow goes as a whole
@@ -246,6 +250,16 @@ def prune_once(
         }
         for seconds, states in retention.workflow_groups()
     ]
+    if retention.succeeded_s > 0:
+        # Archived jobs (migration 0027) are all succeeded ones.
+        groups.append(
+            {
+                "kind": "archive",
+                "cutoff": _cutoff(conn, now, retention.succeeded_s),
+                "statuses": [str(JobStatus.SUCCEEDED)],
+                "after": None,
+            }
+        )
     jobs: dict[str, int] = {}
     workflows: dict[str, int] = {}
     events = 0
@@ -255,6 +269,7 @@ def prune_once(
     pending = deque(range(len(groups)))
     statements = {
         "jobs": queries.query("prune_jobs", schema),
+        "archive": queries.query("prune_archive", schema),
         "workflows": queries.query("prune_workflows", schema),
     }
 
@@ -265,7 +280,7 @@ def prune_once(
         params = {k: v for k, v in group.items() if k != "kind"}
         row = conn.execute(statements[group["kind"]], {**params, "limit": batch_size}).fetchone()
         assert row is not None
-        if group["kind"] == "jobs":
+        if group["kind"] in ("jobs", "archive"):
             by_status, deleted_events, scanned, last = row
             more = scanned >= batch_size
             for status, n in by_status.items():

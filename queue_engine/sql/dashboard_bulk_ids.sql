@@ -7,6 +7,8 @@
 -- %(before)s / %(floor)s: the id window the jobs page searched (see
 -- dashboard_list_jobs.sql), so the preview and the action cover exactly the
 -- jobs that search could show, and never scan the whole table.
+-- Reads jobs alone, not jobs_all: neither action accepts a succeeded job, and
+-- succeeded jobs are the only ones archived (migration 0027).
 SELECT j.id
 FROM __SCHEMA__.jobs j
 WHERE j.status = ANY(%(statuses)s::text[])

@@ -5,7 +5,7 @@
 SELECT j.queue,
        extract(epoch FROM date_trunc('minute', j.finished_at))::float8 AS minute,
        count(*) AS finished
-FROM __SCHEMA__.jobs j
+FROM __SCHEMA__.jobs_all j
 WHERE j.finished_at >= date_trunc('minute', now()) - interval '1 hour'
   AND j.finished_at < date_trunc('minute', now())
 GROUP BY 1, 2

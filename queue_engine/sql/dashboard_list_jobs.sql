@@ -11,7 +11,7 @@
 -- the next window. NULL: no floor (no filter: every row matches anyway).
 SELECT j.id, j.queue, j.task, j.status, j.priority, j.attempt, j.max_attempts, j.args,
        j.created_at, j.available_at, j.started_at, j.finished_at, j.duration_ms
-FROM __SCHEMA__.jobs j
+FROM __SCHEMA__.jobs_all j
 WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
   AND (%(floor)s::bigint IS NULL OR j.id >= %(floor)s::bigint)
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)

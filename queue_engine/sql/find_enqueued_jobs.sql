@@ -2,7 +2,7 @@
 -- Every filter is optional (NULL = any). %(args)s is a subset match: the job's args
 -- contain it (jsonb @>), so a test names only the arguments it cares about.
 SELECT j.*, false AS created
-FROM __SCHEMA__.jobs j
+FROM __SCHEMA__.jobs_all j
 WHERE (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
   AND (%(status)s::text IS NULL OR j.status = %(status)s::text)
   AND (%(task)s::text IS NULL OR j.task = %(task)s::text)

@@ -1,1 +1,1 @@
-SELECT j.*, false AS created FROM __SCHEMA__.jobs j WHERE j.id = %(id)s
+SELECT j.*, false AS created FROM __SCHEMA__.jobs_all j WHERE j.id = %(id)s

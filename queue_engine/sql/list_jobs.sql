@@ -1,7 +1,7 @@
 -- Newest first; every filter is optional (NULL = any).
 -- %(older_than_s)s: only jobs created more than that many seconds ago (database clock).
 SELECT j.*, false AS created
-FROM __SCHEMA__.jobs j
+FROM __SCHEMA__.jobs_all j
 WHERE (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
   AND (%(status)s::text IS NULL OR j.status = %(status)s::text)
   AND (%(task)s::text IS NULL OR j.task = %(task)s::text)

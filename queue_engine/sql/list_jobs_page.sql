@@ -9,7 +9,7 @@
 --   %(args)s       jsonb the job's args must contain (@>)
 --   %(created_after)s, %(created_before)s   timestamptz bounds of created_at
 SELECT j.*, false AS created
-FROM __SCHEMA__.jobs j
+FROM __SCHEMA__.jobs_all j
 WHERE (%(after_id)s::bigint IS NULL OR j.id < %(after_id)s::bigint)
   AND (%(statuses)s::text[] IS NULL OR j.status = ANY (%(statuses)s::text[]))
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)

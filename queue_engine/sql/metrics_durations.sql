@@ -12,7 +12,7 @@ FROM (
     SELECT j.queue, j.duration_ms / 1000.0 AS run_s,
            (SELECT count(*) FROM unnest(%(bounds_s)s::float8[]) AS b(le)
             WHERE b.le < j.duration_ms / 1000.0) AS bucket
-    FROM __SCHEMA__.jobs j
+    FROM __SCHEMA__.jobs_all j
     WHERE j.finished_at > now() - make_interval(secs => %(window_s)s::float8)
       AND j.status IN ('succeeded', 'failed')
       AND j.duration_ms IS NOT NULL

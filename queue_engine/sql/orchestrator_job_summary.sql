@@ -7,6 +7,6 @@ SELECT j.id, j.task, j.status, j.attempt, j.max_attempts, j.progress, j.created_
              WHERE e.job_id = j.id AND e.from_status = 'running'
                AND e.to_status IN ('queued', 'failed')
              ORDER BY e.id) AS failures
-FROM __SCHEMA__.jobs j
+FROM __SCHEMA__.jobs_all j
 WHERE j.id = ANY(%(ids)s::bigint[])
 ORDER BY j.id

@@ -10,5 +10,5 @@ SELECT count(*) AS total,
        percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
            ORDER BY (extract(epoch FROM started_at - created_at) * 1000)::float8
        ) AS latency_ms
-FROM __SCHEMA__.jobs
+FROM __SCHEMA__.jobs_all
 WHERE queue = %(queue)s AND id BETWEEN %(first_id)s AND %(last_id)s

@@ -4,7 +4,7 @@
 SELECT j.status, count(*) AS jobs,
        coalesce(sum((SELECT count(*) FROM __SCHEMA__.job_events e WHERE e.job_id = j.id)), 0)
            AS events
-FROM __SCHEMA__.jobs j
+FROM __SCHEMA__.jobs_all j
 WHERE j.finished_at < %(cutoff)s::timestamptz
   AND j.status = ANY (%(statuses)s::text[])
   AND j.workflow_id IS NULL

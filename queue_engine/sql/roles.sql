@@ -60,6 +60,9 @@ GRANT SELECT ON __SCHEMA__.job_deps TO __WORKER_ROLE__;
 -- Producer: insert jobs (Client.enqueue, enqueue_many, the SQL function) and read
 -- them back. enqueue_many draws ids with nextval() on the id sequence first.
 GRANT SELECT, INSERT ON __SCHEMA__.jobs TO __PRODUCER_ROLE__;
+-- Reading a job back by id (get, wait, list) goes through jobs_all: jobs and the
+-- archive of succeeded jobs (migration 0027); the view reads with its owner's rights.
+GRANT SELECT ON __SCHEMA__.jobs_all TO __PRODUCER_ROLE__;
 GRANT USAGE ON SEQUENCE __SCHEMA__.jobs_id_seq TO __PRODUCER_ROLE__;
 GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timestamptz, integer,
     text, text, text, integer, integer, text, text) TO __PRODUCER_ROLE__;
@@ -72,7 +75,7 @@ GRANT SELECT ON __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.jo
     __SCHEMA__.workflow_node_ids TO __PRODUCER_ROLE__;
 
 -- Monitor: read everything the views and dashboards read.
-GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.job_events, __SCHEMA__.workers,
+GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.jobs_all, __SCHEMA__.job_events, __SCHEMA__.workers,
     __SCHEMA__.job_transitions, __SCHEMA__.queues, __SCHEMA__.worker_parks,
     __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates,
     __SCHEMA__.workflow_node_ids, __SCHEMA__.schedules, __SCHEMA__.schedule_runs

@@ -98,7 +98,7 @@ fin AS MATERIALIZED (
     -- read backwards: at most cap + 1 heap rows, however busy the hour was).
     SELECT j.queue, j.status, j.available_at, j.created_at, j.started_at, j.finished_at,
            j.duration_ms
-    FROM __SCHEMA__.jobs j
+    FROM __SCHEMA__.jobs_all j
     WHERE j.finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
       AND j.finished_at IS NOT NULL
       AND j.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')

@@ -107,9 +107,10 @@ def test_prune_batches_respect_retention_per_status_and_delete_events(conn, dsn)
     finally:
         pruner.stop()
     assert second.jobs == {"succeeded": 15}
-    # 10, 5 (short: done), and one empty batch each for the other jobs group and
-    # the two workflow groups (succeeded 7 days; failed and canceled 30 days).
-    assert second.batches == 5
+    # 10, 5 (short: done), and one empty batch each for the other jobs group, the
+    # archive (succeeded jobs moved out by the archiver, migration 0027) and the
+    # two workflow groups (succeeded 7 days; failed and canceled 30 days).
+    assert second.batches == 6
     assert not second.more
     assert pruner.next_interval(second) == pruner.interval_s
     assert pruner.next_interval(first) == pruner.catch_up_s
@@ -189,6 +190,6 @@ def test_queue_ctl_prune_dry_run_and_older_than(conn, dsn, capsys) -> None:
     assert code == 0 and "would delete 5 jobs (failed 1, succeeded 4), 10 events" in out, out
     code, out = run("--older-than", "1d", "--batch-size", "2", "--json")
     assert code == 0, out
-    # 2, 2, 1 jobs, and one empty batch of the workflow group.
-    assert '"jobs": 5' in out and '"batches": 4' in out, out
+    # 2, 2, 1 jobs, and one empty batch each of the archive and the workflow group.
+    assert '"jobs": 5' in out and '"batches": 5' in out, out
     assert count(conn, "SELECT count(*) FROM queue_engine.jobs") == 0

@@ -48,9 +48,9 @@ def wait_until(
 
 
 def statuses(dsn: str) -> dict[int, str]:
-    """``{job id: status}`` of every job."""
+    """``{job id: status}`` of every job, archived ones included (migration 0027)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return dict(conn.execute("SELECT id, status FROM queue_engine.jobs").fetchall())
+        return dict(conn.execute("SELECT id, status FROM queue_engine.jobs_all").fetchall())
 
 
 def all_in(dsn: str, wanted: set[str]) -> Callable[[], bool]:
