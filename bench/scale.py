@@ -586,12 +586,13 @@ def main() -> None:
         ]
         with psycopg.connect(big_dsn) as conn:
             counted = conn.execute(
-                "SELECT reltuples::bigint FROM pg_class WHERE oid = 'queue_engine.jobs'::regclass"
+                "SELECT sum(reltuples)::bigint FROM pg_class WHERE oid IN"
+                " ('queue_engine.jobs'::regclass, 'queue_engine.jobs_archive'::regclass)"
             ).fetchone()
             big_rows = max(1, int(counted[0]) if counted else 1)
             sizes_big = db.sizes(conn)
         print(
-            f"\nsizes of the big database ({big_rows:,} jobs, estimate), MB and MB per million jobs"
+            f"\nsizes of the big database ({big_rows:,} jobs in jobs and jobs_archive, estimate), MB and MB per million jobs"
         )
         for name, size in sizes_big:
             print(f"  {name:<40}{size / 2**20:>10,.1f}{size / 2**20 / big_rows * 1e6:>10,.1f}")

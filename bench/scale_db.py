@@ -204,19 +204,24 @@ def pss_slowest(admin: psycopg.Connection[Any], oid: int) -> tuple[float, str]:
 # -- sizes and vacuum ---------------------------------------------------------------
 
 
+#: The tables whose sizes, counters and VACUUM times the bench reports.
+TABLES = ("jobs", "jobs_archive", "job_events")
+
+
 def sizes(conn: psycopg.Connection[Any]) -> list[tuple[str, int]]:
-    """(name, bytes): jobs and job_events totals, heaps, every index of both."""
+    """(name, bytes): the totals and heaps of :data:`TABLES`, and every index of them."""
     rows = conn.execute(
-        "SELECT c.relname || ' (total)', pg_total_relation_size(c.oid) FROM pg_class c"
-        " WHERE c.oid IN ('queue_engine.jobs'::regclass, 'queue_engine.job_events'::regclass)"
+        "WITH t AS (SELECT c.oid, c.relname FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = 'queue_engine' AND c.relname = ANY(%(tables)s))"
+        " SELECT t.relname || ' (total)', pg_total_relation_size(t.oid) FROM t"
         " UNION ALL"
-        " SELECT c.relname || ' (heap+toast)', pg_table_size(c.oid) FROM pg_class c"
-        " WHERE c.oid IN ('queue_engine.jobs'::regclass, 'queue_engine.job_events'::regclass)"
+        " SELECT t.relname || ' (heap+toast)', pg_table_size(t.oid) FROM t"
         " UNION ALL"
         " SELECT '  ' || ic.relname, pg_relation_size(ic.oid)"
-        " FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
-        " WHERE i.indrelid IN ('queue_engine.jobs'::regclass, 'queue_engine.job_events'::regclass)"
-        " ORDER BY 1"
+        " FROM t JOIN pg_index i ON i.indrelid = t.oid JOIN pg_class ic ON ic.oid = i.indexrelid"
+        " ORDER BY 1",
+        {"tables": list(TABLES)},
     ).fetchall()
     return [(str(name), int(size)) for name, size in rows]
 
@@ -240,20 +245,21 @@ def jobs_options(conn: psycopg.Connection[Any]) -> str:
 
 
 def table_stats(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-    """Live/dead tuples and (auto)vacuum counts of jobs and job_events."""
+    """Live/dead tuples and (auto)vacuum counts of :data:`TABLES`."""
     conn.execute("SELECT pg_stat_clear_snapshot()")
     return conn.execute(
         "SELECT relname, n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count,"
         " n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del"
         " FROM pg_stat_user_tables WHERE schemaname = 'queue_engine'"
-        " AND relname IN ('jobs', 'job_events') ORDER BY relname"
+        " AND relname = ANY(%s) ORDER BY relname",
+        (list(TABLES),),
     ).fetchall()
 
 
 def timed_vacuum(conn: psycopg.Connection[Any]) -> dict[str, float]:
     """Seconds of a plain VACUUM of each table (what autovacuum has to do, unthrottled)."""
     out: dict[str, float] = {}
-    for table in ("jobs", "job_events"):
+    for table in TABLES:
         t = time.perf_counter()
         conn.execute(sql.SQL("VACUUM queue_engine.{}").format(sql.Identifier(table)))
         out[table] = time.perf_counter() - t
