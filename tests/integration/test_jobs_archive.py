@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from queue_engine import Client, Workflow, stats
+from queue_engine.errors import InvalidTransition, JobNotFound
 from queue_engine.migrate import Migrator
 from queue_engine.orchestrator.archiver import Archiver, Cursor, archive_once
 from queue_engine.orchestrator.pruner import Retention, prune_once
@@ -318,3 +319,17 @@ def test_a_producer_client_reads_an_archived_job_by_id(dsn, conn) -> None:
     with Client(dsn) as producer:
         job = producer.get(ids[0])
     assert job.status == "succeeded" and job.result == {"ok": 1}
+
+
+def test_cancel_and_retry_of_an_archived_job_are_refused_as_for_any_succeeded_job(
+    conn, client
+) -> None:
+    ids = finished(conn, "succeeded", 1, "10 minutes")
+    archive_once(conn, SCHEMA, 60.0, Cursor())
+    assert where(conn, ids)["archive"] == 1
+    with pytest.raises(InvalidTransition, match=r"already finished \(succeeded\)"):
+        client.cancel(ids[0])
+    with pytest.raises(InvalidTransition, match="succeeded"):
+        client.retry(ids[0])
+    with pytest.raises(JobNotFound):
+        client.cancel(max(ids) + 1_000_000)
