@@ -21,6 +21,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client, stats
+from queue_engine.orchestrator.archiver import Cursor, archive_once
 from queue_engine.roles import roles_sql
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
@@ -234,3 +235,27 @@ def test_only_the_owner_gives_jobs_back(role_dsns, conn: psycopg.Connection[Any]
         with psycopg.connect(role_dsns[kind], autocommit=True) as rconn:
             refused(rconn, give_back, row[0])
     assert conn.execute(give_back.encode(), (row[0],)).fetchall() == [(row[0], "queued")]
+
+
+def test_producer_and_monitor_read_archived_jobs_but_not_the_archive_itself(
+    role_dsns, conn: psycopg.Connection[Any]
+) -> None:
+    row = conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task, status, attempt, result, started_at, "
+        "finished_at) VALUES ('ra', 'roles.done', 'succeeded', 1, '{\"ok\": 1}', "
+        "now() - interval '20 minutes', now() - interval '10 minutes') RETURNING id"
+    ).fetchone()
+    assert row is not None
+    job_id = int(row[0])
+    assert archive_once(conn, SCHEMA, 60.0, Cursor()).moved == 1
+    with Client(role_dsns["producer"]) as producer:
+        job = producer.get(job_id)
+        assert job.status == "succeeded" and job.result == {"ok": 1}
+        assert [j.id for j in producer.list(queue="ra")] == [job_id]
+    with psycopg.connect(role_dsns["monitor"], autocommit=True) as mon:
+        assert [q.queue for q in stats.queue_stats(mon, SCHEMA)] == ["ra"]
+        refused(mon, "SELECT count(*) FROM queue_engine.jobs_archive")
+        refused(mon, "DELETE FROM queue_engine.jobs_archive")
+    with psycopg.connect(role_dsns["producer"], autocommit=True) as prod:
+        refused(prod, "DELETE FROM queue_engine.jobs_archive")
+        refused(prod, "INSERT INTO queue_engine.jobs_archive (id, task) VALUES (1, 'x')")
