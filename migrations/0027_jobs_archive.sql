@@ -35,11 +35,12 @@
 -- was expanded now); tests/integration/test_jobs_archive.py checks the two
 -- tables have the same columns.
 --
--- Online-safety: creates an empty table, its indexes and a view; takes no
--- lock on jobs beyond reading its ACL. An existing history is moved by the
--- archiver afterwards, a batch at a time (at most ARCHIVE_MAX_BATCHES x
--- ARCHIVE_BATCH rows per run, then a 1 s pause while rows are left: about
--- 20,000 jobs/s; the WAL of a moved row is about its size twice).
+-- Online-safety: creates an empty table, its indexes and a view; on jobs it
+-- takes only ACCESS SHARE locks (reading its definition, as a SELECT does),
+-- which no claim or finish waits for. An existing history is moved by the
+-- archiver afterwards, a batch at a time (at most 20 statements of
+-- 1,000 rows per run, then a 1 s pause while rows are left: about 20,000
+-- jobs/s, and 1.6 kB of WAL per job moved, measured at 10 million jobs).
 CREATE TABLE __SCHEMA__.jobs_archive (LIKE __SCHEMA__.jobs INCLUDING DEFAULTS)
     WITH (fillfactor = 100);
 ALTER TABLE __SCHEMA__.jobs_archive ADD PRIMARY KEY (id);
