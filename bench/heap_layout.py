@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 
 import psycopg
@@ -42,7 +41,7 @@ from scale import bench_left, start_workers
 from worker_bench import stop_workers
 
 from queue_engine import Client
-from queue_engine.orchestrator.archiver import Cursor, archive_once
+from queue_engine.orchestrator.archiver import Archiver
 
 FSM_BUCKETS = """
 SELECT count(*) AS pages,
@@ -57,27 +56,16 @@ SELECT count(DISTINCT (ctid::text::point)[0])::int FROM queue_engine.jobs WHERE 
 """
 
 
-def mover(dsn: str, after_s: float, stop: threading.Event) -> None:
-    """The engine's archiver, back to back: batches of 1,000, a 0.5 s pause when one is short."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        cursor = Cursor()
-        while not stop.is_set():
-            if not archive_once(conn, "queue_engine", after_s, cursor, max_batches=1).more:
-                cursor = Cursor()
-                stop.wait(0.5)
-
-
 def churn(dsn: str, jobs: int, k: int, backlog: int, archive_after: float | None) -> float:
     """K workers finish ``jobs`` jobs that one producer enqueues as they go; returns seconds.
 
     With ``archive_after``, the archiver runs beside them (as the orchestrator
     does; without it, as with ``QUEUE_ENGINE_ARCHIVE_AFTER_S=0``).
     """
-    stop = threading.Event()
-    side: list[threading.Thread] = []
+    archiver = None
     if archive_after is not None:
-        side.append(threading.Thread(target=mover, args=(dsn, archive_after, stop)))
-        side[0].start()
+        archiver = Archiver(dsn, "queue_engine", after_s=archive_after)
+        archiver.start()
     t0 = time.perf_counter()
     procs = start_workers(dsn, k)
     try:
@@ -103,9 +91,8 @@ def churn(dsn: str, jobs: int, k: int, backlog: int, archive_after: float | None
                     next_log += 100_000
     finally:
         stop_workers(procs)
-        stop.set()
-        for thread in side:
-            thread.join()
+        if archiver is not None:
+            archiver.stop()
     return time.perf_counter() - t0
 
 

@@ -70,7 +70,7 @@ from queue_engine.orchestrator.pruner import (
     Retention,
     prune_once,
 )
-from queue_engine.settings import ARCHIVE_AFTER_S as ARCHIVE_AFTER
+from queue_engine.settings import ARCHIVE_AFTER_S
 
 BIN = Path(sys.executable).parent
 WORKER_STATEMENT = "%claim_events%"
@@ -210,10 +210,6 @@ def enqueue_figures(
         conn.execute("DELETE FROM queue_engine.jobs WHERE queue = 'enq' AND status = 'queued'")
 
 
-#: The archiver's default age (QUEUE_ENGINE_ARCHIVE_AFTER_S).
-ARCHIVE_AFTER_S = ARCHIVE_AFTER.default
-
-
 def archive_phase(which: str, dsn: str) -> None:
     """What the orchestrator's archiver does to the history after the upgrade to 0027.
 
@@ -229,7 +225,9 @@ def archive_phase(which: str, dsn: str) -> None:
         cursor = Cursor()
         moved = statements = 0
         while True:
-            result = archive_once(conn, "queue_engine", ARCHIVE_AFTER_S, cursor, max_batches=20)
+            result = archive_once(
+                conn, "queue_engine", ARCHIVE_AFTER_S.default, cursor, max_batches=20
+            )
             moved += result.moved
             statements += result.batches
             if not result.more:

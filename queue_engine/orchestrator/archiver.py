@@ -40,14 +40,17 @@ import psycopg
 from queue_engine import metrics
 from queue_engine import settings as table
 from queue_engine import sql as queries
-from queue_engine.orchestrator.sweep import SweepOptions, SweepService, run_batches
+from queue_engine.orchestrator.sweep import (
+    CATCH_UP_DEFAULT_S,
+    BacklogSweep,
+    SweepOptions,
+    run_batches,
+)
 
 #: Jobs moved per statement.
 BATCH_SIZE_DEFAULT = 1000
 #: Statements per run.
 MAX_BATCHES_DEFAULT = 20
-#: Pause between runs while jobs are left to move (seconds).
-CATCH_UP_DEFAULT_S = 1.0
 #: How often the scan starts over from the oldest finished job (seconds).
 RESCAN_DEFAULT_S = 3600.0
 
@@ -134,7 +137,7 @@ def archive_once(
     return ArchiveResult(moved=moved, scanned=scanned, batches=batches, more=more)
 
 
-class Archiver(SweepService[ArchiveResult]):
+class Archiver(BacklogSweep[ArchiveResult]):
     """Leader-only service moving succeeded jobs to ``jobs_archive`` (start/stop like the pruner)."""
 
     name = "archiver"
@@ -152,13 +155,12 @@ class Archiver(SweepService[ArchiveResult]):
         rescan_s: float = RESCAN_DEFAULT_S,
         **options: Unpack[SweepOptions],
     ) -> None:
-        super().__init__(dsn, schema, **options)
+        super().__init__(dsn, schema, catch_up_s=catch_up_s, **options)
         if after_s <= 0:
             raise ValueError(
                 "after_s must be > 0 (0 turns archiving off: do not start the service)"
             )
         self.after_s = after_s
-        self.catch_up_s = min(catch_up_s, self.interval_s)
         self.rescan_s = rescan_s
         self.cursor = Cursor()
         self._cursor_since = self.clock()
@@ -190,9 +192,3 @@ class Archiver(SweepService[ArchiveResult]):
             )
         metrics.count("archived_jobs", result.moved)
         return result
-
-    def next_interval(self, result: ArchiveResult | None) -> float:
-        """Come back soon while rows are left to scan, else after the full interval."""
-        if result is not None and result.more:
-            return self.catch_up_s
-        return super().next_interval(result)

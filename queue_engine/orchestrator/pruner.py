@@ -58,7 +58,12 @@ from queue_engine import settings as table
 from queue_engine import sql as queries
 from queue_engine.errors import ConfigError
 from queue_engine.jobs import JobStatus
-from queue_engine.orchestrator.sweep import SweepOptions, SweepService, run_batches
+from queue_engine.orchestrator.sweep import (
+    CATCH_UP_DEFAULT_S,
+    BacklogSweep,
+    SweepOptions,
+    run_batches,
+)
 
 DAY_S = 86400.0
 #: Default retention per final status (seconds), from the settings table.
@@ -72,8 +77,6 @@ RETAIN_DEFAULTS_S: dict[JobStatus, float] = {
 RETAIN_WORKERS_DEFAULT_S = table.RETAIN_WORKERS_S.default
 #: How often the leader prunes (seconds); ``QUEUE_ENGINE_PRUNE_S``.
 PRUNE_INTERVAL_DEFAULT_S = table.PRUNE_S.default
-#: Pause between runs while a backlog is being worked off (seconds).
-CATCH_UP_DEFAULT_S = 1.0
 #: Jobs deleted per statement.
 BATCH_SIZE_DEFAULT = 1000
 #: Statements per run, over all retention groups.
@@ -368,7 +371,7 @@ def prune_dry_run(
     )
 
 
-class Pruner(SweepService[PruneResult]):
+class Pruner(BacklogSweep[PruneResult]):
     """Leader-only service that enforces retention (start/stop like the reaper)."""
 
     name = "pruner"
@@ -385,9 +388,8 @@ class Pruner(SweepService[PruneResult]):
         catch_up_s: float = CATCH_UP_DEFAULT_S,
         **options: Unpack[SweepOptions],
     ) -> None:
-        super().__init__(dsn, schema, **options)
+        super().__init__(dsn, schema, catch_up_s=catch_up_s, **options)
         self.retention = retention if retention is not None else Retention.from_env()
-        self.catch_up_s = min(catch_up_s, self.interval_s)
 
     @classmethod
     def from_env(cls, dsn: str, schema: str, **kwargs: Any) -> Pruner:
@@ -413,9 +415,3 @@ class Pruner(SweepService[PruneResult]):
         metrics.count("pruned_events", result.events)
         metrics.count("pruned_workers", result.workers)
         return result
-
-    def next_interval(self, result: PruneResult | None) -> float:
-        """Come back soon while a backlog is left, else after the full interval."""
-        if result is not None and result.more:
-            return self.catch_up_s
-        return super().next_interval(result)

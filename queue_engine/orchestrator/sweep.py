@@ -16,7 +16,10 @@ common is written here once:
   reconnects, spaced by the service's error backoff) and closes it on stop;
 - the batch loop: :func:`run_batches` takes batches until one says nothing is
   left, ``max_batches`` ran, or the service is stopping, so one run (and each
-  of its transactions) stays bounded even after a mass failure.
+  of its transactions) stays bounded even after a mass failure;
+- working off a backlog (:class:`BacklogSweep`, the pruner and the archiver):
+  a run that stopped at ``max_batches`` with rows left says ``more``, and the
+  next run comes after ``catch_up_s`` instead of the full interval.
 
 A sweep subclass says only what one run does and how to log it.
 """
@@ -28,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, Unpack
 
 import psycopg
 
@@ -41,12 +44,15 @@ from queue_engine.service import (
     LazyConnection,
     R,
     Service,
+    ServiceResult,
     Wait,
     event_wait,
 )
 
 #: ``now()``: the instant a sweep compares with, or None for the database's clock.
 Now = Callable[[], datetime | None]
+#: Pause between runs of a :class:`BacklogSweep` while rows are left (seconds).
+CATCH_UP_DEFAULT_S = 1.0
 
 
 def database_now() -> datetime | None:
@@ -149,3 +155,34 @@ class SweepService(Service[R]):
     def on_stop(self) -> None:
         """Close the service's connection."""
         self.db.reset()
+
+
+class Backlog(ServiceResult, Protocol):
+    """A run's result that also says whether rows were left when it stopped."""
+
+    @property
+    def more(self) -> bool: ...
+
+
+B = TypeVar("B", bound=Backlog)
+
+
+class BacklogSweep(SweepService[B]):
+    """A sweep that works a backlog off in short bites: ``catch_up_s`` between runs while ``more``."""
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        catch_up_s: float = CATCH_UP_DEFAULT_S,
+        **options: Unpack[SweepOptions],
+    ) -> None:
+        super().__init__(dsn, schema, **options)
+        self.catch_up_s = min(catch_up_s, self.interval_s)
+
+    def next_interval(self, result: B | None) -> float:
+        """Come back soon while rows are left, else after the full interval."""
+        if result is not None and result.more:
+            return self.catch_up_s
+        return super().next_interval(result)

@@ -22,7 +22,7 @@ from queue_engine import Client, Workflow, stats
 from queue_engine.errors import InvalidTransition, JobNotFound
 from queue_engine.migrate import Migrator
 from queue_engine.orchestrator.archiver import Archiver, Cursor, archive_once
-from queue_engine.orchestrator.pruner import Retention, prune_once
+from queue_engine.orchestrator.pruner import Retention, prune_dry_run, prune_once
 from queue_engine.web.pages.reads import JobFilters, get_job, list_jobs, search_window
 
 SCHEMA = "queue_engine"
@@ -333,3 +333,12 @@ def test_cancel_and_retry_of_an_archived_job_are_refused_as_for_any_succeeded_jo
         client.retry(ids[0])
     with pytest.raises(JobNotFound):
         client.cancel(max(ids) + 1_000_000)
+
+
+def test_a_dry_run_prune_counts_archived_jobs_with_those_still_in_jobs(conn) -> None:
+    archived = finished(conn, "succeeded", 4, "8 days")
+    assert archive_once(conn, SCHEMA, 60.0, Cursor()).moved == 4
+    finished(conn, "succeeded", 2, "9 days", key="dry-")  # keyed: stays in jobs
+    counted = prune_dry_run(conn, SCHEMA, Retention())
+    assert counted.jobs == {"succeeded": 6} and counted.events == 12
+    assert where(conn, archived)["archive"] == 4  # counted, not deleted
