@@ -81,6 +81,8 @@ KNOWN_COUNTERS: dict[str, str] = {
     "pruned_workers": "Stale worker rows deleted by retention.",
     "pruned_workflows": "Finished workflows deleted as a whole by retention.",
     "archived_jobs": "Succeeded jobs moved from jobs to jobs_archive by the archiver.",
+    "vacuums": "VACUUMs of jobs the vacuumer ran to clear the claim index during a drain.",
+    "vacuum_seconds": "Seconds the vacuumer's VACUUMs of jobs took.",
     "workflow_inputs_timed_out": "Input nodes failed because their value did not come in time.",
     "workflow_stuck_checks": "Runs of the leader's 'no stuck workflow node' check.",
 }

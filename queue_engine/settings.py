@@ -503,6 +503,17 @@ ARCHIVE_AFTER_S = number(
     zero_is_off=True,
 )
 ARCHIVE_S = number("ARCHIVE_S", 10, (ORCHESTRATOR,), "seconds between archiver runs", minimum=0.05)
+VACUUM_DEAD_ROWS = integer(
+    "VACUUM_DEAD_ROWS",
+    5000,
+    (ORCHESTRATOR,),
+    "dead row versions in jobs at which the leader VACUUMs it (a job leaves two); 0 turns it off",
+    minimum=100,
+    zero_is_off=True,
+)
+VACUUM_S = number(
+    "VACUUM_S", 1, (ORCHESTRATOR,), "seconds between the vacuumer's checks", minimum=0.05
+)
 WORKFLOW_CHECK_S = number(
     "WORKFLOW_CHECK_S",
     60,
@@ -732,6 +743,8 @@ SETTINGS: dict[str, Setting[Any]] = {
         PRUNE_S,
         ARCHIVE_AFTER_S,
         ARCHIVE_S,
+        VACUUM_DEAD_ROWS,
+        VACUUM_S,
         WORKFLOW_CHECK_S,
         RETAIN_SUCCEEDED_S,
         RETAIN_FAILED_S,

@@ -9,6 +9,8 @@ default) at the earliest, and a brand-new table never before its first burst.
 So the engine analyzes its tables itself at two moments: after a migration run
 that changed the schema (:class:`queue_engine.migrate.Migrator`), and when the
 orchestrator's leader sees a burst (:mod:`queue_engine.orchestrator.analyzer`).
+The same counters tell the leader's vacuumer when the claim index has collected
+enough dead entries to be worth a ``VACUUM`` (:mod:`queue_engine.orchestrator.vacuumer`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ class TableStatistics:
     changes: int
     estimated_rows: float
     analyzed_at: datetime | None
+    #: Dead row versions not yet removed by a VACUUM (``n_dead_tup``).
+    dead_rows: int = 0
+    #: Manual VACUUMs completed on the table (``vacuum_count``).
+    vacuum_count: int = 0
 
     @property
     def never_analyzed(self) -> bool:
@@ -48,13 +54,27 @@ def table_statistics(
         queries.plain("table_statistics"),
         {"schema": validate_schema(schema), "tables": list(tables) if tables else None},
     ).fetchall()
-    return [TableStatistics(str(r[0]), int(r[1]), float(r[2]), r[3]) for r in rows]
+    return [
+        TableStatistics(str(r[0]), int(r[1]), float(r[2]), r[3], int(r[4]), int(r[5])) for r in rows
+    ]
 
 
 def analyze(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
     """ANALYZE one table of the engine schema."""
     conn.execute(
         sql.SQL(queries.plain("analyze_table")).format(
+            table=sql.Identifier(validate_schema(schema), table)
+        )
+    )
+
+
+def vacuum(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
+    """VACUUM one table of the engine schema, index pass included, skipped when its lock is taken.
+
+    ``conn`` must be in autocommit mode (VACUUM cannot run in a transaction).
+    """
+    conn.execute(
+        sql.SQL(queries.plain("vacuum_table")).format(
             table=sql.Identifier(validate_schema(schema), table)
         )
     )

@@ -11,6 +11,8 @@
 - :mod:`~queue_engine.orchestrator.pruner` — retention of finished jobs, finished
   workflows (as a whole) and old worker rows;
 - :mod:`~queue_engine.orchestrator.analyzer` — ANALYZE ``jobs`` after a burst;
+- :mod:`~queue_engine.orchestrator.vacuumer` — VACUUM ``jobs`` during a drain, so
+  claims do not walk the claim index's dead entries until autovacuum comes;
 - :mod:`~queue_engine.orchestrator.input_timeouts` — fail workflow input nodes whose
   value did not come in time;
 - :mod:`~queue_engine.orchestrator.stuck_nodes` — report (never repair) a workflow node

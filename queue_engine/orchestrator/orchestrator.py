@@ -58,6 +58,7 @@ from queue_engine.orchestrator.reaper import (
     Reaper,
 )
 from queue_engine.orchestrator.stuck_nodes import CHECK_DEFAULT_S, StuckNodeCheck
+from queue_engine.orchestrator.vacuumer import Vacuumer
 from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.service import Service, log_event
 from queue_engine.systemd import SystemdNotifier
@@ -244,6 +245,11 @@ class Orchestrator:
         # Statistics: ANALYZE jobs after a burst (orchestrator/analyzer.py, issue 16).
         self.analyzer = Analyzer(config.dsn, config.schema)
         self.leader_services.append(self.analyzer)
+        # Claims: VACUUM jobs during a drain, so no claim walks a minute of dead
+        # index entries waiting for autovacuum (orchestrator/vacuumer.py).
+        self.vacuumer = Vacuumer.from_env(config.dsn, config.schema)
+        if self.vacuumer is not None:
+            self.leader_services.append(self.vacuumer)
         # Workflows: overdue input nodes fail with the reaper's cadence; the stuck-node
         # check reports an engine bug if it ever finds one (orchestrator/stuck_nodes.py).
         self.input_timeouts = InputTimeouts(config.dsn, config.schema, interval_s=config.sweep_s)
