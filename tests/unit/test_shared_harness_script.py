@@ -1,14 +1,19 @@
-"""bench/shared_harness.py: its change to the shared harness's queue-engine adapter.
+"""bench/shared_harness.py: its changes to the shared harness's queue-engine adapter.
 
 The change puts queue-engine's worker at the harness's logging level
 (WARNING, as every peer's worker); a harness whose adapter moved must make
 the script stop with a clear error, not run a copy with the change half made
-or missing.
+or missing. ``--orchestrator-variant`` adds a second system whose first
+worker of a measurement starts one ``queue-orchestrator`` beside itself.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import subprocess
+import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -102,4 +107,88 @@ def test_the_shared_adapter_still_has_the_text_to_change() -> None:
     if not shared.exists():
         pytest.skip(f"no shared harness at {shared} (outside this repository)")
     for _name, old, _new in script.ADAPTER_CHANGES:
+        assert shared.read_text().count(old) == 1
+
+
+#: What the variant imports from the queue_engine adapter, beside worker_cmd and _bin.
+ADAPTER_REST = """
+NAME = "queue_engine"
+DIST = "queue_engine"
+PYTHON = None
+REMAINING_SQL = "SELECT 0"
+BEST: dict[str, object] = {}
+
+
+def available() -> tuple[bool, str]:
+    return True, ""
+
+
+async def setup(dsn: str) -> None:
+    pass
+
+
+def client(dsn: str) -> None:
+    pass
+"""
+
+
+def test_the_orchestrator_variant_starts_one_orchestrator_per_measurement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = load_script()
+    root = tmp_path / "harness"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    for tool in ("queue-orchestrator", "queue-claim-worker"):
+        fake = bin_dir / tool
+        fake.write_text(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n')
+        fake.chmod(0o755)
+    bins = f"\ndef _bin(name: str) -> str:\n    return {str(bin_dir)!r} + '/' + name\n"
+    dest = harness(root, ADAPTER + ADAPTER_REST + bins)
+    (dest / "adapters" / "__init__.py").write_text(
+        'KNOWN = ["procrastinate", "pgqueuer", "chancy", "oban", "queue_engine"]\n'
+    )
+    script.apply_changes(dest)
+    script.add_orchestrator_variant(dest)
+    script.add_orchestrator_variant(dest)  # twice: the list names it once
+    known = (dest / "adapters" / "__init__.py").read_text()
+    assert known.count(script.VARIANT) == 1
+    monkeypatch.syspath_prepend(str(dest))
+    monkeypatch.delitem(sys.modules, "adapters", raising=False)
+    variant = importlib.import_module(f"adapters.{script.VARIANT}")
+    assert variant.NAME == script.VARIANT and variant.REMAINING_SQL == "SELECT 0"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for _ in range(2):  # two workers of one measurement
+        argv = variant.worker_cmd("postgresql:///x?host=/tmp/a b", "bench", 1)
+        subprocess.run(
+            argv, env={"BENCH_RUN_DIR": str(run_dir), "PATH": "/bin:/usr/bin"}, check=True
+        )
+    for _ in range(50):  # the orchestrator runs in the background of the first
+        if calls.read_text().count("queue-orchestrator") == 1:
+            break
+        time.sleep(0.02)
+    lines = calls.read_text().splitlines()
+    assert (
+        lines.count("queue-orchestrator --dsn postgresql:///x?host=/tmp/a b --log-level WARNING")
+        == 1
+    )
+    workers = [line for line in lines if line.startswith("queue-claim-worker")]
+    assert (
+        workers
+        == [
+            "queue-claim-worker --queue=bench --app bench_tasks --dsn postgresql:///x?host=/tmp/a b"
+            " --log-level WARNING"
+        ]
+        * 2
+    )
+
+
+def test_the_shared_harness_still_has_the_list_the_variant_changes() -> None:
+    script = load_script()
+    shared = script.DEFAULT_SHARED / "adapters" / "__init__.py"
+    if not shared.exists():
+        pytest.skip(f"no shared harness at {shared} (outside this repository)")
+    for _name, old, _new in script.VARIANT_CHANGES:
         assert shared.read_text().count(old) == 1
