@@ -4,8 +4,9 @@ At steady state the outcome of the job just run is sent by the same statement
 that claims the next one (``finish_and_claim_jobs.sql``): draining N jobs
 costs N + 1 statements (the first claim, then one finish-and-claim per job).
 The count is taken client-side, on the worker's connection only: every
-``execute`` psycopg runs on it (the worker's session is autocommit, so each is
-also one commit), whatever module issued it. Recycling limits (checked
+``execute`` psycopg runs on it, and each statement sent through libpq without a
+cursor (the worker's session is autocommit, so each is also one commit),
+whatever module issued it. Recycling limits (checked
 between jobs, in the process) add no statement.
 """
 
@@ -31,7 +32,9 @@ JOBS = 50
 
 
 class CountingConnection(CursorKeepingConnection):
-    """Counts the statements executed on it (cursor ``execute`` calls, kept cursors included).
+    """Counts the statements executed on it: cursor ``execute`` calls (kept cursors
+    included) and the finish-and-claim statement, which the worker sends through
+    libpq without a cursor (``psycopg.generators.execute``, worker/prepared.py).
 
     A :class:`CursorKeepingConnection`, as the worker's session is, so its
     statements run on the kept cursor they use in production.
@@ -42,7 +45,7 @@ class CountingConnection(CursorKeepingConnection):
 
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
         code = getattr(gen, "gi_code", None)
-        if code is not None and code.co_name == "_execute_gen":
+        if code is not None and code.co_name in ("_execute_gen", "execute"):
             with self._count_lock:
                 self.executes += 1
         return super().wait(gen, interval=interval, timeout=timeout)
