@@ -101,12 +101,13 @@ def test_the_copy_of_a_read_only_harness_is_writable(tmp_path: Path) -> None:
         path.chmod(path.stat().st_mode | 0o200)  # let tmp_path be removed
 
 
-def test_the_shared_adapter_still_has_the_text_to_change() -> None:
+@pytest.mark.parametrize("changes", ["ADAPTER_CHANGES", "VARIANT_CHANGES"])
+def test_the_shared_harness_still_has_the_texts_to_change(changes: str) -> None:
     script = load_script()
-    shared = script.DEFAULT_SHARED / "adapters" / "queue_engine.py"
-    if not shared.exists():
-        pytest.skip(f"no shared harness at {shared} (outside this repository)")
-    for _name, old, _new in script.ADAPTER_CHANGES:
+    for name, old, _new in getattr(script, changes):
+        shared = script.DEFAULT_SHARED / name
+        if not shared.exists():
+            pytest.skip(f"no shared harness at {shared} (outside this repository)")
         assert shared.read_text().count(old) == 1
 
 
@@ -183,12 +184,3 @@ def test_the_orchestrator_variant_starts_one_orchestrator_per_measurement(
         ]
         * 2
     )
-
-
-def test_the_shared_harness_still_has_the_list_the_variant_changes() -> None:
-    script = load_script()
-    shared = script.DEFAULT_SHARED / "adapters" / "__init__.py"
-    if not shared.exists():
-        pytest.skip(f"no shared harness at {shared} (outside this repository)")
-    for _name, old, _new in script.VARIANT_CHANGES:
-        assert shared.read_text().count(old) == 1
