@@ -28,7 +28,9 @@ session's time zone). What it does itself:
   again under a new name, once, before the error counts.
 
 It needs an autocommit connection (the worker's): each execute is its own
-transaction, as through the cursor.
+transaction, as through the cursor. It refuses any other, whose caller
+expects psycopg to open a transaction first (``RawStatement.rows`` sends
+through the cursor then).
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ def fetch_rows(conn: Connection, text: str, values: Sequence[Any]) -> list[tuple
     Raises the error psycopg's cursor would (``psycopg.errors``), and
     ``OperationalError`` when the connection is lost.
     """
+    if not conn.autocommit:
+        raise errors.ProgrammingError("fetch_rows needs an autocommit connection")
     session = _SESSIONS.get(conn)
     if session is None:
         session = _SESSIONS[conn] = _Session(conn)

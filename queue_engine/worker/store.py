@@ -117,8 +117,12 @@ class RawStatement:
 
         The worker's finish-and-claim statement, once per job, goes this way:
         without a cursor it costs the worker a quarter less CPU
-        (:mod:`queue_engine.worker.prepared`).
+        (:mod:`queue_engine.worker.prepared`). On a connection that is not in
+        autocommit mode (a caller's own transaction: tests, benches) it goes
+        through the cursor, which opens the transaction as psycopg does.
         """
+        if not conn.autocommit:
+            return self.execute(conn, params).fetchall()
         return prepared.fetch_rows(conn, self.text, [params[name] for name in self.names])
 
 

@@ -96,3 +96,15 @@ def test_a_lost_connection_raises_operational_error(
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
     with pytest.raises(psycopg.OperationalError):
         prepared.fetch_rows(conn, "SELECT $1::int", [1])
+
+
+def test_a_transaction_of_the_callers_is_left_to_the_cursor(dsn: str) -> None:
+    statement = store.RawStatement("SELECT $1::int", ("n",))
+    with psycopg.connect(dsn) as conn:  # not autocommit
+        with pytest.raises(errors.ProgrammingError, match="autocommit"):
+            prepared.fetch_rows(conn, statement.text, [1])
+        conn.rollback()
+        assert statement.rows(conn, {"n": 1}) == [(1,)]
+        # psycopg opened a transaction for it, as the worker's statement in a test's
+        # own transaction expects: it stays open until the caller ends it.
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
