@@ -19,8 +19,8 @@ A retention of 0 keeps that status forever. Queued and running jobs are never
 touched (only rows with ``finished_at`` set and a final status qualify).
 
 Succeeded jobs the archiver moved to ``jobs_archive`` (migration 0027) are
-deleted from there after the same ``RETAIN_SUCCEEDED_S``
-(``sql/prune_archive.sql``), in batches of their own.
+deleted from there after the same ``RETAIN_SUCCEEDED_S``, in batches of
+their own (``sql/prune_jobs.sql`` on that table).
 
 Workflow nodes are never pruned one by one: a node of a running workflow is
 still read by its children (its result, its edges), so ``sql/prune_jobs.sql``
@@ -52,6 +52,7 @@ from datetime import datetime, timedelta
 from typing import Any, Unpack
 
 import psycopg
+from psycopg import sql
 
 from queue_engine import metrics
 from queue_engine import settings as table
@@ -270,10 +271,11 @@ def prune_once(
     #: Groups with rows left, in round-robin order: a batch takes the first and,
     #: if it was full, puts it back at the end.
     pending = deque(range(len(groups)))
-    statements = {
-        "jobs": queries.query("prune_jobs", schema),
-        "archive": queries.query("prune_archive", schema),
-        "workflows": queries.query("prune_workflows", schema),
+    prune_jobs = sql.SQL(queries.query("prune_jobs", schema))
+    statements: dict[str, sql.SQL | sql.Composed] = {
+        "jobs": prune_jobs.format(table=sql.Identifier(schema, "jobs")),
+        "archive": prune_jobs.format(table=sql.Identifier(schema, "jobs_archive")),
+        "workflows": sql.SQL(queries.query("prune_workflows", schema)),
     }
 
     def batch() -> bool:

@@ -171,18 +171,17 @@ class Vacuumer(Service[VacuumResult]):
         kwargs.setdefault("interval_s", table.VACUUM_S.read())
         return cls(dsn, schema, dead_rows=dead_rows, **kwargs)
 
-    def _statistics(self) -> statistics.TableStatistics | None:
-        rows = statistics.table_statistics(self.db.get(), self.schema, (VACUUM_TABLE,))
-        return rows[0] if rows else None
+    def _statistics(self) -> statistics.TableStatistics:
+        (jobs,) = statistics.table_statistics(self.db.get(), self.schema, (VACUUM_TABLE,))
+        return jobs
 
     def run_once(self) -> VacuumResult:
         """Read the dead row count of ``jobs``; VACUUM it when the pacer says so."""
         try:
             before = self._statistics()
             started = self.clock()
-            if before is None or not self.pacer.due(before.dead_rows, started):
-                dead = before.dead_rows if before is not None else 0
-                return VacuumResult(dead_before=dead, dead_after=dead)
+            if not self.pacer.due(before.dead_rows, started):
+                return VacuumResult(dead_before=before.dead_rows, dead_after=before.dead_rows)
             statistics.vacuum(self.db.get(), self.schema, VACUUM_TABLE)
             ended = self.clock()
             # VACUUM reports its count and what it left before it returns.
@@ -190,8 +189,8 @@ class Vacuumer(Service[VacuumResult]):
         except RECONNECT_ERRORS:
             self.db.reset()
             raise
-        dead_after = after.dead_rows if after is not None else 0
-        if after is None or after.vacuum_count == before.vacuum_count:
+        dead_after = after.dead_rows
+        if after.vacuum_count == before.vacuum_count:
             # SKIP_LOCKED: autovacuum (or an operator) is vacuuming it right now.
             self.pacer.skipped(ended)
             return VacuumResult(dead_before=before.dead_rows, dead_after=dead_after, skipped=True)

@@ -1,6 +1,9 @@
 -- Retention (leader only): delete one bounded batch of finished jobs of the given
 -- statuses that finished before %(cutoff)s, and their job_events, in one statement.
---   * jobs_finished_at_idx drives the scan, oldest first; %(after)s (NULL at the
+-- {table} (a quoted, schema-qualified identifier composed by
+-- orchestrator/pruner.py) is jobs, or jobs_archive: the succeeded jobs the
+-- archiver moved (migration 0027), pruned by the same statement.
+--   * the table's finished_at index drives the scan, oldest first; %(after)s (NULL at the
 --     start of a run) is the newest finished_at of the previous batch, so rows
 --     this statement skips (other statuses, locked rows) are not walked again
 --     by every batch of the run.
@@ -16,7 +19,7 @@
 -- newest finished_at scanned (the next batch's %(after)s).
 WITH doomed AS MATERIALIZED (
     SELECT j.id, j.finished_at
-    FROM __SCHEMA__.jobs j
+    FROM {table} j
     WHERE j.finished_at < %(cutoff)s::timestamptz
       AND j.finished_at >= coalesce(%(after)s::timestamptz, '-infinity'::timestamptz)
       AND j.status = ANY (%(statuses)s::text[])
@@ -26,7 +29,7 @@ WITH doomed AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ),
 del AS (
-    DELETE FROM __SCHEMA__.jobs j
+    DELETE FROM {table} j
     USING doomed d
     WHERE j.id = d.id AND j.status = ANY (%(statuses)s::text[])
     RETURNING j.id, j.status
@@ -38,7 +41,7 @@ ev AS (
 )
 SELECT coalesce((SELECT jsonb_object_agg(c.status, c.n)
                  FROM (SELECT d.status, count(*) AS n FROM del d GROUP BY d.status) c),
-                '{}'::jsonb) AS jobs_by_status,
+                jsonb_build_object()) AS jobs_by_status,
        (SELECT count(*) FROM ev) AS events,
        (SELECT count(*) FROM doomed) AS scanned,
        (SELECT max(d.finished_at) FROM doomed d) AS last_finished_at

@@ -100,29 +100,33 @@ def fetch_rows(conn: Connection, text: str, values: Sequence[Any]) -> list[tuple
         session = _SESSIONS[conn] = _Session(conn)
     params = text_params(values, session.encoding)
     with conn.lock:
-        for attempt in range(2):
-            name = session.names.get(text)
-            if name is None:
-                name = b"qe_fc_%d" % next(_names)
-                conn.pgconn.send_prepare(name, text.encode(session.encoding))
-                _check(conn.wait(generators.execute(conn.pgconn)), session)
-                session.names[text] = name
-            conn.pgconn.send_query_prepared(name, params)
-            results = conn.wait(generators.execute(conn.pgconn))
-            result = results[-1] if results else None
-            if result is not None and result.status == pq.ExecStatus.TUPLES_OK:
-                loader = session.transformer
-                loader.set_pgresult(result)
-                return loader.load_rows(0, result.ntuples, tuple)
-            try:
-                _check(results, session)
-            except _PREPARE_AGAIN:
-                if attempt:
-                    raise
-                del session.names[text]
-                continue
-            raise errors.ProgrammingError("the statement returned no rows description")
-    raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return _run(conn, session, text, params)
+        except _PREPARE_AGAIN:
+            # Dropped by the server or outdated by DDL: a new name, once.
+            session.names.pop(text, None)
+            return _run(conn, session, text, params)
+
+
+def _run(
+    conn: Connection, session: _Session, text: str, params: list[bytes | None]
+) -> list[tuple[Any, ...]]:
+    """Prepare ``text`` on this connection if it is not yet, run it, load its rows."""
+    name = session.names.get(text)
+    if name is None:
+        name = b"qe_fc_%d" % next(_names)
+        conn.pgconn.send_prepare(name, text.encode(session.encoding))
+        _check(conn.wait(generators.execute(conn.pgconn)), session)
+        session.names[text] = name
+    conn.pgconn.send_query_prepared(name, params)
+    results = conn.wait(generators.execute(conn.pgconn))
+    _check(results, session)
+    result = results[-1]
+    if result.status != pq.ExecStatus.TUPLES_OK:
+        raise errors.ProgrammingError("the statement returned no rows description")
+    loader = session.transformer
+    loader.set_pgresult(result)
+    return loader.load_rows(0, result.ntuples, tuple)
 
 
 def _check(results: list[pq.abc.PGresult], session: _Session) -> None:

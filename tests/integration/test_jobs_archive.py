@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from qe_history import finished_jobs
 
 from queue_engine import Client, Workflow, stats
 from queue_engine.errors import InvalidTransition, JobNotFound
@@ -37,26 +38,8 @@ def finished(
     key: str | None = None,
     queue: str = "arch",
 ) -> list[int]:
-    """Insert ``n`` jobs that finished ``age`` ago (1 ms apart), each with two events."""
-    rows = conn.execute(
-        "INSERT INTO queue_engine.jobs (queue, task, status, attempt, args, result, created_at, "
-        "started_at, finished_at, duration_ms, idempotency_key) "
-        "SELECT %(queue)s, 'arch.task', %(status)s, 1, jsonb_build_object('n', g), "
-        "CASE WHEN %(status)s = 'succeeded' THEN jsonb_build_object('ok', g) END, "
-        "now() - %(age)s::interval - interval '1 minute', "
-        "now() - %(age)s::interval - interval '2 seconds', "
-        "now() - %(age)s::interval + make_interval(secs => g / 1000.0), 1500, "
-        "CASE WHEN %(key)s::text IS NOT NULL THEN %(key)s || g END "
-        "FROM generate_series(1, %(n)s) g RETURNING id",
-        {"status": status, "n": n, "age": age, "key": key, "queue": queue},
-    ).fetchall()
-    ids = [int(r[0]) for r in rows]
-    conn.execute(
-        "INSERT INTO queue_engine.job_events (job_id, kind, to_status) "
-        "SELECT id, k, 'x' FROM unnest(%s::bigint[]) id, unnest(ARRAY['claimed', 'done']) k",
-        (ids,),
-    )
-    return ids
+    """Finished jobs of this file's task (``qe_history.finished_jobs``)."""
+    return finished_jobs(conn, status, n, age, queue=queue, task="arch.task", key=key)
 
 
 def where(conn: psycopg.Connection[Any], ids: list[int]) -> dict[str, int]:

@@ -14,32 +14,13 @@ import threading
 from typing import Any
 
 import psycopg
+from qe_history import finished_jobs
 
 from queue_engine import metrics
 from queue_engine.cli.ctl import main
 from queue_engine.orchestrator.pruner import Pruner, Retention, prune_dry_run, prune_once
 
 SCHEMA = "queue_engine"
-
-
-def finished_jobs(conn: psycopg.Connection[Any], status: str, n: int, age: str) -> list[int]:
-    """Insert ``n`` jobs finished ``age`` ago, each with two events."""
-    rows = conn.execute(
-        "INSERT INTO queue_engine.jobs (queue, task, status, attempt, created_at, started_at, "
-        "finished_at, duration_ms) "
-        "SELECT 'q', 'prune.me', %(status)s, 1, now() - %(age)s::interval - interval '1 minute', "
-        "now() - %(age)s::interval - interval '1 second', "
-        "now() - %(age)s::interval + make_interval(secs => g / 1000.0), 1000 "
-        "FROM generate_series(1, %(n)s) g RETURNING id",
-        {"status": status, "n": n, "age": age},
-    ).fetchall()
-    ids = [int(r[0]) for r in rows]
-    conn.execute(
-        "INSERT INTO queue_engine.job_events (job_id, kind, to_status) "
-        "SELECT id, k, 'x' FROM unnest(%s::bigint[]) id, unnest(ARRAY['claimed', 'done']) k",
-        (ids,),
-    )
-    return ids
 
 
 def active_jobs(conn: psycopg.Connection[Any]) -> list[int]:
