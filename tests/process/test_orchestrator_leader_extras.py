@@ -84,14 +84,16 @@ def test_leader_prunes_and_serves_metrics(dsn: str, conn: Any, tmp_path: Path) -
         health = wait_for("/health to report a leader", leading_health, [proc])
         assert health["status"] == "ok"
 
+        # jobs_all: the archiver may move the old job to jobs_archive (with its
+        # events) before the pruner deletes it from there.
         def pruned() -> bool:
             row = conn.execute(
-                "SELECT count(*) FROM queue_engine.jobs WHERE id = %s", (old.id,)
+                "SELECT count(*) FROM queue_engine.jobs_all WHERE id = %s", (old.id,)
             ).fetchone()
             return row is not None and row[0] == 0
 
         wait_for("the leader to prune the old job", pruned, [proc])
-        remaining = {r[0] for r in conn.execute("SELECT id FROM queue_engine.jobs")}
+        remaining = {r[0] for r in conn.execute("SELECT id FROM queue_engine.jobs_all")}
         assert remaining == {fresh.id, active.id}
         events = {r[0] for r in conn.execute("SELECT job_id FROM queue_engine.job_events")}
         assert old.id not in events and fresh.id in events
