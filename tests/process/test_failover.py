@@ -228,7 +228,8 @@ def test_crash_of_the_primary_and_promotion_of_the_standby(
         promoted_at = time.monotonic()
         with psycopg.connect(pair.dsn(pair.standby), autocommit=True) as conn:
             promoted_db_at = scalar(conn, "SELECT now()")
-            succeeded = "SELECT count(*) FROM queue_engine.jobs WHERE status = 'succeeded'"
+            # jobs_all: the leader archives a job a minute after it succeeded.
+            succeeded = "SELECT count(*) FROM queue_engine.jobs_all WHERE status = 'succeeded'"
             at_promotion = scalar(conn, succeeded)
             wait_until(
                 lambda: scalar(conn, succeeded) > at_promotion,
@@ -241,7 +242,7 @@ def test_crash_of_the_primary_and_promotion_of_the_standby(
                 done = {
                     r[0]
                     for r in conn.execute(
-                        "SELECT id FROM queue_engine.jobs WHERE status = 'succeeded'"
+                        "SELECT id FROM queue_engine.jobs_all WHERE status = 'succeeded'"
                     )
                 }
             return len(producer.committed) >= committed_before + 50 and done.issuperset(
