@@ -38,13 +38,13 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import psycopg
 
-from queue_engine.db import connect, read_only_reason
+from queue_engine.db import RECONNECT_ERRORS, connect, read_only_reason
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import ReconnectBackoff, reconnect_backoff
 
@@ -352,11 +352,11 @@ KEEPALIVE_KWARGS: dict[str, Any] = {
 class LazyConnection:
     """One autocommit connection, opened on first use and dropped after a connection error.
 
-    A service's run calls :meth:`get`; when a statement fails because the
-    connection broke or the server refuses writes
-    (:data:`queue_engine.db.RECONNECT_ERRORS`), the run calls :meth:`reset`,
-    and the next run reconnects. That is the whole reconnect policy: the
-    service's error backoff spaces the attempts.
+    A service's run uses it through :meth:`session`; when a statement fails
+    because the connection broke or the server refuses writes
+    (:data:`queue_engine.db.RECONNECT_ERRORS`), the session is reset, and the
+    next run reconnects. That is the whole reconnect policy: the service's
+    error backoff spaces the attempts.
 
     ``writable`` (the default: every daemon service writes, or holds a lock
     that only means something on the primary): a session whose server reports
@@ -379,6 +379,18 @@ class LazyConnection:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.dsn, writable=self.writable, **self.connect_kwargs)
         return self._conn
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection for one run; a connection error drops it (:meth:`reset`), then propagates.
+
+        Any other error (a statement the server refused) keeps the connection.
+        """
+        try:
+            yield self.get()
+        except RECONNECT_ERRORS:
+            self.reset()
+            raise
 
     @property
     def is_open(self) -> bool:

@@ -38,7 +38,6 @@ from typing import Any, Protocol
 import psutil
 
 from queue_engine import sql as queries
-from queue_engine.db import RECONNECT_ERRORS
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     Clock,
@@ -129,11 +128,8 @@ class WorkersRow:
             "telemetry": json.dumps(self._telemetry_document(), default=str),
             "telemetry_channel": queries.telemetry_channel(self.schema),
         }
-        try:
-            self.db.get().execute(queries.query("orchestrator_heartbeat", self.schema), params)
-        except RECONNECT_ERRORS:
-            self.db.reset()
-            raise
+        with self.db.session() as conn:
+            conn.execute(queries.query("orchestrator_heartbeat", self.schema), params)
         return state
 
     def _telemetry_document(self) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import statistics
-from queue_engine.db import RECONNECT_ERRORS
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     STAGGER_DEFAULT_S,
@@ -116,8 +115,7 @@ class Analyzer(Service[AnalyzeResult]):
 
     def run_once(self) -> AnalyzeResult:
         """Read the change counters; ANALYZE the watched tables a burst changed."""
-        try:
-            conn = self.db.get()
+        with self.db.session() as conn:
             due = [
                 t
                 for t in statistics.table_statistics(conn, self.schema, self.tables)
@@ -127,9 +125,6 @@ class Analyzer(Service[AnalyzeResult]):
             for table in due:
                 statistics.analyze(conn, self.schema, table.name)
             elapsed_ms = (self.clock() - started) * 1000
-        except RECONNECT_ERRORS:
-            self.db.reset()
-            raise
         return AnalyzeResult(
             analyzed=tuple(t.name for t in due),
             changes=sum(t.changes for t in due),

@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, Unpack
 
 import psycopg
 
 from queue_engine.config import validate_schema
-from queue_engine.db import RECONNECT_ERRORS
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     STAGGER_DEFAULT_S,
@@ -133,20 +132,14 @@ class SweepService(Service[R]):
         self.now = now
         self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
 
-    @contextmanager
-    def session(self) -> Iterator[psycopg.Connection[Any]]:
-        """The service's connection for one run; a connection error drops it, then propagates.
+    def session(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """The service's connection for one run (:meth:`LazyConnection.session`).
 
-        A read-only server's refusal counts as one (:data:`RECONNECT_ERRORS`).
-
-        Dropping it is the whole reconnect policy: the next run opens a new one,
-        after the service's error backoff.
+        A connection error, a read-only server's refusal included
+        (:data:`~queue_engine.db.RECONNECT_ERRORS`), drops it and propagates:
+        the next run opens a new one, after the service's error backoff.
         """
-        try:
-            yield self.db.get()
-        except RECONNECT_ERRORS:
-            self.db.reset()
-            raise
+        return self.db.session()
 
     def batches(self, batch: Callable[[], bool]) -> int:
         """:func:`run_batches` with this service's ``max_batches`` and stop flag."""

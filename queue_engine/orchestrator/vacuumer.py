@@ -32,9 +32,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from queue_engine import metrics, statistics
 from queue_engine import settings as table
-from queue_engine.db import RECONNECT_ERRORS
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
     STAGGER_DEFAULT_S,
@@ -171,24 +172,21 @@ class Vacuumer(Service[VacuumResult]):
         kwargs.setdefault("interval_s", table.VACUUM_S.read())
         return cls(dsn, schema, dead_rows=dead_rows, **kwargs)
 
-    def _statistics(self) -> statistics.TableStatistics:
-        (jobs,) = statistics.table_statistics(self.db.get(), self.schema, (VACUUM_TABLE,))
+    def _statistics(self, conn: psycopg.Connection[Any]) -> statistics.TableStatistics:
+        (jobs,) = statistics.table_statistics(conn, self.schema, (VACUUM_TABLE,))
         return jobs
 
     def run_once(self) -> VacuumResult:
         """Read the dead row count of ``jobs``; VACUUM it when the pacer says so."""
-        try:
-            before = self._statistics()
+        with self.db.session() as conn:
+            before = self._statistics(conn)
             started = self.clock()
             if not self.pacer.due(before.dead_rows, started):
                 return VacuumResult(dead_before=before.dead_rows, dead_after=before.dead_rows)
-            statistics.vacuum(self.db.get(), self.schema, VACUUM_TABLE)
+            statistics.vacuum(conn, self.schema, VACUUM_TABLE)
             ended = self.clock()
             # VACUUM reports its count and what it left before it returns.
-            after = self._statistics()
-        except RECONNECT_ERRORS:
-            self.db.reset()
-            raise
+            after = self._statistics(conn)
         dead_after = after.dead_rows
         if after.vacuum_count == before.vacuum_count:
             # SKIP_LOCKED: autovacuum (or an operator) is vacuuming it right now.

@@ -261,8 +261,7 @@ class Ticker(Service[TickResult]):
         self.last_loop_at = self._run_started
         at = (now if now is not None else self.now()).astimezone(UTC)
         result = TickResult()
-        try:
-            conn = self.db.get()
+        with self.db.session() as conn:
             rows, broken = store.list_rows(conn, self.schema)
             self._report_broken(broken)
             rows = self._runnable(rows)
@@ -294,9 +293,6 @@ class Ticker(Service[TickResult]):
                     if result.next_wake is None or wake < result.next_wake:
                         result.next_wake = wake
             self._maybe_prune(conn, at)
-        except RECONNECT_ERRORS:
-            self.db.reset()
-            raise
         self.last_loop_at = self.clock()
         return result
 
@@ -504,8 +500,7 @@ class ScheduleListener(Service[ListenResult]):
     def run_once(self) -> ListenResult:
         """Wait up to ``wait_s`` for notifications; wake the ticker if any came."""
         fresh = not self.db.is_open
-        try:
-            conn = self.db.get()
+        with self.db.session() as conn:
             if fresh:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 self.on_change()
@@ -514,9 +509,6 @@ class ScheduleListener(Service[ListenResult]):
                 # Drain what else is queued, then wake once.
                 count += sum(1 for _ in conn.notifies(timeout=0))
                 self.on_change()
-        except RECONNECT_ERRORS:
-            self.db.reset()
-            raise
         return ListenResult(count)
 
     def next_interval(self, result: ListenResult | None) -> float:

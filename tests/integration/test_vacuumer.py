@@ -153,6 +153,19 @@ def test_a_table_another_vacuum_holds_is_skipped_not_waited_for(
     assert vacuumer.pacer.blocked_s == 0.0
 
 
+def test_a_lost_session_is_dropped_and_the_next_check_connects_again(
+    conn: psycopg.Connection[tuple[object, ...]], vacuumer: Vacuumer
+) -> None:
+    assert not vacuumer.run_once().vacuumed  # opens the vacuumer's session
+    lost = vacuumer.db.get().info.backend_pid
+    conn.execute("SELECT pg_terminate_backend(%s)", [lost])
+    with pytest.raises(psycopg.OperationalError):
+        vacuumer.run_once()
+    assert not vacuumer.db.is_open  # gone: the next check (after the backoff) connects again
+    assert not vacuumer.run_once().vacuumed
+    assert vacuumer.db.get().info.backend_pid != lost
+
+
 def test_from_env_reads_the_settings(monkeypatch: pytest.MonkeyPatch, dsn: str) -> None:
     monkeypatch.setenv("QUEUE_ENGINE_VACUUM_DEAD_ROWS", "0")
     assert Vacuumer.from_env(dsn, SCHEMA) is None

@@ -8,7 +8,6 @@ for the service's lazy connection (what the sweeps do with a real one is in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -17,7 +16,7 @@ import pytest
 from queue_engine.orchestrator import DeadWorkerSweep, FastRecovery, Reaper
 from queue_engine.orchestrator.pruner import Pruner, Retention
 from queue_engine.orchestrator.sweep import SweepService, run_batches
-from queue_engine.service import IdleResult
+from queue_engine.service import IdleResult, LazyConnection
 
 
 def test_batches_run_until_one_says_nothing_is_left() -> None:
@@ -58,12 +57,13 @@ class Idle(SweepService[IdleResult]):
         return IdleResult()
 
 
-@dataclass
-class FakeConnection:
-    """Stands in for the service's LazyConnection: ``get`` hands out a connection that fails."""
+class FakeConnection(LazyConnection):
+    """The service's LazyConnection whose ``get`` hands out a connection that fails (no server)."""
 
-    error: Exception
-    resets: int = 0
+    def __init__(self, error: Exception) -> None:
+        super().__init__("postgresql:///x")
+        self.error = error
+        self.resets = 0
 
     def get(self) -> Any:
         error = self.error
@@ -127,7 +127,7 @@ def test_the_four_sweeps_keep_their_defaults() -> None:
 def test_a_connection_error_drops_the_connection_and_propagates() -> None:
     sweep = Idle("postgresql:///x", "queue_engine")
     fake = FakeConnection(psycopg.OperationalError("server closed the connection"))
-    sweep.db = fake  # type: ignore[assignment]
+    sweep.db = fake
     with pytest.raises(psycopg.OperationalError):
         sweep.run_once()
     assert fake.resets == 1
@@ -136,7 +136,7 @@ def test_a_connection_error_drops_the_connection_and_propagates() -> None:
 def test_a_statement_error_keeps_the_connection() -> None:
     sweep = Idle("postgresql:///x", "queue_engine")
     fake = FakeConnection(psycopg.errors.UndefinedTable("no such table"))
-    sweep.db = fake  # type: ignore[assignment]
+    sweep.db = fake
     with pytest.raises(psycopg.errors.UndefinedTable):
         sweep.run_once()
     assert fake.resets == 0
