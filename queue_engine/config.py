@@ -9,13 +9,16 @@ keeps the generic ``env_str``/``env_float`` readers for code outside the table.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 
-from queue_engine import settings
+from queue_engine import localfleet, settings
 from queue_engine.errors import ConfigError
 
 DEFAULT_SCHEMA = settings.SCHEMA.default
+log = logging.getLogger("queue_engine.config")
+
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 
 
@@ -61,5 +64,13 @@ def resolve_schema(schema: str | None = None) -> str:
 
 
 def resolve_dsn(dsn: str | None = None) -> str:
-    """Return the explicit DSN, else ``QUEUE_ENGINE_DSN``, else "" (libpq ``PG*`` variables)."""
-    return dsn or settings.DSN.read()
+    """Return the explicit DSN, else ``QUEUE_ENGINE_DSN``, else the local fleet's, else "".
+
+    The local fleet is the database of a running ``queue-ctl up``
+    (:mod:`queue_engine.localfleet`), used only when no libpq variable names a
+    server; "" leaves the choice to libpq's defaults and ``PG*`` variables.
+    """
+    chosen, fleet = localfleet.resolve(dsn)
+    if fleet is not None:
+        log.info("no DSN configured: using %s", fleet.describe())
+    return chosen

@@ -167,6 +167,33 @@ class EmbeddedPostgres:
             return False
         return True
 
+    def server_pid(self) -> int | None:
+        """The postmaster's pid from ``postmaster.pid``; None when there is no such file."""
+        try:
+            first = (self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0]
+            return int(first)
+        except (OSError, ValueError):
+            return None
+
+    def gone(self) -> str | None:
+        """Why this server no longer runs (its folder deleted, its process ended); None: it runs.
+
+        Cheap enough to ask every second: it reads the pid file and signals
+        nothing (``kill(pid, 0)`` only checks that the process exists).
+        """
+        if not self.data_dir.exists():
+            return f"its data folder {self.data_dir} was deleted"
+        pid = self.server_pid()
+        if pid is None:
+            return f"it stopped (no postmaster.pid in {self.data_dir})"
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return f"its server process (pid {pid}) ended"
+        except PermissionError:
+            pass  # it exists, as another user (root runs the server as SYSTEM_USER)
+        return None
+
     def start(self) -> str:
         """Initialise the folder if new, start the server, and return its DSN."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -184,6 +211,12 @@ class EmbeddedPostgres:
                 "--no-instructions",
             )
         elif self.is_running():
+            if not self.started_here:
+                raise ConfigError(
+                    f"a Postgres server is already running on {self.data_dir} "
+                    f"(pid {self.server_pid()}): queue-engine never stops a server it did "
+                    "not start; use that server's DSN, or choose another --data-dir"
+                )
             self.stop()
         options = " ".join(
             [f"-k {self.socket_dir}", "-c listen_addresses=''", f"-p {SOCKET_PORT}"]
@@ -230,8 +263,8 @@ class EmbeddedPostgres:
         )
 
     def stop(self, mode: str = "fast") -> None:
-        """Stop the server if it runs."""
-        if (self.data_dir / "postmaster.pid").exists():
+        """Stop the server if this object started it and it runs; never another's server."""
+        if self.started_here and self.gone() is None:
             try:
                 self._run("pg_ctl", "stop", "-w", "-t", "60", "-m", mode, "-D", str(self.data_dir))
             except subprocess.CalledProcessError as exc:
@@ -239,31 +272,60 @@ class EmbeddedPostgres:
         self.started_here = False
 
     def destroy(self) -> None:
-        """Stop the server and delete its data and socket folders."""
+        """Stop the server and delete its data and socket folders (only a server started here)."""
+        if not self.started_here and self.is_running():
+            raise ConfigError(
+                f"not deleting {self.data_dir}: a server this process did not start runs there"
+            )
         self.stop(mode="immediate")
         shutil.rmtree(self.data_dir, ignore_errors=True)
         shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
 @contextmanager
-def database_for(dsn: str, *, data_dir: Path | None = None, keep: bool = False) -> Iterator[str]:
-    """Yield ``dsn`` if set, else the DSN of an embedded server started for the block.
+def own_server(
+    data_dir: Path | None = None, *, keep: bool = False, purpose: str = "demo"
+) -> Iterator[EmbeddedPostgres]:
+    """An embedded server this block starts and owns; stopped at the end.
 
-    The embedded server lives in ``data_dir`` (default: a ``queue-engine-demo``
-    folder in the temp directory); it is stopped at the end, and its folder
-    deleted unless ``keep``.
+    Every call owns its data folder: with no ``data_dir``, a new folder in the
+    temp directory (``queue-engine-<purpose>-XXXX``), so two commands never
+    share one. A ``data_dir`` that holds a running server is refused (see
+    :meth:`EmbeddedPostgres.start`): a command never stops a server it did not
+    start. At the end the server is stopped, and its folder deleted when this
+    block created it and ``keep`` is false; a folder that existed before is
+    never deleted.
     """
+    created = data_dir is None or not Path(data_dir).exists()
+    folder = (
+        Path(tempfile.mkdtemp(prefix=f"queue-engine-{purpose}-")) if data_dir is None else data_dir
+    )
+    server = EmbeddedPostgres(folder)
+    log.info("starting embedded Postgres in %s", server.data_dir)
+    try:
+        server.start()
+    except BaseException:
+        shutil.rmtree(server.socket_dir, ignore_errors=True)
+        if created:
+            shutil.rmtree(server.data_dir, ignore_errors=True)
+        raise
+    try:
+        yield server
+    finally:
+        if created and not keep:
+            server.destroy()
+        else:
+            server.stop()
+            shutil.rmtree(server.socket_dir, ignore_errors=True)
+
+
+@contextmanager
+def database_for(
+    dsn: str, *, data_dir: Path | None = None, keep: bool = False, purpose: str = "demo"
+) -> Iterator[str]:
+    """Yield ``dsn`` if set, else the DSN of an embedded server of the block's own (:func:`own_server`)."""
     if dsn:
         yield dsn
         return
-    folder = data_dir or Path(tempfile.gettempdir()) / "queue-engine-demo"
-    server = EmbeddedPostgres(folder)
-    log.info("starting embedded Postgres in %s", folder)
-    url = server.start()
-    try:
-        yield url
-    finally:
-        if keep:
-            server.stop()
-        else:
-            server.destroy()
+    with own_server(data_dir, keep=keep, purpose=purpose) as server:
+        yield server.dsn()

@@ -287,6 +287,13 @@ DSN = text(
     "libpq connection string or URI; unset: libpq's defaults and PG* variables",
     option="--dsn",
 )
+RUNTIME_DIR = optional_text(
+    "RUNTIME_DIR",
+    (*EVERYWHERE, WEB),
+    "folder of the local fleet's state file, which `queue-ctl up` writes and programs run "
+    "without a DSN read",
+    default_text="`$XDG_RUNTIME_DIR/queue-engine`, else `queue-engine-UID` in the temp folder",
+)
 SCHEMA = text(
     "SCHEMA",
     "queue_engine",
@@ -711,6 +718,7 @@ SETTINGS: dict[str, Setting[Any]] = {
     s.name: s
     for s in (
         DSN,
+        RUNTIME_DIR,
         SCHEMA,
         DEBUG,
         LOG_LEVEL,

@@ -25,6 +25,7 @@ from types import ModuleType
 
 import psycopg
 import pytest
+from qe_ctl import RUNTIME_DIR_VARIABLE
 
 from queue_engine import AsyncClient, Client
 from queue_engine.testing.databases import TestServer
@@ -131,6 +132,28 @@ def _serial_turn(
             fcntl.flock(lock, fcntl.LOCK_UN)
             if serial:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A runtime folder of the session's own, where a ``queue-ctl up`` of a test records itself.
+
+    Without it, a test's ``up`` with no DSN would be the local fleet that every
+    other test's command run with no DSN finds (queue_engine/localfleet.py),
+    and a developer's own ``queue-ctl up`` would be found by the suite.
+    ``qe_ctl.clean_env`` passes it on to the commands tests run.
+    """
+    folder = tmp_path_factory.mktemp("runtime")
+    folder.chmod(0o700)
+    saved = os.environ.get(RUNTIME_DIR_VARIABLE)
+    os.environ[RUNTIME_DIR_VARIABLE] = str(folder)
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop(RUNTIME_DIR_VARIABLE, None)
+        else:
+            os.environ[RUNTIME_DIR_VARIABLE] = saved
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,19 @@ BIN = Path(sys.executable).parent
 QUEUE_CTL = BIN / "queue-ctl"
 
 
+#: The harness's runtime folder (tests/conftest.py sets it for the session): kept by
+#: :func:`clean_env`, so a test's ``queue-ctl up`` is found only by that session's commands.
+RUNTIME_DIR_VARIABLE = "QUEUE_ENGINE_RUNTIME_DIR"
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment without libpq or engine settings, plus ``extra``."""
+    """This process's environment without libpq or engine settings, plus ``extra``.
+
+    The one engine variable kept is the session's runtime folder.
+    """
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
+    if RUNTIME_DIR_VARIABLE in os.environ:
+        base[RUNTIME_DIR_VARIABLE] = os.environ[RUNTIME_DIR_VARIABLE]
     return {**base, **(extra or {})}
 
 

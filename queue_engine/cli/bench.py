@@ -33,11 +33,13 @@ import click
 import psycopg
 from psycopg.rows import dict_row
 
+from queue_engine import localfleet
 from queue_engine import sql as queries
 from queue_engine.bench_app import QUEUE as BENCH_QUEUE
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
+from queue_engine.config import DEFAULT_SCHEMA
 from queue_engine.db import connect, describe_dsn
 from queue_engine.embedded import database_for
 from queue_engine.errors import QueueEngineError
@@ -191,19 +193,24 @@ def bench(
     timeout: float,
 ) -> int:
     """Measure enqueue rate, drain throughput and wake latency with real worker processes."""
-    schema = cli.schema
-    dsn = local_dsn or cli.dsn
+    schema = cli.given_schema or DEFAULT_SCHEMA
+    dsn = local_dsn or cli.given_dsn
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     if not dsn:
         click.echo(
             "no DSN configured: starting an embedded Postgres (default, durable settings) ..."
         )
-    folder = data_dir or Path(tempfile.gettempdir()) / "queue-engine-bench"
+        running = localfleet.find()
+        if running is not None:
+            click.echo(
+                f"(a local fleet runs, queue-ctl up pid {running.pid}: the bench does not load "
+                "its database; pass --dsn to bench that one)"
+            )
     log_dir = Path(tempfile.mkdtemp(prefix="queue-engine-bench-logs-"))
     env = {"QUEUE_ENGINE_LOG_LEVEL": "WARNING"}
     if worker_synchronous_commit:
         env["QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT"] = worker_synchronous_commit
-    with database_for(dsn, data_dir=folder) as url:
+    with database_for(dsn, data_dir=data_dir, purpose="bench") as url:
         Migrator(url, schema=schema).up()
         fleet = Fleet(log_dir, env=env)
         with connect(url) as conn:

@@ -185,12 +185,15 @@ def log_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def embedded_folder_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--data-dir`` and ``--keep``: where an embedded Postgres lives, and whether it stays."""
     func = click.option(
-        "--keep", is_flag=True, help="Keep the embedded database folder afterwards."
+        "--keep",
+        is_flag=True,
+        help="Keep the embedded database folder afterwards (a folder that existed is always kept).",
     )(func)
     return click.option(
         "--data-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        help="Folder of the embedded Postgres (default: a temp folder).",
+        help="Folder of the embedded Postgres (default: a new temp folder of its own); "
+        "refused while another server runs there.",
     )(func)
 
 

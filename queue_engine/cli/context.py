@@ -13,25 +13,55 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import click
 import psycopg
 
+from queue_engine import localfleet
 from queue_engine.client import Client
+from queue_engine.config import DEFAULT_SCHEMA
 from queue_engine.db import connect
 from queue_engine.migrate import Migrator
 
 
 @dataclass(frozen=True)
 class CliContext:
-    """The database and schema one ``queue-ctl`` invocation works on."""
+    """The database and schema one ``queue-ctl`` invocation works on.
 
-    #: libpq connection string or URI; empty: the libpq ``PG*`` variables.
-    dsn: str
-    #: The (validated) schema holding the engine's tables.
-    schema: str
+    ``given_dsn`` and ``given_schema`` are what the user set (``--dsn`` or
+    ``QUEUE_ENGINE_DSN``; ``--schema`` or ``QUEUE_ENGINE_SCHEMA``). With no
+    DSN, :attr:`dsn` is the running local fleet's (``queue-ctl up``; see
+    :mod:`queue_engine.localfleet`), and :attr:`schema` its schema unless one
+    was given; the first use says so on stderr, once. ``up``, ``demo`` and
+    ``bench`` read ``given_dsn`` instead: each decides for itself what a
+    running fleet means to it.
+    """
+
+    #: libpq connection string or URI the user gave; empty: none.
+    given_dsn: str
+    #: The (validated) schema the user gave; None: the default.
+    given_schema: str | None = None
+
+    @cached_property
+    def _target(self) -> tuple[str, str]:
+        dsn, fleet = localfleet.resolve(self.given_dsn)
+        schema = self.given_schema or (fleet.schema if fleet else DEFAULT_SCHEMA)
+        if fleet is not None:
+            click.echo(f"queue-ctl: no DSN configured: using {fleet.describe()}", err=True)
+        return dsn, schema
+
+    @property
+    def dsn(self) -> str:
+        """The DSN to connect with; empty: libpq's defaults and ``PG*`` variables."""
+        return self._target[0]
+
+    @property
+    def schema(self) -> str:
+        """The schema holding the engine's tables."""
+        return self._target[1]
 
     @contextmanager
     def connect(self) -> Iterator[psycopg.Connection[Any]]:

@@ -34,6 +34,7 @@ from queue_engine.cli.controls import (
     unpark_cmd,
 )
 from queue_engine.cli.demo import demo
+from queue_engine.cli.dsn import dsn_cmd
 from queue_engine.cli.prune import prune
 from queue_engine.cli.render import print_json
 from queue_engine.cli.roles import roles
@@ -69,7 +70,8 @@ def ctl(ctx: click.Context, dsn: str, schema: str) -> None:
         validate_schema(schema)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--schema") from None
-    ctx.obj = CliContext(dsn=dsn, schema=schema)
+    given = ctx.get_parameter_source("schema") is not click.core.ParameterSource.DEFAULT
+    ctx.obj = CliContext(given_dsn=dsn, given_schema=schema if given else None)
 
 
 @ctl.command()
@@ -292,7 +294,7 @@ def list_jobs(
 
 
 for _command in (
-    *(demo, bench, up, schedules, workflows, prune, roles),
+    *(demo, bench, up, dsn_cmd, schedules, workflows, prune, roles),
     *(stats_cmd, workers_cmd, show_cmd, top_cmd),
     *(pause_cmd, resume_cmd, scale_cmd, rate_cmd, park_cmd, unpark_cmd, stop_cmd, controls_cmd),
 ):

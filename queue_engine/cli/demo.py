@@ -36,12 +36,14 @@ import click
 import psycopg
 from psycopg.rows import dict_row
 
+from queue_engine import localfleet
 from queue_engine import sql as queries
 from queue_engine.cli import demo_workflow
 from queue_engine.cli.common import embedded_folder_options, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
+from queue_engine.config import DEFAULT_SCHEMA
 from queue_engine.db import connect, describe_dsn
 from queue_engine.embedded import database_for
 from queue_engine.errors import QueueEngineError
@@ -338,15 +340,19 @@ def demo(
     """Run orchestrator + workers on sample jobs, with live progress and a summary."""
     started = time.monotonic()
     deadline = started + timeout
-    schema = cli.schema
-    dsn = local_dsn or cli.dsn
+    schema = cli.given_schema or DEFAULT_SCHEMA
+    dsn = local_dsn or cli.given_dsn
     # SIGTERM stops the demo like Ctrl-C: the finally blocks below stop the children.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    if not dsn:
+    fleet_found = None if dsn or data_dir else localfleet.find()
+    if fleet_found is not None:
+        dsn, schema = fleet_found.dsn, cli.given_schema or fleet_found.schema
+        click.echo(f"no DSN configured: using {fleet_found.describe()}: {dsn}")
+    elif not dsn:
         click.echo("no DSN configured: starting an embedded Postgres ...")
     log_dir = Path(tempfile.mkdtemp(prefix="queue-engine-demo-logs-"))
     ok = False
-    with database_for(dsn, data_dir=data_dir, keep=keep) as url:
+    with database_for(dsn, data_dir=data_dir, keep=keep, purpose="demo") as url:
         click.echo(f"database: {describe_dsn(url)} (schema {schema})")
         fleet = Fleet(log_dir, env={"QUEUE_ENGINE_SWEEP_S": "1", "QUEUE_ENGINE_LOG_LEVEL": "INFO"})
         try:

@@ -154,6 +154,7 @@ class Supervisor:
         out: IO[str] | None = None,
         colour: bool | None = None,
         changed: Callable[[], bool] | None = None,
+        watch: Callable[[Callable[[str], None], Sequence[int]], str | None] | None = None,
     ) -> None:
         self.out = out or sys.stdout
         self.colour = self.out.isatty() if colour is None else colour
@@ -161,6 +162,10 @@ class Supervisor:
         self.children = [_Running(spec) for spec in specs]
         #: ``--reload``: returns True when the app's files changed since the last call.
         self.changed = changed
+        #: Asked every tick with a way to print behind ``up`` and the running children's
+        #: pids: a reason the whole fleet must end (its database is gone), or None
+        #: (see :mod:`queue_engine.cli.fleet_watch`).
+        self.watch = watch
         self._lock = threading.Lock()
         self._signals = 0
         self._width = max((len(s.name) for s in specs), default=2)
@@ -245,7 +250,7 @@ class Supervisor:
         return None
 
     def run(self) -> int:
-        """Run until a signal (0; 130 after a second one) or a child given up on (2 or 1)."""
+        """Run until a signal (0; 130 after a second one), a child given up on (2 or 1), or the watch (69)."""
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
@@ -278,8 +283,12 @@ class Supervisor:
                         self.say("up", "all children stopped")
                         return result
                 else:
-                    self._restart_due()
-                    self._check_reload()
+                    ended = self._check_watch()
+                    if ended is not None:
+                        result, stopping = ended, True
+                    else:
+                        self._restart_due()
+                        self._check_reload()
                 time.sleep(TICK_S)
         finally:
             for sig, handler in previous.items():
@@ -290,6 +299,18 @@ class Supervisor:
         for child in self.children:
             if child.process is None and child.restart_at is not None and now >= child.restart_at:
                 self._start(child)
+
+    def _check_watch(self) -> ExitCode | None:
+        """Stop every child when the watch says the fleet cannot go on; its exit code then."""
+        if self.watch is None:
+            return None
+        pids = [c.process.pid for c in self._alive() if c.process is not None]
+        reason = self.watch(lambda text: self.say("up", text), pids)
+        if reason is None:
+            return None
+        self.say("up", f"{reason}: stopping every child")
+        self._signal_all(signal.SIGTERM)
+        return ExitCode.UNAVAILABLE
 
     def _check_reload(self) -> None:
         if self.changed is None or not self.changed():

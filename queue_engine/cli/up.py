@@ -31,23 +31,28 @@ import difflib
 import importlib.util
 import json
 import os
+import shlex
 import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 
+from queue_engine import localfleet
 from queue_engine.cli.common import embedded_folder_options
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import command_for
+from queue_engine.cli.fleet_watch import DatabaseWatch
 from queue_engine.cli.supervisor import ChildSpec, Supervisor
+from queue_engine.config import DEFAULT_SCHEMA
 from queue_engine.db import describe_dsn
-from queue_engine.embedded import database_for
-from queue_engine.errors import ConfigError
+from queue_engine.embedded import own_server
+from queue_engine.errors import ConfigError, DatabaseUnavailable
 
 #: The keys a fleet file may have.
 FILE_KEYS = ("app", "queues", "env", "pythonpath")
@@ -302,13 +307,45 @@ def up(
         root = app_directory(config.app, env)
         watcher = throttled(FileWatcher(root), 1.0, clock=time.monotonic)
         click.echo(f"up | --reload: watching {root}")
-    dsn = local_dsn or cli.dsn
-    if not dsn:
-        click.echo("up | no DSN configured: starting an embedded Postgres ...")
-    with database_for(dsn, data_dir=data_dir, keep=keep) as url:
-        click.echo(f"up | database: {describe_dsn(url)} (schema {cli.schema})")
-        specs = child_specs(config, url, cli.schema, env)
-        code = Supervisor(specs, changed=watcher).run()
-        if not dsn:
-            click.echo("up | stopping the embedded Postgres ...")
+    dsn = local_dsn or cli.given_dsn
+    schema = cli.given_schema or DEFAULT_SCHEMA
+    running = localfleet.find()
+    if not dsn and running is not None:
+        raise ConfigError(
+            f"a local fleet is already running (queue-ctl up, pid {running.pid}, "
+            f"database {running.dsn}): stop it first, or pass --dsn to run more "
+            "processes on its database"
+        )
+    with ExitStack() as stack:
+        server = None
+        if dsn:
+            url = dsn
+            click.echo(f"up | database: {describe_dsn(url)} (schema {schema})")
+        else:
+            click.echo("up | no DSN configured: starting an embedded Postgres ...")
+            server = stack.enter_context(own_server(data_dir, keep=keep, purpose="up"))
+            url = server.dsn()
+            click.echo(f"up | database: {url} (schema {schema}, data in {server.data_dir})")
+        if running is None:
+            stack.enter_context(
+                localfleet.recorded(url, schema, data_dir=server.data_dir if server else None)
+            )
+            click.echo("up | commands in other shells find this database by themselves; or:")
+            if server is not None:
+                click.echo(f"export QUEUE_ENGINE_DSN={shlex.quote(url)}")
+        else:
+            click.echo(
+                f"up | queue-ctl up pid {running.pid} stays the local fleet other shells find"
+            )
+        watch = DatabaseWatch(url, schema, server)
+        supervisor = Supervisor(child_specs(config, url, schema, env), changed=watcher, watch=watch)
+        code = supervisor.run()
+        if server is not None:
+            click.echo(
+                "up | stopping the embedded Postgres"
+                + (f" (its folder is kept: --data-dir {server.data_dir})" if keep else "")
+                + " ..."
+            )
+    if watch.gone is not None:
+        raise DatabaseUnavailable(watch.gone)
     return code

@@ -1,0 +1,135 @@
+"""The local fleet's record: found while its ``up`` runs, never when a DSN or server was named.
+
+queue_engine/localfleet.py is how a second shell finds ``queue-ctl up``'s
+embedded database. These tests write records as ``up`` does (``recorded``)
+or by hand (a stale one, a forged one) in a private folder of the test's own,
+and check what ``find`` and ``resolve`` make of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from queue_engine import localfleet
+
+DSN = "postgresql://postgres@/postgres?host=/run/qe-sock&port=5432"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    folder = tmp_path / "runtime"
+    folder.mkdir(mode=0o700)
+    return {"QUEUE_ENGINE_RUNTIME_DIR": str(folder)}
+
+
+def _write(env: dict[str, str], **fields: object) -> Path:
+    path = localfleet.state_file(env)
+    path.write_text(json.dumps(fields))
+    return path
+
+
+def _me() -> dict[str, object]:
+    return {"pid": os.getpid(), "started": psutil.Process().create_time()}
+
+
+def test_a_recorded_fleet_is_found_while_the_block_runs_and_forgotten_after(
+    env: dict[str, str],
+) -> None:
+    assert localfleet.find(env) is None
+    with localfleet.recorded(DSN, "qe", data_dir=Path("data"), environ=env) as path:
+        assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+        fleet = localfleet.find(env)
+        assert fleet is not None
+        assert (fleet.pid, fleet.dsn, fleet.schema, fleet.data_dir) == (
+            os.getpid(),
+            DSN,
+            "qe",
+            "data",
+        )
+        assert localfleet.resolve(None, env) == (DSN, fleet)
+    assert not path.exists()
+    assert localfleet.find(env) is None
+    assert localfleet.resolve(None, env) == ("", None)
+
+
+def test_the_end_of_the_block_leaves_a_record_another_fleet_wrote(env: dict[str, str]) -> None:
+    with localfleet.recorded(DSN, "qe", data_dir=None, environ=env) as path:
+        path.write_text(json.dumps({"pid": 1, "started": 0.0, "dsn": "other", "schema": "qe"}))
+    assert path.exists()
+
+
+def test_a_record_of_an_ended_process_is_stale_and_removed(env: dict[str, str]) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = psutil.Process(ended.pid).create_time()
+    ended.wait()
+    path = _write(env, pid=ended.pid, started=started, dsn=DSN, schema="qe")
+    assert localfleet.find(env) is None
+    assert not path.exists()
+
+
+def test_a_record_whose_pid_now_names_another_process_is_stale(env: dict[str, str]) -> None:
+    path = _write(env, pid=os.getpid(), started=1_000_000.0, dsn=DSN, schema="qe")
+    assert localfleet.find(env) is None
+    assert not path.exists()
+
+
+def test_an_unreadable_record_is_ignored(env: dict[str, str]) -> None:
+    localfleet.state_file(env).write_text("{not json")
+    assert localfleet.find(env) is None
+
+
+def test_a_record_in_a_folder_others_may_write_is_ignored(
+    env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    _write(env, **_me(), dsn=DSN, schema="qe")
+    assert localfleet.find(env) is not None
+    Path(env["QUEUE_ENGINE_RUNTIME_DIR"]).chmod(0o777)
+    assert localfleet.find(env) is None
+    assert "not this user's own" in caplog.text
+
+
+def test_recording_refuses_a_folder_others_may_write(env: dict[str, str]) -> None:
+    Path(env["QUEUE_ENGINE_RUNTIME_DIR"]).chmod(0o777)
+    with (
+        pytest.raises(PermissionError, match="QUEUE_ENGINE_RUNTIME_DIR"),
+        localfleet.recorded(DSN, "qe", data_dir=None, environ=env),
+    ):
+        pass
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        {"QUEUE_ENGINE_DSN": "postgresql:///mine"},
+        {"PGHOST": "db.example"},
+        {"PGDATABASE": "app"},
+        {"PGSERVICE": "prod"},
+    ],
+)
+def test_a_dsn_or_a_libpq_variable_naming_a_server_wins_over_the_fleet(
+    env: dict[str, str], named: dict[str, str]
+) -> None:
+    _write(env, **_me(), dsn=DSN, schema="qe")
+    dsn, fleet = localfleet.resolve(None, {**env, **named})
+    assert fleet is None
+    assert dsn == named.get("QUEUE_ENGINE_DSN", "")
+    assert localfleet.resolve("postgresql:///given", env) == ("postgresql:///given", None)
+
+
+def test_pguser_alone_names_no_server(env: dict[str, str]) -> None:
+    _write(env, **_me(), dsn=DSN, schema="qe")
+    dsn, fleet = localfleet.resolve(None, {**env, "PGUSER": "me", "PGPASSWORD": "x"})
+    assert dsn == DSN and fleet is not None
+
+
+def test_the_runtime_folder_is_the_setting_then_xdg_then_temp() -> None:
+    assert localfleet.runtime_dir({"QUEUE_ENGINE_RUNTIME_DIR": "/a"}) == Path("/a")
+    assert localfleet.runtime_dir({"XDG_RUNTIME_DIR": "/b"}) == Path("/b/queue-engine")
+    assert localfleet.runtime_dir({}).name == f"queue-engine-{os.geteuid()}"
