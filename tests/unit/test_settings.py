@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
+from qe_ctl import console_commands, walk_commands
 
 from queue_engine import settings as table
 from queue_engine import stats
@@ -230,29 +230,6 @@ def test_module_default_constants_agree_with_the_table() -> None:
 # -- the table drives the command lines ---------------------------------------------------------
 
 
-def _commands() -> dict[str, click.Command]:
-    from queue_engine.cli.ctl import ctl
-    from queue_engine.cli.orchestrator import orchestrator
-    from queue_engine.cli.scheduler import scheduler
-    from queue_engine.cli.web import web
-    from queue_engine.cli.worker import worker
-
-    return {
-        table.WEB: web,
-        table.CTL: ctl,
-        table.WORKER: worker,
-        table.ORCHESTRATOR: orchestrator,
-        table.SCHEDULER: scheduler,
-    }
-
-
-def _walk(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
-    yield path, command
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            yield from _walk(sub, f"{path} {name}")
-
-
 def _same(shown: str, expected: str) -> bool:
     """``1.0``, ``default 1`` and ``1: what it means`` show the default 1; words must match."""
     shown = re.split(r"[;:]", shown.removeprefix("default "))[0].strip()
@@ -264,8 +241,8 @@ def _same(shown: str, expected: str) -> bool:
 
 def test_click_options_take_their_variable_and_default_from_the_table() -> None:
     used: set[str] = set()
-    for prog, root in _commands().items():
-        for path, command in _walk(root, prog):
+    for prog, root in console_commands().items():
+        for path, command in walk_commands(root, prog):
             for param in command.params:
                 envvar = getattr(param, "envvar", None)
                 if not envvar:
