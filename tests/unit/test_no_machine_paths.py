@@ -38,8 +38,8 @@ ALLOWED = {
     "tests/unit/test_no_machine_paths.py": "names the shapes it looks for, with samples",
 }
 
-#: Where an absolute path starts: not after a word, a dot, a slash, ``~`` or ``-``.
-_START = r"(?<![\w.~/\\-])"
+#: Where an absolute path starts: not after a word, a dot, a slash or ``~``.
+_START = r"(?<![\w.~/\\])"
 #: A ``/tmp/`` folder or file that ``tempfile`` named (``tmp`` or any prefix ending in
 #: ``-``, ``_`` or ``.``, then its 8 random characters), or a run's timestamp.
 _RUN_SEGMENT = r"(?:(?:tmp|[\w.-]*[-_.])[a-z0-9_]{8}|[\w.-]*\d{8}[-_T]?\d{4,6}[\w.-]*)"
@@ -114,6 +114,7 @@ def machine_paths(text: str) -> list[str]:
         "python bench/harness_cpu.py /tmp/qe-harness/results/20261127-073641.json",
         "E   FileNotFoundError: /tmp/pytest-of-ada/pytest-3/test_x0/log",
         "cd /root/queue-engine && pytest",
+        "EnvironmentFile=-/home/ada/queue-engine.env",
         "see /home/ada/src/queue-engine",
         "/Users/ada/Library/Caches/queue-engine",
         "/private/var/folders/x7/abc/T/qe",
