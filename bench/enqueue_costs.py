@@ -3,8 +3,8 @@
 Usage::
 
     python bench/enqueue_costs.py --breakdown            # this build, the cost of each part
-    python bench/enqueue_costs.py --ab /work/wt/base/.venv/bin/python --rounds 3
-    python bench/enqueue_costs.py --callgrind [--ab /work/wt/base/.venv/bin/python]
+    python bench/enqueue_costs.py --ab ../base/.venv/bin/python --rounds 3
+    python bench/enqueue_costs.py --callgrind [--ab ../base/.venv/bin/python]
 
 ``--breakdown`` runs, on one embedded server (fsync on, pg_stat_statements),
 the producer's enqueue and its parts one after another, ``--n`` calls each:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/harness_cpu.py /tmp/qe-harness/results/20261127-073641.json
+    python bench/harness_cpu.py /tmp/qe-harness/results/<run>.json   # the run's results file
 
 The harness's drain rate is N / (the poll that first sees no job left - the
 first job's start), and it polls at a quarter of the time it estimates is

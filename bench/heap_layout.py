@@ -1,6 +1,6 @@
 """Where new jobs land after the engine's own workers have churned through a table.
 
-Issue 15, scale: bulk enqueue at 10 million jobs was not flat (bench/README.md,
+Issue 15, scale: bulk enqueue at 10 million jobs was not flat (bench/runs/2026-11-27-log.md,
 "Finished jobs in a table of their own"). Its cost is where Postgres's
 free-space map sends new rows: pages with a small hole (room for one or two
 jobs) each take a job or two, and each such page is a buffer read and, the

@@ -3,7 +3,7 @@
 Usage::
 
     python bench/job_cost.py                                   # 1 and 4 workers, 3 rounds
-    python bench/job_cost.py --build new=. --build base=/work/wt/base/.venv/bin/queue-claim-worker
+    python bench/job_cost.py --build new=. --build base=../base/.venv/bin/queue-claim-worker
     python bench/job_cost.py --explain                         # + per-statement EXPLAIN ANALYZE
     python bench/job_cost.py --profile                         # + cProfile of one in-process worker
 

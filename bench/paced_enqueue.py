@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/paced_enqueue.py --base /work/wt/base/.venv/bin/python --rounds 8
+    python bench/paced_enqueue.py --base ../base/.venv/bin/python --rounds 8
 
 The shared harness's latency scenario enqueues one job every 10 ms, and most
 of a job's latency there is the producer's ``enqueue`` call itself (its

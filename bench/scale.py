@@ -3,8 +3,8 @@
 Not a test: it prints numbers. Usage::
 
     python bench/scale.py --finished 1000000 --queued 100000          # a quick look
-    python bench/scale.py --data-dir /work/tmp/qe-scale               # 10M + 1M, server kept
-    python bench/scale.py --data-dir /work/tmp/qe-scale --reuse       # measure again, no fill
+    python bench/scale.py --data-dir ~/qe-scale                       # 10M + 1M, server kept
+    python bench/scale.py --data-dir ~/qe-scale --reuse               # measure again, no fill
 
 Two databases on one server (embedded, fsync on, or ``--dsn`` with CREATEDB):
 ``qe_scale_empty`` (migrated, nothing in it) and ``qe_scale_big``, filled

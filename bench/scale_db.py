@@ -60,8 +60,8 @@ def server(dsn: str, data_dir: str) -> Iterator[str]:
     """Yield an admin DSN: ``dsn``, or an embedded server's.
 
     With ``data_dir`` the server's folder is kept (a later run with ``--reuse``
-    skips the fill); without, it is a temporary folder under /work/tmp or /tmp,
-    deleted at the end.
+    skips the fill); without, it is a temporary folder (under ``TMPDIR``, which picks
+    the disk: a 10M fill takes several GB), deleted at the end.
     """
     if dsn:
         yield dsn
@@ -69,8 +69,7 @@ def server(dsn: str, data_dir: str) -> Iterator[str]:
     from queue_engine.embedded import EmbeddedPostgres
 
     keep = bool(data_dir)
-    base = Path("/work/tmp") if Path("/work/tmp").is_dir() else Path(tempfile.gettempdir())
-    folder = Path(data_dir) if keep else Path(tempfile.mkdtemp(prefix="qe-scale-", dir=base))
+    folder = Path(data_dir) if keep else Path(tempfile.mkdtemp(prefix="qe-scale-"))
     pg = EmbeddedPostgres(folder / "data", settings=SERVER_SETTINGS)
     try:
         yield pg.start()

@@ -27,7 +27,7 @@ logging at WARNING" (its RESULTS.md, "Fairness notes"): each peer's worker
 script calls ``wc.quiet_logging()``. ``queue-claim-worker`` configures its
 own logging from ``--log-level`` (INFO by default, a line per job), so the
 adapter as written measured queue-engine with a log line per job and the
-peers without one (bench/README.md, "Side-by-side runs at the harness's
+peers without one (bench/runs/2026-11-27-log.md, "Side-by-side runs at the harness's
 logging level").
 """
 

@@ -120,7 +120,7 @@ class Client:
         ``pool.connection()``: that context manager also enters the
         connection's own one (a commit on exit, a no-op on these autocommit
         sessions but a pass through psycopg's wait loop) and adds a generator
-        of its own (bench/README.md, "Single enqueue: the client").
+        of its own (bench/runs/2026-11-27-log.md, "Single enqueue: the client").
         """
         chosen = conn if conn is not None else self._conn
         if chosen is not None:

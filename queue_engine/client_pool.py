@@ -4,7 +4,7 @@ Why not the pool alone: taking a session from ``psycopg_pool`` and giving it
 back (``getconn``/``putconn``: a re-entrant lock, statistics, three log
 calls, the expiry check, a deque) is 4.5 us of warm Python, and 15-18 us of a
 single enqueue's wall time once it runs between server round trips with cold
-caches: about 5 % of the call (bench/README.md, "Single enqueue: the
+caches: about 5 % of the call (bench/runs/2026-11-27-log.md, "Single enqueue: the
 client's Python, cut"). Most producers call from one thread at a time, and
 the session a call returns is the one the next call takes; so it is kept
 here, outside the pool, and taken back with one plain lock.

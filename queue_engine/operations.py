@@ -96,7 +96,7 @@ def plain_enqueue(task: str, queue: str | None, args: Any) -> tuple[JobSpec, dic
 
     That is the usual single enqueue. Its task and queue are validated, and
     its 12 parameters built, once per (task, queue) and kept: a call only
-    encodes its ``args`` (bench/README.md, "Single enqueue: the client's
+    encodes its ``args`` (bench/runs/2026-11-27-log.md, "Single enqueue: the client's
     Python, cut"). The entry is built again when the task's registration
     changes (another definition object), so registered defaults still apply.
 
@@ -157,7 +157,7 @@ def inserted_job(spec: JobSpec, row: Sequence[Any]) -> Job:
 
     Every other column is what the client sent or the table's default for a
     new row, so it is not worth a trip through the wire and the row parser
-    (bench/README.md, "Single enqueue: where the time goes"). ``args`` is
+    (bench/runs/2026-11-27-log.md, "Single enqueue: where the time goes"). ``args`` is
     decoded from the JSON that was stored, so it equals what
     :meth:`Client.get` answers (jsonb may order object keys differently).
     """
@@ -205,7 +205,7 @@ def enqueue_many_specs(jobs: Iterable[Any]) -> list[JobSpec]:
     different ``args``. The options of each such set are validated once, at
     the first item that has them; a later item with the same options, each of
     the same type and equal value, only has its ``args`` encoded. That halves
-    the client's Python per bulk job (bench/README.md, "Bulk enqueue: the
+    the client's Python per bulk job (bench/runs/2026-11-27-log.md, "Bulk enqueue: the
     options validated once per batch"). Unhashable option values (always
     refused) are validated item by item, so the error names their position.
     """
@@ -275,7 +275,7 @@ def plain_bulk_params(specs: Sequence[JobSpec]) -> dict[str, Any]:
 
     A column whose value is the same in every row (the usual batch: one task,
     one queue, no delay) is sent once as ``<column>_all`` with a NULL array,
-    so neither side handles n copies of it (bench/README.md, "Bulk enqueue").
+    so neither side handles n copies of it (bench/runs/2026-11-27-log.md, "Bulk enqueue").
     """
     params: dict[str, Any] = {"n": len(specs)}
     for name in BULK_COLUMNS:

@@ -6,6 +6,10 @@ environment without the ``PG*`` and ``QUEUE_ENGINE_*`` variables of whoever
 runs the suite (a test that wants one passes it in ``env``), stdin closed (so
 ``top`` never waits for a key) unless a test gives it text (``stdin``), and
 text output captured.
+
+It also gives the click command tree of every console script
+(:func:`console_commands`, :func:`walk_commands`), for the tests that hold
+options and docs to the real commands.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+import click
 
 #: The virtualenv's scripts folder: the console scripts of the package under test.
 BIN = Path(sys.executable).parent
@@ -67,3 +73,35 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
     """The stdout of a run that must succeed; the exit code and stderr otherwise."""
     assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
     return result.stdout
+
+
+def console_commands() -> dict[str, click.Command]:
+    """The click command of each console script of ``[project.scripts]``, by script name."""
+    from queue_engine.cli.ctl import ctl
+    from queue_engine.cli.orchestrator import orchestrator
+    from queue_engine.cli.scheduler import scheduler
+    from queue_engine.cli.web import web
+    from queue_engine.cli.worker import worker
+
+    return {
+        "queue-ctl": ctl,
+        "queue-claim-worker": worker,
+        "queue-orchestrator": orchestrator,
+        "queue-scheduler": scheduler,
+        "queue-web": web,
+    }
+
+
+def walk_commands(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+    """``command`` and every command under it, each with its path (``queue-ctl workflows show``).
+
+    Subcommands are asked of the group (``list_commands``, ``get_command``), so a group
+    that loads its commands only when asked is walked whole too.
+    """
+    yield path, command
+    if isinstance(command, click.Group):
+        context = click.Context(command, info_name=path)
+        for name in command.list_commands(context):
+            sub = command.get_command(context, name)
+            if sub is not None:
+                yield from walk_commands(sub, f"{path} {name}")

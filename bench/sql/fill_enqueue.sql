@@ -5,7 +5,7 @@
 -- whose new versions go where the free-space map sends them, the earlier
 -- versions left dead for VACUUM. (Before 2026-11-25 the fill inserted each
 -- finished row directly: pages the engine never writes, every one holding the
--- fillfactor's reserve plus a few hundred bytes; bench/README.md, "Where new
+-- fillfactor's reserve plus a few hundred bytes; bench/runs/2026-11-27-log.md, "Where new
 -- jobs go: fillfactor 100".) Ids ascend with g (the identity is evaluated
 -- after the ORDER BY): the next two statements find job g at id
 -- first_id + g - lo. created_at and available_at are set for a job that

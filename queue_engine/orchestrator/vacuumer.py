@@ -6,7 +6,7 @@ index's predicate. Its entry stays in the index, dead, until a ``VACUUM``
 removes it, and it sits exactly where every later claim starts: at the head.
 Postgres marks such entries and skips them without visiting the table, but
 each claim still steps over every one of them, page by page. Measured with one
-worker (bench/README.md, "The claim index during a drain"): the claim's
+worker (bench/runs/2026-11-27-log.md, "The claim index during a drain"): the claim's
 server time grows by about 2.8 ns per dead entry, so a drain of 30,000 jobs
 ran 16 % slower than a drain of 2,000, and a million-job backlog slower still.
 Autovacuum removes them (migration 0012 sets ``jobs`` to be vacuumed after

@@ -4,7 +4,7 @@
 -- Only what the server decides comes back (the id and the two times from
 -- now()): the client knows every other column, since it just sent them or they
 -- are the table's defaults, and builds the Job itself (operations.inserted_job).
--- See bench/README.md, "Single enqueue: where the time goes".
+-- See bench/runs/2026-11-27-log.md, "Single enqueue: where the time goes".
 INSERT INTO __SCHEMA__.jobs (
     queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
     lock_key, partition_key, producer, affinity_key

@@ -55,9 +55,9 @@
 -- reason as solo: a generic plan initialises every node it holds at each
 -- execution, and the finish's UPDATE and INSERT open every index of jobs and
 -- job_events even when they get no row, on the path that sets the wake
--- latency of an idle worker (bench/README.md, "The claim after an idle wait").
+-- latency of an idle worker (bench/runs/2026-11-27-log.md, "The claim after an idle wait").
 --
--- Two more make the common one-at-a-time statement smaller (bench/README.md,
+-- Two more make the common one-at-a-time statement smaller (bench/runs/2026-11-27-log.md,
 -- "The one-job statement"). "onefinish" (exactly one outcome) reads it with
 -- jsonb_to_record, which the planner knows gives one row, so the finish is a
 -- primary-key probe instead of a hash join over an estimated hundred.

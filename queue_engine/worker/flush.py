@@ -205,7 +205,7 @@ class Flusher:
         """Log a prefetching worker's outcomes: one ``job.succeeded_batch`` line for the successes.
 
         With prefetch 100 the per-job INFO line was the largest part of the
-        worker's CPU per job (bench/README.md, "Prefetch: the worker's
+        worker's CPU per job (bench/runs/2026-11-27-log.md, "Prefetch: the worker's
         Python per job"); a batch line costs one record per statement. Each
         success's own ``job.succeeded`` line is still written at DEBUG; every
         other outcome keeps its own line at its own level.

@@ -6,7 +6,7 @@ only worth its cost where that happens: Postgres initialises every node of a
 generic plan at each execution, so the hand-over's CTEs cost about a seventh
 of a wide fan-out part's statement even when they hand nothing over (the join
 waits for the other parts), which on a 10,000-part fan is nearly every part
-(bench/README.md, "workflow_cost.py"). The worker cannot see a node's
+(bench/runs/2026-11-27-log.md, "workflow_cost.py"). The worker cannot see a node's
 children before it finishes it, and asking the claim costs every plain job a
 subquery's set-up; so each worker learns instead, per workflow and per
 parents (a node's siblings, the nodes after the same parents, share a fate: a
@@ -33,7 +33,7 @@ GIVE_UP_AFTER = 3
 #: After giving up, every this-many-th success of the siblings tries again.
 #: Only a fan-in's last parts gain by it (the join handed over, not woken by
 #: its NOTIFY); each try costs a part's statement about a fifth more
-#: (bench/README.md, "A node's end without the workflow row").
+#: (bench/runs/2026-11-27-log.md, "A node's end without the workflow row").
 PROBE_EVERY = 128
 #: Sibling groups remembered per worker (least recently seen forgotten first).
 REMEMBER = 64

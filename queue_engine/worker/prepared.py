@@ -6,7 +6,7 @@ spend per job. psycopg's cursor does, for every execute, what this statement
 needs once: it converts the query, looks it up in the connection's
 prepared-statement cache, dumps each parameter through the adapters (and
 picks its type by its value), and builds a cursor's result state. Measured
-(bench/README.md, "The statement without a cursor"): 52 us of the worker's
+(bench/runs/2026-11-27-log.md, "The statement without a cursor"): 52 us of the worker's
 CPU per statement through a kept ``RawCursor``, 38 us this way, with the
 same rows.
 

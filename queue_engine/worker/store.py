@@ -320,7 +320,7 @@ def solo_handover(outcomes: Sequence[Outcome], claim_limit: int, warm_key: str |
     initialises every node of a generic plan on every execution, and the
     claim's (its index scan, the lock-key rank, the rate limit, the UPDATE and
     its event) were about a tenth of a chain node's statement although a
-    hand-over fills the one-job claim (bench/README.md, "workflow_cost.py").
+    hand-over fills the one-job claim (bench/runs/2026-11-27-log.md, "workflow_cost.py").
     When that statement hands nothing over (the chain's last node, a child
     still waiting for another parent), the caller claims at once with the
     usual statement (``FinishClaimResult.solo``, ``Flusher.flush``): one more

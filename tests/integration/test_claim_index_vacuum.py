@@ -4,7 +4,7 @@ Every claim leaves a dead entry in ``jobs_claimable_idx`` (the update is not
 HOT: ``status`` is in the index's predicate). Before 0012, a VACUUM of a
 table whose dead rows sit on under 2 % of its pages skipped the index pass
 (Postgres's index-vacuum bypass), so on a big table those entries stayed and
-every later claim walked over them (bench/README.md, "What is not flat, and
+every later claim walked over them (bench/runs/2026-11-27-log.md, "What is not flat, and
 why"). 0012 sets ``vacuum_index_cleanup = on`` and a fixed autovacuum
 threshold on ``jobs``; its down migration restores 0001's options.
 """

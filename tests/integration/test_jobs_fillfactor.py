@@ -4,7 +4,7 @@ With 0001's fillfactor 70, an INSERT asks the free-space map for room for the
 row plus a 30 % reserve; after a VACUUM of a table whose jobs were claimed and
 finished, most pages hold that reserve plus a few hundred bytes, so each takes
 one or two new jobs and a batch spreads over hundreds of pages (a page read
-and a full-page WAL image each on a big table: bench/README.md, "Where new
+and a full-page WAL image each on a big table: bench/runs/2026-11-27-log.md, "Where new
 jobs go: fillfactor 100"). 0025 sets fillfactor 100; its down migration
 restores 70.
 """

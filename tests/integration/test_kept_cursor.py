@@ -2,7 +2,7 @@
 
 A new cursor per statement built its adapters and a loader per result column
 every time: 67,600 of the worker's 506,700 main-thread instructions per job,
-and about 18 us of a producer's CPU per single enqueue (bench/README.md, "A
+and about 18 us of a producer's CPU per single enqueue (bench/runs/2026-11-27-log.md, "A
 kept cursor for the worker's statements"). These tests check that a kept
 cursor answers the worker's different statements, one after another, as
 fresh cursors do; that a closed one is replaced; that the worker's own

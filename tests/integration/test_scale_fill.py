@@ -4,7 +4,7 @@
 (three statements, through the schema's triggers and transition guard), then
 writes the events the engine writes. A fill that broke (a chunk's ids
 misread, a guard refusal, events for the wrong jobs) would measure another
-table than the one it describes (bench/README.md, "Where new jobs go").
+table than the one it describes (bench/runs/2026-11-27-log.md, "Where new jobs go").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 With a million queued jobs the stats statement used to read every queued
 row's heap tuple (a sequential or bitmap scan of the table, for created_at),
-which took seconds (bench/scale.py, bench/README.md). Now queued/delayed and
+which took seconds (bench/scale.py, bench/runs/2026-11-27-log.md). Now queued/delayed and
 the oldest due job come from an index-only pass over ``jobs_claimable_idx``,
 and heap tuples are read only for queued jobs due in the last 15 minutes (the
 ``in`` throughput). The test counts the pages the statement touches: far fewer

@@ -1,7 +1,7 @@
 """How a worker logs its successes: one line per job, or one line per statement with prefetch.
 
 With ``--prefetch`` > 1 the per-job ``job.succeeded`` INFO line was the
-largest part of the worker's CPU per job (bench/README.md, "Prefetch: the
+largest part of the worker's CPU per job (bench/runs/2026-11-27-log.md, "Prefetch: the
 worker's Python per job"), so such a worker logs the successes of one
 finish-and-claim statement in one ``job.succeeded_batch`` line and each job's
 own line at DEBUG. Every job must still be named, and other outcomes keep

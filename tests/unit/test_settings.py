@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
+from qe_ctl import console_commands, walk_commands
 
 from queue_engine import settings as table
 from queue_engine import stats
@@ -230,29 +230,6 @@ def test_module_default_constants_agree_with_the_table() -> None:
 # -- the table drives the command lines ---------------------------------------------------------
 
 
-def _commands() -> dict[str, click.Command]:
-    from queue_engine.cli.ctl import ctl
-    from queue_engine.cli.orchestrator import orchestrator
-    from queue_engine.cli.scheduler import scheduler
-    from queue_engine.cli.web import web
-    from queue_engine.cli.worker import worker
-
-    return {
-        table.WEB: web,
-        table.CTL: ctl,
-        table.WORKER: worker,
-        table.ORCHESTRATOR: orchestrator,
-        table.SCHEDULER: scheduler,
-    }
-
-
-def _walk(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
-    yield path, command
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            yield from _walk(sub, f"{path} {name}")
-
-
 def _same(shown: str, expected: str) -> bool:
     """``1.0``, ``default 1`` and ``1: what it means`` show the default 1; words must match."""
     shown = re.split(r"[;:]", shown.removeprefix("default "))[0].strip()
@@ -264,8 +241,8 @@ def _same(shown: str, expected: str) -> bool:
 
 def test_click_options_take_their_variable_and_default_from_the_table() -> None:
     used: set[str] = set()
-    for prog, root in _commands().items():
-        for path, command in _walk(root, prog):
+    for prog, root in console_commands().items():
+        for path, command in walk_commands(root, prog):
             for param in command.params:
                 envvar = getattr(param, "envvar", None)
                 if not envvar:
@@ -351,15 +328,88 @@ def test_every_variable_named_anywhere_is_in_the_table() -> None:
     assert not unknown
 
 
+#: A cell that names one variable, alone or after its option (`` `--dsn` / `QUEUE_ENGINE_DSN` ``).
+_VARIABLE_CELL = re.compile(r"(?:`--[\w-]+[^`]*` / )?`(QUEUE_ENGINE_[A-Z0-9_]+)`")
+
+
+def _table_rows(path: Path) -> Iterator[tuple[list[str], list[str]]]:
+    """Each row of each Markdown table in ``path``, with the header of its table."""
+    header: list[str] | None = None
+    for line in path.read_text().splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if header is None:
+            header = [c.lower() for c in cells]
+        elif not all(re.fullmatch(r":?-+:?", c) for c in cells):
+            yield header, cells
+
+
+def _stated_value(cell: str) -> str | None:
+    """The value a default cell states (a number or a `literal` first), or None (unset, none)."""
+    match = re.match(r"`([^`]+)`|(-?\d[\d,]*(?:\.\d+)?)(?![\w.])", cell)
+    if match is None:
+        return None
+    return match.group(1) if match.group(1) is not None else match.group(2).replace(",", "")
+
+
+def _shows_default(cell: str, setting: table.Setting[Any]) -> bool:
+    """Whether a docs table's default cell says what the table says, however it is worded.
+
+    ``1.0`` shows the default 1, ``604800 (7 days)`` shows 604800, and any wording with no
+    value (``unset``, ``—``, ``(required)``, ``libpq `PG*` variables``) shows "no default";
+    a default in words (three heartbeats) must be quoted as the table has it.
+    """
+    shown = setting.shown_default
+    cell = cell[1:-1] if re.fullmatch(r"\([^()]*\)", cell) else cell  # "(required)"
+    if cell == shown or cell.startswith(shown + " ("):
+        return True
+    value, default = _stated_value(cell), setting.default
+    if setting.default_text is not None:
+        return False
+    if default is None or default == "":
+        return value is None
+    if isinstance(default, str):
+        return value == default
+    try:
+        return value is not None and float(value) == float(default)
+    except ValueError:
+        return False
+
+
 def test_every_doc_table_row_of_a_variable_shows_the_tables_default() -> None:
+    # Every row of a table with a "default" column, wherever the variable's cell is (the
+    # first column, or after an option or a dash, as in the worker guide: a row starting
+    # `| — |` once gave QUEUE_POLL_RATE the default 5 while the table said 2).
     wrong = []
+    checked = 0
     for path in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]:
-        for line in path.read_text().splitlines():
-            match = re.match(r"^\| `(QUEUE_ENGINE_[A-Z0-9_]+)` \| ([^|]+) \|", line)
-            if match is None:
+        for header, cells in _table_rows(path):
+            if "default" not in header or len(cells) != len(header):
                 continue
-            shown = table.by_env(match.group(1)).shown_default
-            default = match.group(2).strip()
-            if not (default == shown or default.startswith(shown + " (")):
-                wrong.append(f"{path.relative_to(REPO_ROOT)}: {match.group(1)} {default!r}")
+            column = header.index("default")
+            for cell in cells[:column]:
+                match = _VARIABLE_CELL.fullmatch(cell)
+                if match is None:
+                    continue
+                checked += 1
+                if not _shows_default(cells[column], table.by_env(match.group(1))):
+                    name = f"{path.relative_to(REPO_ROOT)}: {match.group(1)}"
+                    wrong.append(f"{name} {cells[column]!r}")
+    assert checked > len(table.SETTINGS), checked  # the configuration page alone has them all
     assert not wrong, f"the table says otherwise: {wrong}"
+
+
+def test_a_default_cell_is_read_as_the_docs_word_it() -> None:
+    poll_rate, schema = table.QUEUE_POLL_RATE, table.SCHEMA
+    assert _shows_default("2", poll_rate) and _shows_default("2.0 (per queue)", poll_rate)
+    assert not _shows_default("5", poll_rate) and not _shows_default("unset", poll_rate)
+    assert _shows_default("`queue_engine`", schema) and not _shows_default("`public`", schema)
+    for no_value in ("unset", "—", "(required)", "libpq `PG*` variables"):
+        assert _shows_default(no_value, table.DSN), no_value
+    assert not _shows_default("`postgresql:///app`", table.DSN)
+    assert _shows_default("604800 (7 days)", table.RETAIN_SUCCEEDED_S)
+    assert _shows_default(table.DEAD_AFTER_S.shown_default + " (30)", table.DEAD_AFTER_S)
+    assert not _shows_default("30", table.DEAD_AFTER_S)
+    assert _shows_default("(required)", table.QUEUE) and _shows_default("required", table.QUEUE)
