@@ -22,6 +22,7 @@ BROWSER = {
     "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,"
     "image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7"
 }
+#: The sign-in page's sentence on configuring logins, where none are configured.
 CONFIGURE = "QUEUE_ENGINE_WEB_USERS=name:operator:password"
 
 
@@ -30,7 +31,8 @@ def sign_in_page(response: Any, status: int) -> str:
     assert response.status_code == status, (response.status_code, response.text[:300])
     assert response.headers["content-type"].startswith("text/html"), response.headers
     text: str = response.text
-    assert "<h1>Sign in</h1>" in text and CONFIGURE in text and DOCS_URL in text
+    assert "<h1>Sign in</h1>" in text and 'id="configure"' in text and DOCS_URL in text
+    assert "QUEUE_ENGINE_WEB_USERS" in text
     return text
 
 
@@ -62,7 +64,7 @@ def test_a_browser_with_no_login_configured_gets_the_page_that_says_how(dsn: str
         seen = web.get("/", headers=BROWSER, follow_redirects=False)
         assert (seen.status_code, seen.headers.get("location")) == (303, "/login?next=/")
         page = sign_in_page(web.get("/login", headers=BROWSER), 200)
-        assert 'id="no-logins"' in page and 'id="login-form"' not in page
+        assert 'id="no-logins"' in page and 'id="login-form"' not in page and CONFIGURE in page
         assert web.get("/api/v1/jobs", headers=OPERATOR).status_code == 200  # tokens still work
 
 
@@ -92,7 +94,8 @@ def test_the_sign_in_link_signs_a_browser_in_as_operator_for_this_app_only(
     link = SignInLink()
     with web_client(dsn, tokens={}, users={}, sign_in_link=link) as web:
         page = sign_in_page(web.get("/login", headers=BROWSER), 200)
-        assert 'id="first-run"' in page and 'id="login-form"' not in page
+        assert 'id="first-run"' in page and 'id="login-form"' not in page and CONFIGURE in page
+        assert ">http://testserver/login?token=…</pre>" in page
         for wrong in ("nope", link.token[:-1], SignInLink().token, ""):
             refused = sign_in_page(web.get("/login", params={"token": wrong}), 401)
             assert "This sign-in link is not valid" in refused

@@ -111,6 +111,7 @@ def _form(request: Request, *, error: str | None = None, status: int = 200) -> H
         error=error,
         users=bool(state.settings.users),
         link=state.sign_in_link is not None,
+        origin=str(request.base_url).rstrip("/"),
         docs=DOCS_URL,
     )
     return HTMLResponse(body, status_code=status)
