@@ -162,6 +162,7 @@ _WEB: Final[dict[str, str]] = {
     "web.app_created": "the queue-web application was built (debug)",
     "web.live_error": "the dashboard aggregator could not read the fleet figures; pages show the last ones, retried after a backoff",
     "web.started": "queue-web starts listening on its host and port",
+    "web.sign_in_link": "nothing configured to sign in with: queue-web printed a sign-in link (operator, until it stops) on stdout",
     "web.stopping": "SIGTERM/SIGINT received; requests in flight finish, then the pools close",
     "web.stopped": "clean stop: the server returned, exit 0",
     "web.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",

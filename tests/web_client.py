@@ -15,6 +15,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from queue_engine.web.app import create_app
+from queue_engine.web.first_run import SignInLink
 from queue_engine.web.settings import Scope, User, WebSettings
 
 READ_TOKEN = "read-token-0123456789abcdef"
@@ -61,9 +62,15 @@ def settings_for(dsn: str, **changes: Any) -> WebSettings:
 
 
 @contextmanager
-def web_client(dsn: str, **changes: Any) -> Iterator[TestClient]:
-    """A TestClient on the app, lifespan running; server errors become 500 answers."""
-    app = create_app(settings_for(dsn, **changes))
+def web_client(
+    dsn: str, *, sign_in_link: SignInLink | None = None, **changes: Any
+) -> Iterator[TestClient]:
+    """A TestClient on the app, lifespan running; server errors become 500 answers.
+
+    ``sign_in_link``: the first-run link, as ``queue-web`` makes one when
+    nothing is configured (pass ``tokens={}, users={}`` too).
+    """
+    app = create_app(settings_for(dsn, **changes), sign_in_link=sign_in_link)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 

@@ -10,14 +10,17 @@ cannot be bound. A database that is down at start is *not* fatal: the server
 starts, ``/health`` answers and ``/ready`` says 503 until the database is back.
 
 It listens on 127.0.0.1 unless ``--host`` says otherwise: exposing it is a
-decision (put it behind TLS; see docs/guides/web.md).
+decision (put it behind TLS; see docs/guides/web.md). With no credential
+configured it prints a sign-in link on loopback and refuses (``USAGE``) any
+other address (:mod:`queue_engine.web.first_run`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator
 
 import click
 
@@ -76,6 +79,8 @@ def web(
     Credentials come from the environment only: API bearer tokens in
     QUEUE_ENGINE_WEB_TOKENS as scope:token,... and dashboard logins in
     QUEUE_ENGINE_WEB_USERS as name:scope:password,... (see docs/guides/web.md).
+    With neither, on loopback it prints a sign-in link (operator, until it
+    stops); on any other address it refuses to start (exit 2).
     """
     try:
         validate_schema(schema)
@@ -88,6 +93,7 @@ def web(
         import uvicorn
 
         from queue_engine.web.app import create_app
+        from queue_engine.web.first_run import sign_in_link
         from queue_engine.web.pages import end_event_streams
         from queue_engine.web.settings import WebSettings
     except ImportError as exc:
@@ -103,7 +109,24 @@ def web(
         producer_dsn=producer_dsn,
         read_only=read_only == "on",
     )
-    app = create_app(settings)
+    link = sign_in_link(settings)  # nothing configured: a link on loopback, else exit 2
+    app = create_app(settings, sign_in_link=link)
+
+    def listening(port: int) -> None:
+        # Once bound, so the link works when it is read and carries the real
+        # port (--port 0); printed on stdout, never logged, so the log (stderr,
+        # maybe JSON) holds one warning and no token.
+        if link is None:
+            return
+        log_event(
+            log,
+            logging.WARNING,
+            "web.sign_in_link",
+            why=f"no {table.WEB_USERS.env} or {table.WEB_TOKENS.env} configured: "
+            "the link on stdout signs a browser in as operator until queue-web stops",
+        )
+        click.echo(f"Sign in as operator: {link.url(settings.host, port)}")
+
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -115,7 +138,7 @@ def web(
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_STOP_S,
     )
-    server = _Server(config)
+    server = _Server(config, on_listening=listening)
 
     def stop() -> None:
         # Open dashboards' event streams never end by themselves, and uvicorn's
@@ -145,15 +168,21 @@ class _Server:
     uvicorn installs its own handlers and, after a graceful stop, raises the
     caught signal again so the process dies of it (exit -15, not 0); the
     daemons' contract is exit 0 on a first SIGTERM, so the handlers stay ours.
+    ``on_listening`` is called with the bound port once it listens.
     """
 
-    def __init__(self, config: object) -> None:
+    def __init__(self, config: object, on_listening: Callable[[int], None]) -> None:
         import uvicorn
 
         class Server(uvicorn.Server):
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
                 yield
+
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if self.started:
+                    on_listening(int(self.servers[0].sockets[0].getsockname()[1]))
 
         assert isinstance(config, uvicorn.Config)
         self._server = Server(config)

@@ -21,6 +21,7 @@ from queue_engine.service import log_event
 from queue_engine.web import openapi, problems
 from queue_engine.web.api import router as api_router
 from queue_engine.web.csrf import csrf_middleware
+from queue_engine.web.first_run import SignInLink
 from queue_engine.web.limits import BodyLimit
 from queue_engine.web.pages import mount_pages
 from queue_engine.web.settings import WebSettings
@@ -37,9 +38,13 @@ operate workflows, and operate queues, workers and schedules. Authenticate with 
 """
 
 
-def create_app(settings: WebSettings) -> FastAPI:
-    """Build the app: state, error handlers, CSRF check, the API and the pages."""
-    state = WebState(settings)
+def create_app(settings: WebSettings, *, sign_in_link: SignInLink | None = None) -> FastAPI:
+    """Build the app: state, error handlers, CSRF check, the API and the pages.
+
+    ``sign_in_link``: the first-run link ``queue-web`` made (see
+    :mod:`queue_engine.web.first_run`); None when credentials are configured.
+    """
+    state = WebState(settings, sign_in_link=sign_in_link)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -9,7 +9,10 @@ Three ways to present a credential, checked in this order:
   user name and an expiry, signed with HMAC-SHA256 under
   ``QUEUE_ENGINE_WEB_SESSION_SECRET``. The cookie holds no password and no
   scope: the scope is looked up again on every request, so removing a user
-  from the configuration ends their sessions at the next restart.
+  from the configuration ends their sessions at the next restart. The
+  first-run sign-in link (:mod:`queue_engine.web.first_run`) sets the same
+  cookie for :data:`LINK_USER`, signed with the link's own random key
+  (:func:`link_cookie`), so that session is operator and ends with the process.
 
 No credential: the ``QUEUE_ENGINE_WEB_ANONYMOUS`` scope (none by default, so
 the request is refused with 401). A wrong credential is refused with 401 even
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from queue_engine.web.first_run import SignInLink
 from queue_engine.web.settings import Scope, WebSettings
 from queue_engine.web.state import WebState
 
@@ -40,6 +44,9 @@ SESSION_COOKIE = "qe_session"
 #: How long a login lasts.
 SESSION_TTL_S = 12 * 3600
 REALM = 'Basic realm="queue-web", charset="UTF-8"'
+#: Who a session opened by the first-run sign-in link is (shown in the top bar
+#: and in "canceled from the dashboard by ..."); the link exists only without users.
+LINK_USER = "sign-in link"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +68,10 @@ class Unauthorized(Exception):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+
+
+class SignInRequired(Unauthorized):
+    """No credential on a dashboard page: the answer is the sign-in page, whatever ``Accept`` says."""
 
 
 class Forbidden(Exception):
@@ -94,19 +105,16 @@ def _sign(secret: str, payload: str) -> str:
     return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
 
 
-def session_cookie(settings: WebSettings, name: str, *, now: float | None = None) -> str:
-    """The value of a login cookie for user ``name`` (expires after :data:`SESSION_TTL_S`)."""
+def _cookie(secret: str, name: str, now: float | None) -> str:
     expires = int((time.time() if now is None else now) + SESSION_TTL_S)
     payload = f"{base64.urlsafe_b64encode(name.encode()).decode()}.{expires}"
-    return f"{payload}.{_sign(settings.session_secret, payload)}"
+    return f"{payload}.{_sign(secret, payload)}"
 
 
-def session_user(
-    settings: WebSettings, value: str, *, now: float | None = None
-) -> Principal | None:
-    """The principal of a valid, unexpired login cookie whose user still exists, else None."""
+def _cookie_name(secret: str, value: str, now: float | None) -> str | None:
+    """The name in a cookie signed under ``secret`` and not expired, else None."""
     payload, _, signature = value.rpartition(".")
-    if not payload or not hmac.compare_digest(_sign(settings.session_secret, payload), signature):
+    if not payload or not hmac.compare_digest(_sign(secret, payload), signature):
         return None
     encoded, _, expires = payload.partition(".")
     try:
@@ -115,8 +123,33 @@ def session_user(
             return None
     except (ValueError, binascii.Error):
         return None
-    user = settings.users.get(name)
+    return name
+
+
+def session_cookie(settings: WebSettings, name: str, *, now: float | None = None) -> str:
+    """The value of a login cookie for user ``name`` (expires after :data:`SESSION_TTL_S`)."""
+    return _cookie(settings.session_secret, name, now)
+
+
+def session_user(
+    settings: WebSettings, value: str, *, now: float | None = None
+) -> Principal | None:
+    """The principal of a valid, unexpired login cookie whose user still exists, else None."""
+    name = _cookie_name(settings.session_secret, value, now)
+    user = None if name is None else settings.users.get(name)
     return None if user is None else Principal(user.name, user.scope, "session")
+
+
+def link_cookie(link: SignInLink, *, now: float | None = None) -> str:
+    """The session cookie the sign-in link sets (operator, signed with the link's key)."""
+    return _cookie(link.session_key, LINK_USER, now)
+
+
+def link_user(link: SignInLink, value: str, *, now: float | None = None) -> Principal | None:
+    """The operator of a valid cookie set by this process's sign-in link, else None."""
+    if _cookie_name(link.session_key, value, now) != LINK_USER:
+        return None
+    return Principal(LINK_USER, Scope.OPERATOR, "session")
 
 
 def _capped(settings: WebSettings, principal: Principal) -> Principal:
@@ -155,6 +188,8 @@ def authenticate(request: Request) -> Principal | None:
     cookie = request.cookies.get(SESSION_COOKIE)
     if cookie:
         principal = session_user(settings, cookie)
+        if principal is None and state.sign_in_link is not None:
+            principal = link_user(state.sign_in_link, cookie)
         if principal is not None:
             return _capped(settings, principal)
     if settings.anonymous is not None:

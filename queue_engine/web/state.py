@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from queue_engine.db import APPLICATION_NAME, describe_dsn, schema_errors
 from queue_engine.errors import DatabaseUnavailable
+from queue_engine.web.first_run import SignInLink
 from queue_engine.web.settings import Scope, WebSettings
 
 Connection = psycopg.Connection[Any]
@@ -56,9 +57,11 @@ def _pool(dsn: str, name: str, settings: WebSettings) -> ConnectionPool:
 
 @dataclass
 class WebState:
-    """The pools, the settings and the start time of one app."""
+    """The pools, the settings, the sign-in link and the start time of one app."""
 
     settings: WebSettings
+    #: The first-run sign-in link (``queue-web`` with nothing configured, on loopback).
+    sign_in_link: SignInLink | None = None
     started_monotonic: float = field(default_factory=time.monotonic)
     pools: dict[str, ConnectionPool] = field(default_factory=dict)
     #: When the last outage warning was logged (monotonic; None: never).

@@ -19,12 +19,14 @@ Each test saves screenshots of the pages it visits in
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,17 +100,22 @@ class WebServer:
         self.url = url
         self.log = log
 
+    def sign_in_link(self) -> str:
+        """The first-run link the process printed (nothing configured), once it is there."""
+        found = wait_until(
+            lambda: SIGN_IN_LINK.search(self.log.read_text()), timeout=30, what="the sign-in link"
+        )
+        return str(found.group(1))
 
-@pytest.fixture(name="web_server")
-def web_server_fixture(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
-    """``queue-web`` on a free loopback port, with an operator and a read-only login."""
+
+#: The line ``queue-web`` prints when nothing is configured (first run).
+SIGN_IN_LINK = re.compile(r"^Sign in as operator: (http://\S+/login\?token=\S+)$", re.M)
+
+
+@contextmanager
+def running_web(dsn: str, log: Path, env: dict[str, str]) -> Iterator[WebServer]:
+    """``queue-web`` on a free loopback port with ``env``, stopped at the end."""
     port = free_port()
-    log = tmp_path / "queue-web.log"
-    env = dict(os.environ)
-    env.update(
-        QUEUE_ENGINE_WEB_USERS=USERS,
-        QUEUE_ENGINE_WEB_SESSION_SECRET="browser-test-session-secret",
-    )
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [str(WEB_BIN), "--dsn", dsn, "--host", "127.0.0.1", "--port", str(port)],
@@ -125,6 +132,26 @@ def web_server_fixture(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
         yield WebServer(proc, url, log)
     finally:
         stop_process(proc, timeout=15)
+
+
+@pytest.fixture(name="web_server")
+def web_server_fixture(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
+    """``queue-web`` on a free loopback port, with an operator and a read-only login."""
+    env = dict(os.environ)
+    env.update(
+        QUEUE_ENGINE_WEB_USERS=USERS,
+        QUEUE_ENGINE_WEB_SESSION_SECRET="browser-test-session-secret",
+    )
+    with running_web(dsn, tmp_path / "queue-web.log", env) as server:
+        yield server
+
+
+@pytest.fixture(name="first_run_server")
+def first_run_server_fixture(dsn: str, tmp_path: Path) -> Iterator[WebServer]:
+    """``queue-web`` on loopback with nothing configured: it prints a sign-in link."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_ENGINE_WEB_")}
+    with running_web(dsn, tmp_path / "queue-web.log", env) as server:
+        yield server
 
 
 @pytest.fixture(name="worker")
@@ -222,6 +249,17 @@ def click(driver: Any, by: str, value: str, *, timeout: float = 30.0) -> None:
         return True
 
     wait_until(attempt, timeout=timeout, interval=0.1, what=f"a click on {value}")
+
+
+def set_viewport(driver: Any, width: int, height: int) -> None:
+    """Make the page's viewport (what a screenshot holds) exactly ``width`` x ``height``.
+
+    ``set_window_size`` sizes the window, and headless Chromium keeps some of
+    it for its (invisible) window frame: 1366x768 gives a 1366x625 page.
+    """
+    driver.set_window_size(width, height)
+    inner_w, inner_h = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    driver.set_window_size(2 * width - inner_w, 2 * height - inner_h)
 
 
 def screenshot(driver: Any, name: str) -> Path:

@@ -4,8 +4,8 @@
 :func:`queue_engine.web.app.create_app`: the vendored static files (htmx,
 the stylesheet, a little plain JS), the Jinja2 environment, the one shared
 :class:`~queue_engine.web.live.Aggregator` of the process (started with the
-app, stopped with it), the login form, the pages (:mod:`.views`) and the
-actions (:mod:`.actions`).
+app, stopped with it), the sign-in page (and the browser's 401, :mod:`.login`),
+the pages (:mod:`.views`) and the actions (:mod:`.actions`).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def mount_pages(app: FastAPI) -> None:
     static = resources.files("queue_engine.web").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
     app.include_router(login.router)
+    login.install(app)  # a browser's 401 is the sign-in page
     app.include_router(views.router)
     app.include_router(workflows.router)
     app.include_router(actions.router)

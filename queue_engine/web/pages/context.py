@@ -16,13 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
-from urllib.parse import quote
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 from jinja2 import Environment
 
 from queue_engine.web import live
-from queue_engine.web.auth import Principal, Unauthorized, authenticate
+from queue_engine.web.auth import Principal, SignInRequired, authenticate
 from queue_engine.web.pages.render import spark_data
 from queue_engine.web.settings import Scope
 from queue_engine.web.state import Connection, WebState
@@ -119,17 +118,14 @@ def _notice(request: Request) -> tuple[str | None, str]:
 
 
 def page_principal(request: Request, scope: Scope) -> Principal:
-    """The visitor, holding ``scope``; no credential at all → the login form (303)."""
+    """The visitor, holding ``scope``; no credential at all → the sign-in page (303).
+
+    Always the sign-in page, even when no login is configured: it says how
+    to configure one (and, on a first run, to open the printed link).
+    """
     principal = authenticate(request)
     if principal is None:
-        state: WebState = request.app.state.web
-        if state.settings.users:
-            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            prefix = str(request.scope.get("root_path", "")).rstrip("/")
-            raise HTTPException(
-                status_code=303, headers={"Location": f"{prefix}/login?next={quote(target)}"}
-            )
-        raise Unauthorized("authentication required: a bearer token or a login")
+        raise SignInRequired("authentication required: a login, a bearer token or basic auth")
     if not principal.allows(scope):
         # Reuse the API's wording and status (403) through its dependency.
         from queue_engine.web.auth import require_scope
