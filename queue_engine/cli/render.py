@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from queue_engine import stats
-from queue_engine.controls import Controls
-from queue_engine.jobs import Job
-from queue_engine.orchestrator.pruner import PruneResult
-from queue_engine.scheduler.store import ScheduleRow
+
+if TYPE_CHECKING:  # types only: loading the pruner and the schedule store costs every command
+    from queue_engine.controls import Controls
+    from queue_engine.jobs import Job
+    from queue_engine.orchestrator.pruner import PruneResult
+    from queue_engine.scheduler.store import ScheduleRow
 
 Row = list[str]
 

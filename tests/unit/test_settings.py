@@ -247,9 +247,13 @@ def _commands() -> dict[str, click.Command]:
 
 
 def _walk(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+    """Every command under ``command``; through click's API, which loads a lazy group's too."""
     yield path, command
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, f"{path} {name}"
             yield from _walk(sub, f"{path} {name}")
 
 
