@@ -11,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
 
 from queue_engine import operations as ops
 from queue_engine import sql as queries
-from queue_engine.client_pool import KeptConnectionPool
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import (
     APPLICATION_NAME,
@@ -34,6 +32,9 @@ from queue_engine.jobs import Job
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import Workflow
+
+if TYPE_CHECKING:
+    from queue_engine.client_pool import KeptConnectionPool
 
 Connection = psycopg.Connection[Any]
 
@@ -97,6 +98,12 @@ class Client:
             self._pool = None
 
     def _open_pool(self) -> KeptConnectionPool:
+        # Imported here: a client on the caller's connection (``conn=``, as
+        # ``queue-ctl`` uses it) never needs the pool package.
+        from psycopg_pool import ConnectionPool
+
+        from queue_engine.client_pool import KeptConnectionPool
+
         if self._pool is None:
             connect(self._dsn).close()  # fail fast, with a clear reason, if unreachable
             self._pool = KeptConnectionPool(

@@ -91,7 +91,8 @@ _EVERY_DAEMON: Final[dict[str, str]] = {
 
 _ORCHESTRATOR: Final[dict[str, str]] = {
     "orchestrator.waiting_for_database": "the database is unreachable at start; retrying",
-    "orchestrator.migrated": "this process applied a migration",
+    "orchestrator.migrated": "this process applied a migration (debug)",
+    "orchestrator.schema_migrated": "this process brought the schema up to date (one line, however many migrations)",
     "orchestrator.started": "registered in the workers table; the leader election starts",
     "orchestrator.http_started": "serving /metrics and /health",
     "orchestrator.stopping": "SIGTERM/SIGINT received; resigning and stopping the services",

@@ -224,7 +224,7 @@ class Migrator:
             raise DatabaseUnavailable(
                 f"lost the database while analyzing after migrating: {first_line(exc)}"
             ) from None
-        log.info("analyzed %d tables of schema %s", len(tables), self.schema)
+        log.debug("analyzed %d tables of schema %s", len(tables), self.schema)
 
     def down(self, target: int) -> list[Migration]:
         """Revert applied steps, newest first, until the database is at ``target``."""
@@ -249,7 +249,10 @@ class Migrator:
         return done
 
     def _step(self, conn: psycopg.Connection[Any], migration: Migration, direction: str) -> None:
-        log.info("migration %s %04d_%s", direction, migration.version, migration.name)
+        # Debug: a first start applies every migration of the chain, and the
+        # callers say what was done in one line (`queue-ctl migrate` prints its
+        # steps, the orchestrator logs orchestrator.schema_migrated).
+        log.debug("migration %s %04d_%s", direction, migration.version, migration.name)
         try:
             with conn.transaction():
                 conn.execute(migration.script(direction, self.schema))

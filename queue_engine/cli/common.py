@@ -18,15 +18,16 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-import psycopg
 
 from queue_engine import settings
-from queue_engine.db import is_connection_error
 from queue_engine.errors import QueueEngineError
 from queue_engine.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    import psycopg
 
 #: Raised by click >= 8.2 when a group is called with no arguments; a UsageError before.
 NO_ARGS_IS_HELP: type[click.UsageError] = getattr(
@@ -75,9 +76,28 @@ def server_error_code(exc: psycopg.Error) -> ExitCode:
     the server shutting down are an unavailable database; any other server
     error the engine did not turn into its own exception is a bug.
     """
+    import psycopg
+
+    from queue_engine.db import is_connection_error
+
     if isinstance(exc, psycopg.OperationalError) and is_connection_error(exc):
         return ExitCode.UNAVAILABLE
     return ExitCode.SOFTWARE
+
+
+def _driver_error(exc: Exception) -> psycopg.Error | None:
+    """``exc`` as a psycopg error, or None; never imports the driver.
+
+    Every console script runs through :func:`run_cli`, and importing psycopg
+    costs about a tenth of a second: ``--help`` and the commands that never
+    touch a database must not pay it. An error can only be a driver error if
+    the driver was loaded.
+    """
+    if "psycopg" not in sys.modules:
+        return None
+    import psycopg
+
+    return exc if isinstance(exc, psycopg.Error) else None
 
 
 def run_cli(command: click.Command, prog: str, argv: list[str] | None = None) -> NoReturn:
@@ -98,24 +118,23 @@ def run_cli(command: click.Command, prog: str, argv: list[str] | None = None) ->
         fail(prog, str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail(prog, "interrupted", ExitCode.INTERRUPTED)
-    except psycopg.Error as exc:
+    except Exception as exc:
         if settings.DEBUG.read():
             traceback.print_exc()
-        code = server_error_code(exc)
+        driver_error = _driver_error(exc)
+        if driver_error is None:
+            fail(
+                prog,
+                f"internal error: {type(exc).__name__}: {one_line(str(exc))} "
+                "(set QUEUE_ENGINE_DEBUG=1 for the traceback)",
+                ExitCode.SOFTWARE,
+            )
+        code = server_error_code(driver_error)
         what = "lost the database" if code == ExitCode.UNAVAILABLE else "database error"
         hint = (
             "" if code == ExitCode.UNAVAILABLE else " (set QUEUE_ENGINE_DEBUG=1 for the traceback)"
         )
-        fail(prog, f"{what}: {type(exc).__name__}: {server_error_line(exc)}{hint}", code)
-    except Exception as exc:
-        if settings.DEBUG.read():
-            traceback.print_exc()
-        fail(
-            prog,
-            f"internal error: {type(exc).__name__}: {one_line(str(exc))} "
-            "(set QUEUE_ENGINE_DEBUG=1 for the traceback)",
-            ExitCode.SOFTWARE,
-        )
+        fail(prog, f"{what}: {type(exc).__name__}: {server_error_line(driver_error)}{hint}", code)
     sys.exit(result if isinstance(result, int) else ExitCode.OK)
 
 

@@ -6,6 +6,10 @@ The ``queue-ctl`` group validates ``--dsn`` and ``--schema`` once and stores a
 need no ``find_root()``). Each command opens what it needs through it, one
 autocommit connection for the life of the command, so connection handling is
 written once rather than in every command.
+
+Every subcommand module imports this one, so it imports only click: the
+client, the driver and the migrator are loaded by the method that needs them
+(``queue-ctl --help`` and the embedded-server commands never do).
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import psycopg
 
 from queue_engine import localfleet
-from queue_engine.client import Client
 from queue_engine.config import DEFAULT_SCHEMA
-from queue_engine.db import connect
-from queue_engine.migrate import Migrator
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from queue_engine.client import Client
+    from queue_engine.migrate import Migrator
 
 
 @dataclass(frozen=True)
@@ -66,17 +72,23 @@ class CliContext:
     @contextmanager
     def connect(self) -> Iterator[psycopg.Connection[Any]]:
         """One autocommit connection, closed on exit; unreachable: DatabaseUnavailable (69)."""
+        from queue_engine.db import connect
+
         with connect(self.dsn) as conn:
             yield conn
 
     @contextmanager
     def client(self) -> Iterator[Client]:
         """A :class:`Client` on one autocommit connection, closed on exit."""
+        from queue_engine.client import Client
+
         with self.connect() as conn:
             yield Client(conn=conn, schema=self.schema)
 
     def migrator(self, directory: Path | None = None, ledger: str | None = None) -> Migrator:
         """The engine's chain, or a host application's (``--dir`` with ``--ledger``)."""
+        from queue_engine.migrate import Migrator
+
         return Migrator(self.dsn, schema=self.schema, directory=directory, ledger=ledger)
 
 

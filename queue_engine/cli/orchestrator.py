@@ -32,7 +32,6 @@ from queue_engine.cli.common import (
 from queue_engine.config import validate_schema
 from queue_engine.errors import ConfigError
 from queue_engine.logs import setup_logging
-from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -57,6 +56,9 @@ def orchestrator(
     Prometheus /metrics and /health. Several orchestrators
     may run at once; one leads, the others take over within seconds if it goes.
     """
+    # Imported once the options are read, so --help and a usage error answer at once.
+    from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
+
     try:
         validate_schema(schema)
     except ConfigError as exc:

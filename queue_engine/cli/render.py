@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from queue_engine import stats
-from queue_engine.controls import Controls
-from queue_engine.jobs import Job
-from queue_engine.orchestrator.pruner import PruneResult
-from queue_engine.scheduler.store import ScheduleRow
+
+if TYPE_CHECKING:  # types only: loading the pruner and the schedule store costs every command
+    from queue_engine.controls import Controls
+    from queue_engine.jobs import Job
+    from queue_engine.orchestrator.pruner import PruneResult
+    from queue_engine.scheduler.store import ScheduleRow
 
 Row = list[str]
 
@@ -223,8 +225,23 @@ def rate_cell(rate: float | None, burst: int | None) -> str:
     return f"{rate:g}/s" + (f" x{burst}" if burst is not None and burst > 1 else "")
 
 
+#: The line under a stats table with an estimated or lower-bound figure.
+ESTIMATE_NOTE = (
+    "~ estimate, \N{GREATER-THAN OR EQUAL TO} at least: a figure above "
+    "QUEUE_ENGINE_STATS_EXACT_CAP jobs per read is not counted exactly"
+)
+
+
 def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
     """The ``queue-ctl stats`` table."""
+    lines = table(*stats_cells(rows))
+    if any(q.estimated or q.at_least for q in rows):
+        lines.append(ESTIMATE_NOTE)
+    return lines
+
+
+def stats_cells(rows: list[stats.QueueStats]) -> tuple[Row, list[Row], set[int]]:
+    """The ``stats`` table as cells: header, a row per queue, the right-aligned columns."""
     header = [
         "QUEUE",
         "QUEUED",
@@ -266,13 +283,7 @@ def stats_lines(rows: list[stats.QueueStats]) -> list[str]:
         ]
         for q in rows
     ]
-    lines = table(header, body, right=set(range(1, 16)))
-    if any(q.estimated or q.at_least for q in rows):
-        lines.append(
-            "~ estimate, \N{GREATER-THAN OR EQUAL TO} at least: a figure above "
-            "QUEUE_ENGINE_STATS_EXACT_CAP jobs per read is not counted exactly"
-        )
-    return lines
+    return header, body, set(range(1, 16))
 
 
 def stats_document(rows: list[stats.QueueStats], exact_cap: int) -> dict[str, Any]:
@@ -305,6 +316,11 @@ def stats_document(rows: list[stats.QueueStats], exact_cap: int) -> dict[str, An
 
 def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
     """The ``queue-ctl workers`` table."""
+    return table(*workers_cells(rows))
+
+
+def workers_cells(rows: list[stats.WorkerRow]) -> tuple[Row, list[Row], set[int]]:
+    """The ``workers`` table as cells: header, a row per process, the right-aligned columns."""
     header = [
         "ID",
         "ROLE",
@@ -340,27 +356,7 @@ def workers_lines(rows: list[stats.WorkerRow]) -> list[str]:
         ]
         for w in rows
     ]
-    return table(header, body, right={3, 7, 8, 9, 10, 11})
-
-
-def top_frame(
-    queues: list[stats.QueueStats],
-    workers: list[stats.WorkerRow],
-    schema: str,
-    now: datetime,
-    *,
-    width: int = 200,
-) -> str:
-    """One frame of ``queue-ctl top``: a title line, the stats table and the workers table."""
-    lines = [
-        f"queue-engine top  {now.strftime('%Y-%m-%d %H:%M:%S UTC')}  schema={schema}  "
-        "(q or Ctrl-C to quit)",
-        "",
-        *stats_lines(queues),
-        "",
-        *workers_lines(workers),
-    ]
-    return "\n".join(line[:width] for line in lines)
+    return header, body, {3, 7, 8, 9, 10, 11}
 
 
 def controls_lines(view: Controls) -> list[str]:

@@ -28,8 +28,6 @@ from queue_engine.cli.common import (
 from queue_engine.config import validate_schema
 from queue_engine.errors import ConfigError
 from queue_engine.logs import setup_logging
-from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
-from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
 
 PROG = "queue-scheduler"
 
@@ -53,6 +51,10 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     QUEUE_ENGINE_HEARTBEAT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (10),
     QUEUE_ENGINE_CONNECT_RETRY_S (10).
     """
+    # Imported once the options are read, so --help and a usage error answer at once.
+    from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
+    from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
+
     try:
         validate_schema(schema)
     except ConfigError as exc:

@@ -24,7 +24,11 @@ from queue_engine import stats
 from queue_engine.cli import render
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
+from queue_engine.cli.top import top_frame
 from queue_engine.client import Client
+
+#: ``top``'s width when there is no terminal to ask: wide enough for every column.
+UNSIZED_WIDTH = 200
 
 
 @click.command(name="stats")
@@ -77,9 +81,9 @@ def show_cmd(cli: CliContext, job_id: int, as_json: bool) -> None:
     click.echo("\n".join(render.events_lines(events)))
 
 
-def snapshot(conn: Any, schema: str, *, width: int = 200) -> str:
-    """One frame of ``top``, fresh from the database."""
-    return render.top_frame(
+def snapshot(conn: Any, schema: str, *, width: int) -> str:
+    """One frame of ``top``, fresh from the database, ``width`` columns wide."""
+    return top_frame(
         stats.queue_stats(conn, schema),
         stats.workers(conn, schema),
         schema,
@@ -125,6 +129,14 @@ def _wait_for_quit(seconds: float, interactive_input: bool) -> bool:
     return False
 
 
+def _width() -> int:
+    """The terminal's width (``COLUMNS`` first); 200 when there is none, e.g. output to a pipe.
+
+    A terminal that reports no size (0 columns) counts as none.
+    """
+    return shutil.get_terminal_size((UNSIZED_WIDTH, 50)).columns or UNSIZED_WIDTH
+
+
 @click.command(name="top")
 @click.option(
     "--interval",
@@ -148,15 +160,13 @@ def top_cmd(cli: CliContext, interval: float, iterations: int | None) -> None:
                 if i:
                     time.sleep(interval)
                     click.echo("")
-                click.echo(snapshot(conn, schema))
+                click.echo(snapshot(conn, schema, width=_width()))
             return
         interactive_input = sys.stdin.isatty()
         frames = 0
         with _terminal(interactive_input), contextlib.suppress(KeyboardInterrupt):
             while iterations is None or frames < iterations:
-                # A terminal that reports no size (0 columns) gets untruncated lines.
-                width = shutil.get_terminal_size((200, 50)).columns or 200
-                frame = snapshot(conn, schema, width=width)
+                frame = snapshot(conn, schema, width=_width())
                 sys.stdout.write("\x1b[H\x1b[2J" + frame + "\n")
                 sys.stdout.flush()
                 frames += 1

@@ -24,11 +24,7 @@ from queue_engine.cli.common import (
     schema_option,
     setting_option,
 )
-from queue_engine.daemon import StopSignals
 from queue_engine.logs import setup_logging
-from queue_engine.tasks import load_app
-from queue_engine.worker.loop import Worker
-from queue_engine.worker.settings import WorkerSettings
 
 PROG = "queue-claim-worker"
 
@@ -109,6 +105,13 @@ def worker(
     QUEUE_ENGINE_CANCEL_GRACE_S (30), QUEUE_ENGINE_ZOMBIE_GRACE_S (10),
     QUEUE_ENGINE_AFFINITY_WAIT_S (10), QUEUE_ENGINE_RECONNECT_MAX_S (10).
     """
+    # The worker's machinery (and the driver under it) is imported once the
+    # options are read, so --help and a usage error answer at once.
+    from queue_engine.daemon import StopSignals
+    from queue_engine.tasks import load_app
+    from queue_engine.worker.loop import Worker
+    from queue_engine.worker.settings import WorkerSettings
+
     setup_logging(log_format, log_level)
     if not queue:
         raise click.UsageError("no queue given: pass --queue NAME or set QUEUE_ENGINE_QUEUE")

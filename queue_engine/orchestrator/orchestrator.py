@@ -327,13 +327,24 @@ class Orchestrator:
         self.runtime.wait_for_database(lambda: connect(self.config.dsn).close())
         refuse_shared_sessions(self.config.dsn, "queue-orchestrator")
         applied = self.runtime.wait_for_database(migrator.up)
+        # One line at info whatever the number of steps (a first start applies
+        # the whole chain); each step at debug.
         for migration in applied:
             log_event(
                 log,
-                logging.INFO,
+                logging.DEBUG,
                 "orchestrator.migrated",
                 version=migration.version,
                 name=migration.name,
+            )
+        if applied:
+            log_event(
+                log,
+                logging.INFO,
+                "orchestrator.schema_migrated",
+                version=applied[-1].version,
+                applied=len(applied),
+                schema=self.config.schema,
             )
         return applied
 

@@ -100,6 +100,18 @@ def test_top_prints_one_snapshot_when_not_a_terminal(dsn: str, conn: Any) -> Non
     assert out.count("queue-engine top") == 2
 
 
+def test_top_fits_an_80_column_terminal(dsn: str, conn: Any) -> None:
+    """``COLUMNS=80``: every line fits, the key columns and the rows stay (the right half was cut)."""
+    seed(conn)
+    lines = ok(queue_ctl("--dsn", dsn, "top", env={"COLUMNS": "80"})).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    workers_header = next(line for line in lines if line.startswith("ID "))
+    assert {"QUEUE", "STATE", "LIVENESS"} <= set(workers_header.split())
+    assert any(line.startswith("w-cli-1 ") and line.endswith("live") for line in lines)
+    assert any(line.startswith("cli.q ") for line in lines)
+    assert "columns hidden at this width" in lines[1]
+
+
 def test_roles_prints_the_template_for_the_schema(dsn: str) -> None:
     out = ok(queue_ctl("--dsn", dsn, "--schema", "jobs_x", "roles", "--worker-role", "etl_worker"))
     assert "CREATE ROLE etl_worker NOLOGIN" in out

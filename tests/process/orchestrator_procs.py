@@ -18,8 +18,8 @@ BIN = Path(sys.executable).parent
 WAIT_S = 30.0
 
 
-def spawn(dsn: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    """Start ``queue-orchestrator`` with fast cadences, logging to ``log``."""
+def spawn(dsn: str, log: Path, *, log_level: str = "DEBUG", **env: str) -> subprocess.Popen[bytes]:
+    """Start ``queue-orchestrator`` with fast cadences, logging to ``log`` at ``log_level``."""
     full_env = {
         **os.environ,
         "QUEUE_ENGINE_SWEEP_S": "0.2",
@@ -30,7 +30,7 @@ def spawn(dsn: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
     }
     with log.open("wb") as out:
         return subprocess.Popen(
-            [str(BIN / "queue-orchestrator"), "--dsn", dsn, "--log-level", "DEBUG"],
+            [str(BIN / "queue-orchestrator"), "--dsn", dsn, "--log-level", log_level],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=full_env,

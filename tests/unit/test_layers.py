@@ -35,6 +35,7 @@ The layers (a module's layer comes from its path):
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -315,9 +316,13 @@ def test_layering() -> None:
 
 
 def test_import_queue_engine_loads_no_daemon_machinery() -> None:
-    """A producer that only enqueues loads neither the ticker, the worker nor the CLI."""
+    """A producer that uses every public name loads neither the ticker, the worker nor the CLI.
+
+    The package loads its names on first use, so the probe asks for all of them.
+    """
     probe = (
-        "import sys, queue_engine\n"
+        "import sys\n"
+        "from queue_engine import *\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('queue_engine'))))\n"
     )
     out = subprocess.run(
@@ -331,6 +336,43 @@ def test_import_queue_engine_loads_no_daemon_machinery() -> None:
         if m == banned or m.startswith(banned + ".")
     ]
     assert not loaded, f"`import queue_engine` loads {loaded}"
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """The package root's ``if TYPE_CHECKING:`` imports: public name -> its module."""
+    tree = ast.parse((PACKAGE_DIR / "__init__.py").read_text())
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module, ast.unparse(stmt)
+                found.update({alias.name: stmt.module for alias in stmt.names})
+    return found
+
+
+def test_public_names_are_listed_once_in_three_places() -> None:
+    """The root's lazy names (``_PUBLIC``), its typed imports and ``__all__`` agree.
+
+    ``import queue_engine`` loads nothing (every console script imports the
+    package first); a name is imported from ``_PUBLIC``'s module on first use,
+    and type checkers read the ``TYPE_CHECKING`` imports, so the three must
+    name the same things in the same modules.
+    """
+    public = queue_engine._PUBLIC
+    assert _type_checking_imports() == public
+    assert sorted(queue_engine.__all__) == sorted([*public, "__version__"])
+    for name, module in public.items():
+        assert getattr(queue_engine, name) is getattr(importlib.import_module(module), name)
+    assert set(public) <= set(dir(queue_engine))
+    with pytest.raises(AttributeError):
+        _ = queue_engine.no_such_name
+
+
+def test_import_queue_engine_alone_loads_nothing_else() -> None:
+    """``import queue_engine`` (which every ``import queue_engine.x`` runs) imports no module of it."""
+    probe = "import sys, queue_engine\nprint(sorted(m for m in sys.modules if m.startswith('queue_engine')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['queue_engine']"
 
 
 def test_architecture_page_names_every_module() -> None:

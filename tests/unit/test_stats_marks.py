@@ -7,21 +7,10 @@ estimate or a lower bound; the renderers mark such figures (``~1.0M``,
 
 from __future__ import annotations
 
-from typing import Any
+from qe_stats import queue_stats as queue
 
 from queue_engine import stats
 from queue_engine.cli import render
-
-
-def queue(**figures: Any) -> stats.QueueStats:
-    base: dict[str, Any] = {f: 0 for f in stats.QueueStats.__dataclass_fields__}
-    for f in ("oldest_queued_s", "wait_p50_s", "wait_p95_s", "run_p50_s", "run_p95_s"):
-        base[f] = None
-    for f in ("run_mean_s", "scale_limit", "rate_limit", "rate_burst"):
-        base[f] = None
-    base.update(queue="q", paused=False, estimated=(), at_least=())
-    base.update(figures)
-    return stats.QueueStats(**base)
 
 
 def test_exact_counts_pass_through() -> None:

@@ -5,33 +5,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import replace
-from typing import Any
 
 import pytest
+from qe_stats import queue_stats as qs
 
 from queue_engine import stats
 from queue_engine.web import live
-
-
-def qs(name: str, **figures: Any) -> stats.QueueStats:
-    base: dict[str, Any] = {
-        f: 0 for f in stats.QueueStats.__dataclass_fields__ if f not in {"queue", "paused"}
-    }
-    for f in (
-        "oldest_queued_s",
-        "wait_p50_s",
-        "wait_p95_s",
-        "run_p50_s",
-        "run_p95_s",
-        "run_mean_s",
-        "scale_limit",
-        "rate_limit",
-        "rate_burst",
-    ):
-        base[f] = None
-    base.update(figures)
-    return stats.QueueStats(queue=name, **base)
-
 
 # -- RefreshPolicy -------------------------------------------------------------------
 
