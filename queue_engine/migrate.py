@@ -319,6 +319,12 @@ def schema_version(conn: psycopg.Connection[Any], schema: str) -> int:
     return int(row[0]) if row else 0
 
 
+#: A wait for the schema shorter than this is a fleet starting beside its orchestrator
+#: (``queue-ctl up``, systemd starting every unit at once): said at info. One that
+#: lasts this long is said again at warning: nothing is migrating the database.
+SCHEMA_WAIT_WARN_S = 10.0
+
+
 def wait_for_schema(
     dsn: str,
     min_version: int = ENGINE_SCHEMA_VERSION,
@@ -333,11 +339,14 @@ def wait_for_schema(
 
     Processes call this at start instead of migrating themselves, so they never
     race the orchestrator's migrations. A database that cannot be reached yet is
-    waited for too; ``timeout_s`` bounds the wait (None: forever).
+    waited for too; ``timeout_s`` bounds the wait (None: forever). The wait is
+    logged once at info, and once more at warning when it lasts
+    :data:`SCHEMA_WAIT_WARN_S`.
     """
     schema = resolve_schema(schema)
-    deadline = None if timeout_s is None else clock() + timeout_s
-    announced = False
+    began = clock()
+    deadline = None if timeout_s is None else began + timeout_s
+    said = logging.NOTSET
     while True:
         version = 0
         reason = ""
@@ -348,15 +357,17 @@ def wait_for_schema(
             reason = str(exc)
         if version >= min_version:
             return version
-        if not announced:
-            log.warning(
+        level = logging.WARNING if clock() - began >= SCHEMA_WAIT_WARN_S else logging.INFO
+        if level > said:
+            log.log(
+                level,
                 "waiting for schema %r version %d (found %d%s): run queue-orchestrator or `queue-ctl migrate`",
                 schema,
                 min_version,
                 version,
                 f"; {reason}" if reason else "",
             )
-            announced = True
+            said = level
         if deadline is not None and clock() >= deadline:
             raise SchemaMissing(
                 f"schema {schema!r} is at version {version}, this code needs {min_version}: "

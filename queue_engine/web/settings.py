@@ -134,7 +134,7 @@ class WebSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> WebSettings:
         """Read every ``QUEUE_ENGINE_WEB_*`` variable; keyword arguments (options) win."""
         values: dict[str, Any] = {
-            "dsn": resolve_dsn(table.DSN.read(environ) or None),
+            "dsn": resolve_dsn(overrides.get("dsn") or table.DSN.read(environ) or None),
             "schema": table.SCHEMA.read(environ),
             "host": table.WEB_HOST.read(environ),
             "port": table.WEB_PORT.read(environ),

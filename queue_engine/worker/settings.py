@@ -154,8 +154,9 @@ class WorkerSettings:
         default, bounds and error message are the table's), including
         ``QUEUE_ENGINE_PREFETCH``, which only the command line used to honour.
         """
+        given_dsn = overrides.get("dsn")
         values: dict[str, object] = {
-            "dsn": resolve_dsn(None),
+            "dsn": resolve_dsn(given_dsn if isinstance(given_dsn, str) and given_dsn else None),
             "schema": resolve_schema(None),
             **table.read_fields(ENV_FIELDS),
         }

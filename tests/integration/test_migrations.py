@@ -11,6 +11,7 @@ until the schema is there, or raises ``SchemaMissing`` after its timeout.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import threading
@@ -621,6 +622,22 @@ def test_wait_for_schema_times_out_on_an_empty_database(empty_dsn: str) -> None:
     with pytest.raises(SchemaMissing, match=r"version 0.*queue-ctl migrate"):
         wait_for_schema(empty_dsn, timeout_s=5, poll_s=1, sleep=fake.sleep, clock=fake.clock)
     assert 5 <= sum(fake.sleeps) <= 6
+
+
+def test_a_short_wait_for_the_schema_is_info_and_a_long_one_a_warning(
+    empty_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeTime()
+    caplog.set_level(logging.INFO, logger="queue_engine.migrate")
+    with pytest.raises(SchemaMissing):
+        wait_for_schema(empty_dsn, timeout_s=9, poll_s=1, sleep=fake.sleep, clock=fake.clock)
+    waits = [r for r in caplog.records if "waiting for schema" in r.getMessage()]
+    assert [r.levelno for r in waits] == [logging.INFO]
+    caplog.clear()
+    with pytest.raises(SchemaMissing):
+        wait_for_schema(empty_dsn, timeout_s=30, poll_s=1, sleep=fake.sleep, clock=fake.clock)
+    waits = [r for r in caplog.records if "waiting for schema" in r.getMessage()]
+    assert [r.levelno for r in waits] == [logging.INFO, logging.WARNING]
 
 
 def test_wait_for_schema_needs_the_requested_version(dsn: str) -> None:
