@@ -17,7 +17,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from queue_engine import controls, stats
-from queue_engine.web.api.deps import API_PREFIX, connection
+from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
+from queue_engine.web.api.fields import QueueName, WorkerId
 from queue_engine.web.api.models import (
     FleetTargetBody,
     QueuesOut,
@@ -27,11 +28,11 @@ from queue_engine.web.api.models import (
 )
 from queue_engine.web.auth import Principal, require_operator, require_read
 
-router = APIRouter(prefix=API_PREFIX, tags=["fleet"])
+router = APIRouter(prefix=API_PREFIX, tags=["fleet"], route_class=ApiRoute)
 Read = Annotated[Principal, Depends(require_read)]
 Operator = Annotated[Principal, Depends(require_operator)]
-QueueName = Annotated[str, Path(description="the queue's name")]
-WorkerId = Annotated[str, Path(description="the worker's id (see GET /api/v1/workers)")]
+Queue = Annotated[QueueName, Path(description="the queue's name")]
+Worker = Annotated[WorkerId, Path(description="the worker's id (see GET /api/v1/workers)")]
 
 
 def plain(value: Any) -> Any:
@@ -56,7 +57,7 @@ def list_queues(request: Request, principal: Read) -> dict[str, Any]:
 
 
 @router.get("/queues/{queue}")
-def get_queue(queue: QueueName, request: Request, principal: Read) -> dict[str, Any]:
+def get_queue(queue: Queue, request: Request, principal: Read) -> dict[str, Any]:
     """One queue's figures (zeros for a queue nothing has used yet)."""
     with connection(request, principal) as conn:
         rows = stats.queue_stats(conn, request.app.state.web.schema, queue=queue)
@@ -66,14 +67,14 @@ def get_queue(queue: QueueName, request: Request, principal: Read) -> dict[str, 
 
 
 @router.post("/queues/{queue}/pause")
-def pause_queue(queue: QueueName, request: Request, principal: Operator) -> dict[str, Any]:
+def pause_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Pause the queue: its workers claim nothing until it is resumed (idempotent)."""
     with connection(request, principal) as conn:
         return plain(controls.pause_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
 
 
 @router.post("/queues/{queue}/resume")
-def resume_queue(queue: QueueName, request: Request, principal: Operator) -> dict[str, Any]:
+def resume_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Resume the queue and wake its idle workers (idempotent)."""
     with connection(request, principal) as conn:
         return plain(controls.resume_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
@@ -81,7 +82,7 @@ def resume_queue(queue: QueueName, request: Request, principal: Operator) -> dic
 
 @router.post("/queues/{queue}/scale")
 def scale_queue(
-    queue: QueueName, body: ScaleBody, request: Request, principal: Operator
+    queue: Queue, body: ScaleBody, request: Request, principal: Operator
 ) -> dict[str, Any]:
     """Let at most ``limit`` workers of the queue claim (null: no limit)."""
     with connection(request, principal) as conn:
@@ -91,7 +92,7 @@ def scale_queue(
 
 @router.post("/queues/{queue}/rate")
 def rate_queue(
-    queue: QueueName, body: RateBody, request: Request, principal: Operator
+    queue: Queue, body: RateBody, request: Request, principal: Operator
 ) -> dict[str, Any]:
     """Start at most ``rate`` jobs/s of the queue in bursts of ``burst`` (null: no limit)."""
     with connection(request, principal) as conn:
@@ -120,7 +121,7 @@ def _target(body: FleetTargetBody) -> controls.FleetTarget:
     return controls.FleetTarget(host=body.host, queue=body.queue, worker_id=body.worker_id)
 
 
-@router.post("/workers/park")
+@router.post("/workers/park", responses=errors(404, s404="no live worker matches"))
 def park(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Park a host's workers (one queue or all; now and later) or one worker: they claim nothing."""
     target = _target(body)
@@ -128,7 +129,7 @@ def park(body: FleetTargetBody, request: Request, principal: Operator) -> dict[s
         return plain(controls.park(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
 
 
-@router.post("/workers/unpark")
+@router.post("/workers/unpark", responses=errors(404, s404="no worker with that id"))
 def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Remove the park(s) of a host or of one worker."""
     target = _target(body)
@@ -136,7 +137,7 @@ def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict
         return plain(controls.unpark(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
 
 
-@router.post("/workers/stop")
+@router.post("/workers/stop", responses=errors(404, s404="no live worker matches"))
 def stop(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Ask the matching live workers to exit after their current job (404: none matches)."""
     target = _target(body)
@@ -145,19 +146,19 @@ def stop(body: FleetTargetBody, request: Request, principal: Operator) -> dict[s
     return {"stopped": plain(requests)}
 
 
-@router.post("/workers/{worker_id}/park")
-def park_worker(worker_id: WorkerId, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post("/workers/{worker_id}/park", responses=errors(404, s404="no live worker with that id"))
+def park_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Park one live worker."""
     return park(FleetTargetBody(worker_id=worker_id), request, principal)
 
 
-@router.post("/workers/{worker_id}/unpark")
-def unpark_worker(worker_id: WorkerId, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post("/workers/{worker_id}/unpark", responses=errors(404, s404="no worker with that id"))
+def unpark_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Unpark one worker."""
     return unpark(FleetTargetBody(worker_id=worker_id), request, principal)
 
 
-@router.post("/workers/{worker_id}/stop")
-def stop_worker(worker_id: WorkerId, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post("/workers/{worker_id}/stop", responses=errors(404, s404="no live worker with that id"))
+def stop_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Ask one live worker to exit after its current job."""
     return stop(FleetTargetBody(worker_id=worker_id), request, principal)
