@@ -19,6 +19,18 @@ from fastapi import APIRouter, Depends, Path, Request
 from queue_engine import controls, stats
 from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
 from queue_engine.web.api.fields import QueueName, WorkerId
+from queue_engine.web.api.fleet_models import (
+    ControlsOut,
+    Parked,
+    Paused,
+    QueueKnown,
+    QueueUnknown,
+    Rated,
+    Resumed,
+    Scaled,
+    Stopped,
+    Unparked,
+)
 from queue_engine.web.api.models import (
     FleetTargetBody,
     QueuesOut,
@@ -56,7 +68,7 @@ def list_queues(request: Request, principal: Read) -> dict[str, Any]:
     return {"queues": [q.to_dict() for q in rows]}
 
 
-@router.get("/queues/{queue}")
+@router.get("/queues/{queue}", response_model=QueueKnown | QueueUnknown)
 def get_queue(queue: Queue, request: Request, principal: Read) -> dict[str, Any]:
     """One queue's figures (zeros for a queue nothing has used yet)."""
     with connection(request, principal) as conn:
@@ -66,21 +78,21 @@ def get_queue(queue: Queue, request: Request, principal: Read) -> dict[str, Any]
     return {**rows[0].to_dict(), "known": True}
 
 
-@router.post("/queues/{queue}/pause")
+@router.post("/queues/{queue}/pause", response_model=Paused)
 def pause_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Pause the queue: its workers claim nothing until it is resumed (idempotent)."""
     with connection(request, principal) as conn:
         return plain(controls.pause_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
 
 
-@router.post("/queues/{queue}/resume")
+@router.post("/queues/{queue}/resume", response_model=Resumed)
 def resume_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Resume the queue and wake its idle workers (idempotent)."""
     with connection(request, principal) as conn:
         return plain(controls.resume_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
 
 
-@router.post("/queues/{queue}/scale")
+@router.post("/queues/{queue}/scale", response_model=Scaled)
 def scale_queue(
     queue: Queue, body: ScaleBody, request: Request, principal: Operator
 ) -> dict[str, Any]:
@@ -90,7 +102,7 @@ def scale_queue(
     return {**plain(result), "changed": result.changed}
 
 
-@router.post("/queues/{queue}/rate")
+@router.post("/queues/{queue}/rate", response_model=Rated)
 def rate_queue(
     queue: Queue, body: RateBody, request: Request, principal: Operator
 ) -> dict[str, Any]:
@@ -110,7 +122,7 @@ def list_workers(request: Request, principal: Read) -> dict[str, Any]:
     return {"workers": [w.to_dict() | {"load_1m": w.load_1m} for w in rows]}
 
 
-@router.get("/controls")
+@router.get("/controls", response_model=ControlsOut)
 def list_controls(request: Request, principal: Read) -> dict[str, Any]:
     """Every control in force: queue controls, parks and pending stop requests."""
     with connection(request, principal) as conn:
@@ -121,7 +133,9 @@ def _target(body: FleetTargetBody) -> controls.FleetTarget:
     return controls.FleetTarget(host=body.host, queue=body.queue, worker_id=body.worker_id)
 
 
-@router.post("/workers/park", responses=errors(404, s404="no live worker matches"))
+@router.post(
+    "/workers/park", response_model=Parked, responses=errors(404, s404="no live worker matches")
+)
 def park(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Park a host's workers (one queue or all; now and later) or one worker: they claim nothing."""
     target = _target(body)
@@ -129,7 +143,9 @@ def park(body: FleetTargetBody, request: Request, principal: Operator) -> dict[s
         return plain(controls.park(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
 
 
-@router.post("/workers/unpark", responses=errors(404, s404="no worker with that id"))
+@router.post(
+    "/workers/unpark", response_model=Unparked, responses=errors(404, s404="no worker with that id")
+)
 def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Remove the park(s) of a host or of one worker."""
     target = _target(body)
@@ -137,7 +153,9 @@ def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict
         return plain(controls.unpark(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
 
 
-@router.post("/workers/stop", responses=errors(404, s404="no live worker matches"))
+@router.post(
+    "/workers/stop", response_model=Stopped, responses=errors(404, s404="no live worker matches")
+)
 def stop(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Ask the matching live workers to exit after their current job (404: none matches)."""
     target = _target(body)
@@ -146,19 +164,31 @@ def stop(body: FleetTargetBody, request: Request, principal: Operator) -> dict[s
     return {"stopped": plain(requests)}
 
 
-@router.post("/workers/{worker_id}/park", responses=errors(404, s404="no live worker with that id"))
+@router.post(
+    "/workers/{worker_id}/park",
+    response_model=Parked,
+    responses=errors(404, s404="no live worker with that id"),
+)
 def park_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Park one live worker."""
     return park(FleetTargetBody(worker_id=worker_id), request, principal)
 
 
-@router.post("/workers/{worker_id}/unpark", responses=errors(404, s404="no worker with that id"))
+@router.post(
+    "/workers/{worker_id}/unpark",
+    response_model=Unparked,
+    responses=errors(404, s404="no worker with that id"),
+)
 def unpark_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Unpark one worker."""
     return unpark(FleetTargetBody(worker_id=worker_id), request, principal)
 
 
-@router.post("/workers/{worker_id}/stop", responses=errors(404, s404="no live worker with that id"))
+@router.post(
+    "/workers/{worker_id}/stop",
+    response_model=Stopped,
+    responses=errors(404, s404="no live worker with that id"),
+)
 def stop_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Ask one live worker to exit after its current job."""
     return stop(FleetTargetBody(worker_id=worker_id), request, principal)

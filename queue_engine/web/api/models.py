@@ -1,4 +1,7 @@
-"""The request and response bodies of the HTTP API.
+"""The request and response bodies of the HTTP API (the fleet's answers: ``fleet_models``).
+
+Past 500 lines on purpose: the bodies of the jobs, bulk and workflow
+operations side by side, read as the OpenAPI document's schemas are.
 
 Pydantic checks shapes and types (and names the field of any mistake in a
 422); the engine's own validation (:mod:`queue_engine.validation`) then

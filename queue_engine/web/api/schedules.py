@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from queue_engine.scheduler import store
 from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
 from queue_engine.web.api.fields import ScheduleName
+from queue_engine.web.api.fleet_models import ScheduleRun, ScheduleSwitched
 from queue_engine.web.api.models import SchedulesOut
 from queue_engine.web.auth import Principal, require_operator, require_read
 
@@ -42,19 +43,19 @@ def _set_enabled(
     return {"name": name, "enabled": enabled, "source": source}
 
 
-@router.post("/{name}/enable", responses=errors(404))
+@router.post("/{name}/enable", response_model=ScheduleSwitched, responses=errors(404))
 def enable(name: Name, request: Request, principal: Operator) -> dict[str, Any]:
     """Enable the schedule (running schedulers see it at once)."""
     return _set_enabled(name, request, principal, True)
 
 
-@router.post("/{name}/disable", responses=errors(404))
+@router.post("/{name}/disable", response_model=ScheduleSwitched, responses=errors(404))
 def disable(name: Name, request: Request, principal: Operator) -> dict[str, Any]:
     """Disable the schedule: no more slots fire until it is enabled."""
     return _set_enabled(name, request, principal, False)
 
 
-@router.post("/{name}/run", responses=errors(404))
+@router.post("/{name}/run", response_model=ScheduleRun, responses=errors(404))
 def run_now(name: Name, request: Request, principal: Operator) -> dict[str, Any]:
     """Enqueue one job of the schedule now; answers its id."""
     with connection(request, principal) as conn:
