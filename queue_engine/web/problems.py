@@ -4,7 +4,7 @@ A body is ``{type, title, status, detail}`` plus, for validation errors,
 ``errors: [{field, message}]`` naming each field. ``type`` is a link to the
 problem's explanation, ``/docs/problems#<name>``: :data:`PROBLEM_TYPES` is the
 one list of them, read by :func:`problem` (which refuses a name not in it),
-by the page served at ``/docs/problems`` (:mod:`queue_engine.web.problem_page`)
+by the page served at ``/docs/problems`` (:mod:`queue_engine.web.api.problems_page`)
 and by the API reference. The mapping:
 
 ====================================  ======  =====================================
@@ -123,8 +123,10 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
         "csrf",
         403,
         "Cross-site request refused",
-        "A state-changing request from a browser session came from another origin, or without "
-        "the dashboard's CSRF token. Use the dashboard's own forms, or a bearer token.",
+        "A state-changing request with a browser's credentials (login cookie, basic auth) "
+        "came from another site (Sec-Fetch-Site, Origin): refused as a possible forgery. Use "
+        "the dashboard's own pages, list a reverse proxy's origin in "
+        "QUEUE_ENGINE_WEB_TRUSTED_ORIGINS, or call the API with a bearer token.",
     ),
     ProblemType(
         "database-refused",
@@ -272,11 +274,8 @@ def _malformed(exc: RequestValidationError, error: dict[str, Any]) -> JSONRespon
     line = doc.count("\n", 0, pos) + 1
     column = pos - (doc.rfind("\n", 0, pos) + 1) + 1
     why = (error.get("ctx") or {}).get("error") or error.get("msg") or "invalid JSON"
-    return problem(
-        400,
-        f"the body is not valid JSON: {why} (line {line}, column {column})",
-        kind="malformed-body",
-    )
+    where = f" (line {line}, column {column})" if doc else ""
+    return problem(400, f"the body is not valid JSON: {why}{where}", kind="malformed-body")
 
 
 async def _validation(request: Request, exc: Exception) -> JSONResponse:

@@ -81,7 +81,7 @@ class StrictJsonRequest(Request):
                     json.dumps(value, ensure_ascii=False).encode("utf-8")
                 except UnicodeEncodeError as exc:
                     raise json.JSONDecodeError(
-                        "a lone UTF-16 surrogate escape, which is not text", body.decode(), 0
+                        "a string holds a lone UTF-16 surrogate escape, which is not text", "", 0
                     ) from exc
             self._json = value
         return self._json

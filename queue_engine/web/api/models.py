@@ -3,10 +3,12 @@
 Past 500 lines on purpose: the bodies of the jobs, bulk and workflow
 operations side by side, read as the OpenAPI document's schemas are.
 
-Pydantic checks shapes and types (and names the field of any mistake in a
-422); the engine's own validation (:mod:`queue_engine.validation`) then
-checks values with the same rules as every other enqueue path, so the HTTP
-API cannot accept a job the Python client would refuse. Unknown fields are
+Pydantic checks shapes, JSON types, and the ranges and patterns of
+:mod:`queue_engine.web.api.fields` (naming the field of any mistake in a
+422), which also state them in the OpenAPI document; the engine's own
+validation (:mod:`queue_engine.validation`) then checks values with the
+same rules as every other enqueue path, so the HTTP API cannot accept a job
+the Python client would refuse. Unknown fields are
 refused (``extra="forbid"``): a typo such as ``prioirty`` must not be
 silently dropped.
 """
@@ -49,10 +51,12 @@ from queue_engine.web.api.fields import (
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import MAX_NODES
 
-Priority = Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])
-MaxAttempts = Field(ge=MAX_ATTEMPTS_RANGE[0], le=MAX_ATTEMPTS_RANGE[1])
-TimeoutS = Field(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1])
-LeaseTtlS = Field(ge=LEASE_TTL_RANGE[0], le=LEASE_TTL_RANGE[1])
+#: The enqueue options' numbers, with the engine's ranges (:mod:`queue_engine.validation`).
+Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), JSON_NUMBER]
+MaxAttempts = Annotated[int, Field(ge=MAX_ATTEMPTS_RANGE[0], le=MAX_ATTEMPTS_RANGE[1]), JSON_NUMBER]
+TimeoutS = Annotated[int, Field(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1]), JSON_NUMBER]
+LeaseTtlS = Annotated[int, Field(ge=LEASE_TTL_RANGE[0], le=LEASE_TTL_RANGE[1]), JSON_NUMBER]
+Delay = Annotated[float, Field(ge=0, le=MAX_DELAY_S), JSON_NUMBER]
 #: ``run_at`` and ``delay`` say the same thing two ways: at most one of them.
 RUN_AT_OR_DELAY: dict[str, Any] = {
     "not": given("run_at", "delay", types={"run_at": "string", "delay": "number"})
@@ -73,20 +77,14 @@ class JobCreate(Strict):
     task: TaskName = Field(description="the task name a worker's app registered")
     queue: QueueName | None = Field(None, description="default: `default`")
     args: JsonObject | None = Field(None, description="a JSON object (at most 1 MiB)")
-    priority: Annotated[int, Priority, JSON_NUMBER] | None = Field(
-        None, description="lower runs first (default 100)"
-    )
+    priority: Priority | None = Field(None, description="lower runs first (default 100)")
     run_at: Time | None = Field(
         None, description="run not before (with an offset; years 1-9999 in UTC)"
     )
-    delay: Annotated[float, Field(ge=0, le=MAX_DELAY_S), JSON_NUMBER] | None = Field(
-        None, description="run not before this many seconds from now"
-    )
-    max_attempts: Annotated[int, MaxAttempts, JSON_NUMBER] | None = None
-    timeout_s: Annotated[int, TimeoutS, JSON_NUMBER] | None = Field(
-        None, description="wall-clock budget of one attempt"
-    )
-    lease_ttl_s: Annotated[int, LeaseTtlS, JSON_NUMBER] | None = None
+    delay: Delay | None = Field(None, description="run not before this many seconds from now")
+    max_attempts: MaxAttempts | None = None
+    timeout_s: TimeoutS | None = Field(None, description="wall-clock budget of one attempt")
+    lease_ttl_s: LeaseTtlS | None = None
     idempotency_key: Key | None = Field(
         None, description="or the `Idempotency-Key` header: a re-send returns the same job"
     )
@@ -122,14 +120,12 @@ class JobTrigger(Strict):
     idempotency_key: Key | None = None
     lock_key: Key | None = None
     partition_key: Key | None = None
-    priority: Annotated[int, Priority, JSON_NUMBER] | None = None
+    priority: Priority | None = None
     available_at: Time | None = Field(
         None, description="run not before (`run_at`; years 1-9999 in UTC)"
     )
-    max_attempts: Annotated[int, MaxAttempts, JSON_NUMBER] | None = None
-    lease_ttl_sec: Annotated[int, LeaseTtlS, JSON_NUMBER] | None = Field(
-        None, description="`lease_ttl_s`"
-    )
+    max_attempts: MaxAttempts | None = None
+    lease_ttl_sec: LeaseTtlS | None = Field(None, description="`lease_ttl_s`")
     producer: Key | None = None
 
     def options(self) -> dict[str, Any]:
@@ -464,12 +460,12 @@ class WorkflowNodeIn(Strict):
     )
     queue: QueueName | None = None
     args: JsonObject | None = Field(None, description="may hold `$result` references")
-    priority: Annotated[int, Priority, JSON_NUMBER] | None = None
+    priority: Priority | None = None
     run_at: Time | None = None
-    delay: Annotated[float, Field(ge=0, le=MAX_DELAY_S), JSON_NUMBER] | None = None
-    max_attempts: Annotated[int, MaxAttempts, JSON_NUMBER] | None = None
-    timeout_s: Annotated[int, TimeoutS, JSON_NUMBER] | None = None
-    lease_ttl_s: Annotated[int, LeaseTtlS, JSON_NUMBER] | None = None
+    delay: Delay | None = None
+    max_attempts: MaxAttempts | None = None
+    timeout_s: TimeoutS | None = None
+    lease_ttl_s: LeaseTtlS | None = None
     idempotency_key: SkipJsonSchema[str | None] = None
     dedupe_key: SkipJsonSchema[str | None] = None
     lock_key: Key | None = None
