@@ -69,12 +69,6 @@ def _no_nul_key(value: str) -> str:
     return value
 
 
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValidationError("contains a NUL character (\\x00), which Postgres cannot store")
-    return value
-
-
 def _json_number(value: Any) -> Any:
     # JSON has one number type: 5.0 is an integer to JSON Schema, "5" and true are not.
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -88,8 +82,6 @@ JSON_NUMBER = BeforeValidator(_json_number)
 #: rounded by most readers, so a maximum of 2^63-1 would read differently in
 #: each; an id past it names no job and is reported as such.
 BodyId = Annotated[int, Field(ge=ID_MIN), JSON_NUMBER]
-#: An event cursor: 0 (before the first event) to the largest bigint.
-EventCursor = Annotated[int, Field(ge=0, le=ID_MAX)]
 
 QUEUE_RULE = "1-64 letters, digits and _ . : -, starting with a letter or digit"
 QueueName = Annotated[
@@ -144,14 +136,6 @@ Key = Annotated[
         }
     ),
 ]
-#: Free text stored as it is (no NUL: Postgres text cannot hold it).
-Text = Annotated[
-    str,
-    AfterValidator(_no_nul),
-    WithJsonSchema({"type": "string", "pattern": NO_NUL_PATTERN}),
-]
-
-
 #: RFC 3339's date-time, which the document's ``format: date-time`` names.
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
@@ -246,7 +230,6 @@ __all__ = [
     "JSON_VALUE_SCHEMA",
     "BodyId",
     "Bool",
-    "EventCursor",
     "HostName",
     "JsonObject",
     "JsonValue",
@@ -255,7 +238,6 @@ __all__ = [
     "QueueName",
     "ScheduleName",
     "TaskName",
-    "Text",
     "Time",
     "WorkerId",
     "WorkflowName",
