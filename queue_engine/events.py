@@ -169,6 +169,8 @@ _WEB: Final[dict[str, str]] = {
     "web.exit_now": "a second SIGTERM/SIGINT during the stop: exiting at once (exit 130)",
     "web.db_unavailable": "a request found the database unreachable or not migrated; answered 503",
     "web.error": "a request raised an unexpected error; answered 500 (traceback at debug)",
+    "web.refused_by_database": "the database refused a value the API's checks let through; "
+    "answered 422 (a validation gap worth reporting)",
 }
 
 #: The events grouped by the daemon(s) that emit them (the reference page's ``daemon`` column).

@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 from queue_engine import sql as queries
@@ -27,6 +27,7 @@ from queue_engine.tasks import TaskDefinition, registry
 from queue_engine.validation import (
     JobSpec,
     build_spec,
+    check_id,
     check_option_names,
     check_queue_name,
     check_task_name,
@@ -397,6 +398,8 @@ def page_statement(
     """
     if queue is not None:
         check_queue_name(queue)
+    if task is not None:
+        check_task_name(task)
     checked = None if not statuses else [_check_status(s) for s in statuses]
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_LIMIT_MAX:
         raise ValidationError(f"limit must be an integer between 1 and {PAGE_LIMIT_MAX}")
@@ -407,6 +410,7 @@ def page_statement(
     for name, value in (("created_after", created_after), ("created_before", created_before)):
         if value is not None and value.tzinfo is None:
             raise ValidationError(f"{name} must be a timezone-aware time")
+    created_after, created_before = _utc(created_after), _utc(created_before)
     return Statement(
         queries.query("list_jobs_page", schema),
         {
@@ -414,12 +418,29 @@ def page_statement(
             "statuses": checked,
             "queue": queue,
             "task": task,
-            "args": None if args_contain is None else json.dumps(args_contain),
+            # The rules of a job's args (no NUL, no lone surrogate, 1 MiB): jsonb's.
+            "args": None if args_contain is None else encode_args(args_contain),
             "created_after": created_after,
             "created_before": created_before,
             "limit": limit,
         },
     )
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A time bound in UTC (Postgres takes offsets up to 15:59 only, Python's reach 23:59).
+
+    A bound whose UTC instant falls outside Python's years 1-9999 is the
+    earliest or latest time there is: as a filter it means the same.
+    """
+    if value is None:
+        return None
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        if value.year < 5000:
+            return datetime.min.replace(tzinfo=UTC)
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def _check_status(status: str) -> str:
@@ -504,6 +525,4 @@ def dedupe_refusal(job_id: int) -> QueueEngineError:
 
 
 def _check_id(job_id: Any) -> int:
-    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
-        raise ValidationError(f"job id must be a positive integer, got {job_id!r}")
-    return job_id
+    return check_id("job", job_id)

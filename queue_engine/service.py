@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -66,7 +65,13 @@ def event_wait(event: threading.Event, seconds: float) -> bool:
 
 
 def format_fields(fields: dict[str, Any]) -> str:
-    """Render ``key=value`` pairs in a stable order, quoting values with spaces."""
+    """Render ``key=value`` pairs in a stable order, quoting values with spaces.
+
+    A value with whitespace or any unprintable character (a NUL, an escape
+    sequence, a newline sent in a request path) is written as its ``repr``:
+    a log line never carries a raw control character from its input, which
+    could forge a line or a terminal sequence.
+    """
     parts = []
     for key, value in fields.items():
         text = str(value)
@@ -74,15 +79,10 @@ def format_fields(fields: dict[str, Any]) -> str:
         # printable text without a space has no whitespace at all (every other
         # whitespace character is unprintable): two C scans, no regex, for
         # the ids, names and numbers that make up most fields.
-        plain = text.isprintable() and " " not in text
-        if not text or (not plain and _SPACE.search(text) is not None):
+        if not text or not text.isprintable() or " " in text:
             text = repr(text)
         parts.append(f"{key}={text}")
     return " ".join(parts)
-
-
-#: Any character ``str.isspace`` calls whitespace (``\s`` on str patterns, Unicode-aware).
-_SPACE = re.compile(r"\s")
 
 
 #: Job ids named in one log line; the rest are counted (``17,18,+40``).

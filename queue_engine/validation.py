@@ -12,7 +12,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, NoReturn, Protocol
 
@@ -22,6 +22,12 @@ QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 TASK_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
 MAX_ARGS_BYTES = 1024 * 1024
 MAX_KEY_LENGTH = 255
+#: Job and workflow ids are Postgres ``bigint``: 1 to 2^63-1. A larger number
+#: names nothing, and a statement given one fails (``bigint out of range``).
+ID_RANGE = (1, 2**63 - 1)
+#: Text Postgres can store: anything but NUL (``text`` and ``jsonb`` refuse
+#: it). A JSON Schema pattern too, for the HTTP API's OpenAPI document.
+NO_NUL_PATTERN = r"^[^\x00]*$"
 PRIORITY_RANGE = (0, 1000)
 MAX_ATTEMPTS_RANGE = (1, 1000)
 TIMEOUT_RANGE = (1, 7 * 24 * 3600)
@@ -182,6 +188,16 @@ def _refuse_task_name(task: Any) -> NoReturn:
     )
 
 
+def check_id(kind: str, value: Any) -> int:
+    """Refuse anything but an integer id in :data:`ID_RANGE` (``kind``: "job", "workflow")."""
+    low, high = ID_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(
+            f"{kind} id must be a positive integer of at most {high} (a bigint), got {value!r}"
+        )
+    return value
+
+
 def _check_int(name: str, value: Any, bounds: tuple[int, int]) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{name} must be an integer, got {value!r}")
@@ -203,29 +219,46 @@ def _check_key(name: str, value: Any) -> str | None:
         raise ValidationError(
             f"{name} contains a NUL character (\\x00), which Postgres cannot store"
         )
+    if not value.isascii() and _surrogate(value):
+        raise ValidationError(f"{name} contains a lone UTF-16 surrogate, which is not text")
     return value
 
 
-def find_nul(value: Any, path: str = "args") -> str | None:
+def _surrogate(text: str) -> bool:
+    """True when ``text`` holds a lone UTF-16 surrogate (JSON ``"\\ud800"``), which no
+    UTF-8 text, Postgres's included, can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def find_nul(value: Any, path: str = "args", *, surrogates: bool = False) -> str | None:
     """Where the first NUL character in a JSON-able value is (``args['a'][0]``), or None.
 
     Postgres ``jsonb`` refuses ``\\u0000`` in any string, key or value, with an
     ``UntranslatableCharacter`` error that names neither the job nor the place;
     this names the place. Only called when the encoded JSON contains the escape,
-    so an enqueue without a NUL never walks its args.
+    so an enqueue without a NUL never walks its args. With ``surrogates``, a
+    lone UTF-16 surrogate counts too (``jsonb`` refuses it as well).
     """
+
+    def bad(text: str) -> bool:
+        return "\x00" in text or (surrogates and _surrogate(text))
+
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        return path if bad(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str) and "\x00" in key:
+            if isinstance(key, str) and bad(key):
                 return f"the key {key!r} of {path}"
-            found = find_nul(item, f"{path}[{key!r}]")
+            found = find_nul(item, f"{path}[{key!r}]", surrogates=surrogates)
             if found is not None:
                 return found
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            found = find_nul(item, f"{path}[{index}]")
+            found = find_nul(item, f"{path}[{index}]", surrogates=surrogates)
             if found is not None:
                 return found
     return None
@@ -250,6 +283,15 @@ def encode_args(args: Any) -> str:
                 f"args contain a NUL character (\\u0000) in {where}, which Postgres jsonb "
                 "cannot store; remove it or encode the value (e.g. base64)"
             )
+    # Every character past ASCII is written as an escape; a surrogate's starts
+    # with \ud8-\udf (a pair, for a character past U+FFFF, is fine: confirm).
+    if "\\ud" in encoded:
+        where = find_nul(args, surrogates=True)
+        if where is not None:
+            raise ValidationError(
+                f"args contain a lone UTF-16 surrogate in {where}, which is not text: "
+                "no UTF-8 encoding (Postgres's included) can store it"
+            )
     size = len(encoded.encode())
     if size > MAX_ARGS_BYTES:
         raise ValidationError(f"args are {size} bytes as JSON; the limit is {MAX_ARGS_BYTES} bytes")
@@ -271,6 +313,20 @@ def _delay_seconds(delay: Any) -> float:
             "for a job that should wait for something, enqueue it when that happens"
         )
     return seconds
+
+
+def _check_run_at(run_at: Any) -> datetime:
+    """``run_at`` in UTC: Postgres takes offsets up to 15:59 only (Python's go to 23:59)."""
+    if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+        raise ValidationError("run_at must be a timezone-aware datetime")
+    try:
+        # A time whose UTC instant is outside years 1-9999 would be stored, and
+        # then fail to load as a Python datetime when the row is read back.
+        return run_at.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(
+            f"run_at must fall within the years 1-9999 in UTC, got {run_at.isoformat()}"
+        ) from None
 
 
 def build_spec(
@@ -302,8 +358,8 @@ def build_spec(
         timeout_s = declared.timeout_s
     if run_at is not None and delay is not None:
         raise ValidationError("give either run_at or delay, not both")
-    if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
-        raise ValidationError("run_at must be a timezone-aware datetime")
+    if run_at is not None:
+        run_at = _check_run_at(run_at)
     return JobSpec(
         task=task,
         queue=check_queue_name(queue),

@@ -18,8 +18,9 @@ from queue_engine.errors import (
     WorkflowNotFound,
 )
 from queue_engine.operations import Statement
+from queue_engine.validation import check_id
 from queue_engine.workflows.model import WorkflowState
-from queue_engine.workflows.spec import NODE_PATTERN, Workflow
+from queue_engine.workflows.spec import NAME_PATTERN, NODE_PATTERN, Workflow
 
 LIST_LIMIT_MAX = 1_000
 #: How big a provided input value may be (as JSON), like a job's args.
@@ -27,10 +28,8 @@ MAX_INPUT_BYTES = 1024 * 1024
 
 
 def check_workflow_id(workflow_id: Any) -> int:
-    """A workflow id is a positive integer; anything else is refused before a round trip."""
-    if isinstance(workflow_id, bool) or not isinstance(workflow_id, int) or workflow_id <= 0:
-        raise ValidationError(f"workflow id must be a positive integer, got {workflow_id!r}")
-    return workflow_id
+    """A workflow id is a bigint from 1; anything else is refused before a round trip."""
+    return check_id("workflow", workflow_id)
 
 
 def start_statement(schema: str, workflow: Workflow, *, schedule: str | None = None) -> Statement:
@@ -71,6 +70,8 @@ def list_statement(
         raise ValidationError(f"limit must be an integer from 1 to {LIST_LIMIT_MAX}, got {limit!r}")
     if before_id is not None:
         check_workflow_id(before_id)
+    if name is not None and (not isinstance(name, str) or not NAME_PATTERN.fullmatch(name)):
+        raise ValidationError(f"name must be a workflow name, got {name!r}")
     return Statement(
         queries.query("list_workflows", schema),
         {"state": state, "name": name, "limit": limit, "before_id": before_id},
@@ -110,7 +111,7 @@ def retry_statement(schema: str, workflow_id: int, message: str) -> Statement:
 
 def provide_input_statement(schema: str, workflow_id: int, node: str, value: Any) -> Statement:
     """Give an input node its value (any JSON value)."""
-    if not isinstance(node, str) or not NODE_PATTERN.match(node):
+    if not isinstance(node, str) or not NODE_PATTERN.fullmatch(node):
         raise ValidationError(f"node must be a node name, got {node!r}")
     try:
         encoded = json.dumps(value, allow_nan=False)

@@ -75,14 +75,18 @@ class Workflow:
     def __init__(
         self, name: str, *, idempotency_key: str | None = None, producer: str | None = None
     ) -> None:
-        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise ValidationError(
                 f"workflow name must be 1-128 characters of letters, digits and _.:- "
                 f"(not starting with . : -), got {name!r}"
             )
         for label, value in (("idempotency_key", idempotency_key), ("producer", producer)):
-            if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= 255):
-                raise ValidationError(f"workflow {label} must be a string of 1-255 characters")
+            if value is not None and (
+                not isinstance(value, str) or not 1 <= len(value) <= 255 or "\x00" in value
+            ):
+                raise ValidationError(
+                    f"workflow {label} must be a string of 1-255 characters, without NUL"
+                )
         self.name = name
         self.idempotency_key = idempotency_key
         self.producer = producer
@@ -145,7 +149,7 @@ class Workflow:
         return node
 
     def _check_name(self, node: str) -> str:
-        if not isinstance(node, str) or not NODE_PATTERN.match(node):
+        if not isinstance(node, str) or not NODE_PATTERN.fullmatch(node):
             raise ValidationError(
                 f"node name must be 1-128 characters of letters, digits and _.:- "
                 f"(not starting with . : -), got {node!r}"

@@ -129,11 +129,11 @@ def test_a_key_reused_for_another_workflow_or_two_keys_are_refused(
             ],
             "has a cycle",
         ),
-        ([{"node": "a", "task": "t", "priority": -4}], "node a: "),
+        ([{"node": "a", "task": "t", "priority": -4}], "nodes[0].priority: "),
         ([{"node": "a"}], "node a: 'task' is required"),
         ([{"node": "a", "input": True, "task": "t"}], "node a: an input node takes only"),
         ([{"node": "a", "task": "t", "dedupe_key": "d"}], "node a: a node cannot carry dedupe_key"),
-        ([{"node": "bad name", "task": "t"}], "node name must be"),
+        ([{"node": "bad name", "task": "t"}], "invalid node name 'bad name'"),
     ],
 )
 def test_a_bad_shape_is_a_422_naming_the_node_and_writes_nothing(

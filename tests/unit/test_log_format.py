@@ -10,15 +10,18 @@ from queue_engine.logs import TEXT_FORMAT, TextFormatter
 from queue_engine.service import format_fields, log_event
 
 WHITESPACE = [chr(c) for c in range(0x3001) if chr(c).isspace()]
-#: Unprintable but not whitespace, printable but not ASCII: never quoted for themselves.
-OTHERS = ["\x00", "\x07", "\x7f", "\u200b", "\u00ad", "é", "日本", "'", '"', "=", "-"]
+#: Unprintable but not whitespace: escaped (a raw NUL or ESC from a request never reaches a log).
+UNPRINTABLE = ["\x00", "\x07", "\x1b", "\x7f", "\u200b", "\u00ad"]
+#: Printable, not whitespace: written as they are.
+OTHERS = ["é", "日本", "'", '"', "=", "-"]
 
 
-@pytest.mark.parametrize("char", WHITESPACE + OTHERS, ids=ascii)
-def test_a_field_is_quoted_exactly_when_it_holds_whitespace(char: str) -> None:
+@pytest.mark.parametrize("char", WHITESPACE + UNPRINTABLE + OTHERS, ids=ascii)
+def test_a_field_is_quoted_exactly_when_it_holds_whitespace_or_an_unprintable(char: str) -> None:
     text = f"a{char}b"
-    expected = repr(text) if char.isspace() else text
+    expected = repr(text) if char.isspace() or not char.isprintable() else text
     assert format_fields({"k": text}) == f"k={expected}"
+    assert all(c.isprintable() for c in format_fields({"k": text}))
 
 
 def test_fields_of_every_kind() -> None:

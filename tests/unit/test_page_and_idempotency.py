@@ -63,7 +63,7 @@ def test_page_statement_binds_filters_and_checks_them() -> None:
         "queue_engine", statuses=["queued", "failed"], args_contain={"c": 1}, after_id=10, limit=5
     )
     assert statement.params["statuses"] == ["queued", "failed"]
-    assert statement.params["args"] == '{"c": 1}'
+    assert statement.params["args"] == '{"c":1}'  # encoded as a job's args are
     assert (statement.params["after_id"], statement.params["limit"]) == (10, 5)
     code = "\n".join(line for line in statement.query.splitlines() if not line.startswith("--"))
     assert "ORDER BY j.id DESC" in code and "OFFSET" not in code

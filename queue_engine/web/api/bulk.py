@@ -10,6 +10,8 @@ thousand rows, never a ``count(*)`` over the table.
 Each job goes through the same single-job statement as ``queue-ctl cancel``
 or ``retry``, so a bulk action obeys every rule a single one does: a job
 that finished meanwhile is reported (``ok: false``) and the others go on.
+``matched`` counts jobs, not ids: an id that names no job is not matched
+(and, unless it is a dry run, reported as not found).
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from fastapi import APIRouter, Depends, Request
 from psycopg.rows import dict_row
 
 from queue_engine import operations as ops
+from queue_engine import sql as queries
 from queue_engine.client import Client
 from queue_engine.errors import QueueEngineError, ValidationError
 from queue_engine.jobs import ACTIVE_STATUSES, RETRYABLE_STATUSES, Job
-from queue_engine.web.api.deps import API_PREFIX, web_state
+from queue_engine.web.api.deps import API_PREFIX, ApiRoute, web_state
+from queue_engine.web.api.fields import ID_MAX
 from queue_engine.web.api.models import BulkItem, BulkRequest, BulkResult, JobFilter
 from queue_engine.web.auth import Principal, require_operator
 from queue_engine.web.state import Connection
 
-router = APIRouter(prefix=f"{API_PREFIX}/jobs/bulk", tags=["bulk"])
+router = APIRouter(prefix=f"{API_PREFIX}/jobs/bulk", tags=["bulk"], route_class=ApiRoute)
 Operator = Annotated[Principal, Depends(require_operator)]
 
 
@@ -60,6 +64,14 @@ def _matching_ids(
     return ids[: cap + 1]
 
 
+def _existing(conn: Connection, schema: str, ids: list[int]) -> int:
+    """How many of ``ids`` name a job (an unknown id is reported, not counted as matched)."""
+    bigints = [i for i in ids if i <= ID_MAX]  # a larger one names no job
+    with conn.cursor() as cur:
+        rows = cur.execute(queries.query("existing_job_ids", schema), {"ids": bigints})
+        return len(rows.fetchall())
+
+
 def _bulk(
     request: Request,
     principal: Principal,
@@ -76,14 +88,16 @@ def _bulk(
     with state.connection(principal.scope) as conn:
         if body.ids is not None:
             ids = list(dict.fromkeys(body.ids))
+            matched = _existing(conn, state.schema, ids)
             capped = False
         else:
             assert body.filter is not None
             ids = _matching_ids(conn, state.schema, body.filter, default_statuses, cap)
             capped = len(ids) > cap
             ids = ids[:cap]
+            matched = len(ids)
         if body.dry_run:
-            return BulkResult(dry_run=True, matched=len(ids), capped=capped)
+            return BulkResult(dry_run=True, matched=matched, capped=capped)
         c = Client(conn=conn, schema=state.schema)
         items: list[BulkItem] = []
         for job_id in ids:
@@ -96,7 +110,7 @@ def _bulk(
     done = sum(1 for i in items if i.ok)
     return BulkResult(
         dry_run=False,
-        matched=len(ids),
+        matched=matched,
         capped=capped,
         done=done,
         failed=len(items) - done,

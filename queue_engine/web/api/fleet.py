@@ -17,7 +17,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from queue_engine import controls, stats
-from queue_engine.web.api.deps import API_PREFIX, connection
+from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
+from queue_engine.web.api.fields import QueueName, WorkerId
+from queue_engine.web.api.fleet_models import (
+    ControlsOut,
+    Parked,
+    Paused,
+    QueueKnown,
+    QueueUnknown,
+    Rated,
+    Resumed,
+    Scaled,
+    Stopped,
+    Unparked,
+)
 from queue_engine.web.api.models import (
     FleetTargetBody,
     QueuesOut,
@@ -27,11 +40,11 @@ from queue_engine.web.api.models import (
 )
 from queue_engine.web.auth import Principal, require_operator, require_read
 
-router = APIRouter(prefix=API_PREFIX, tags=["fleet"])
+router = APIRouter(prefix=API_PREFIX, tags=["fleet"], route_class=ApiRoute)
 Read = Annotated[Principal, Depends(require_read)]
 Operator = Annotated[Principal, Depends(require_operator)]
-QueueName = Annotated[str, Path(description="the queue's name")]
-WorkerId = Annotated[str, Path(description="the worker's id (see GET /api/v1/workers)")]
+Queue = Annotated[QueueName, Path(description="the queue's name")]
+Worker = Annotated[WorkerId, Path(description="the worker's id (see GET /api/v1/workers)")]
 
 
 def plain(value: Any) -> Any:
@@ -55,8 +68,8 @@ def list_queues(request: Request, principal: Read) -> dict[str, Any]:
     return {"queues": [q.to_dict() for q in rows]}
 
 
-@router.get("/queues/{queue}")
-def get_queue(queue: QueueName, request: Request, principal: Read) -> dict[str, Any]:
+@router.get("/queues/{queue}", response_model=QueueKnown | QueueUnknown)
+def get_queue(queue: Queue, request: Request, principal: Read) -> dict[str, Any]:
     """One queue's figures (zeros for a queue nothing has used yet)."""
     with connection(request, principal) as conn:
         rows = stats.queue_stats(conn, request.app.state.web.schema, queue=queue)
@@ -65,23 +78,23 @@ def get_queue(queue: QueueName, request: Request, principal: Read) -> dict[str, 
     return {**rows[0].to_dict(), "known": True}
 
 
-@router.post("/queues/{queue}/pause")
-def pause_queue(queue: QueueName, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post("/queues/{queue}/pause", response_model=Paused)
+def pause_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Pause the queue: its workers claim nothing until it is resumed (idempotent)."""
     with connection(request, principal) as conn:
         return plain(controls.pause_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
 
 
-@router.post("/queues/{queue}/resume")
-def resume_queue(queue: QueueName, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post("/queues/{queue}/resume", response_model=Resumed)
+def resume_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Resume the queue and wake its idle workers (idempotent)."""
     with connection(request, principal) as conn:
         return plain(controls.resume_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
 
 
-@router.post("/queues/{queue}/scale")
+@router.post("/queues/{queue}/scale", response_model=Scaled)
 def scale_queue(
-    queue: QueueName, body: ScaleBody, request: Request, principal: Operator
+    queue: Queue, body: ScaleBody, request: Request, principal: Operator
 ) -> dict[str, Any]:
     """Let at most ``limit`` workers of the queue claim (null: no limit)."""
     with connection(request, principal) as conn:
@@ -89,9 +102,9 @@ def scale_queue(
     return {**plain(result), "changed": result.changed}
 
 
-@router.post("/queues/{queue}/rate")
+@router.post("/queues/{queue}/rate", response_model=Rated)
 def rate_queue(
-    queue: QueueName, body: RateBody, request: Request, principal: Operator
+    queue: Queue, body: RateBody, request: Request, principal: Operator
 ) -> dict[str, Any]:
     """Start at most ``rate`` jobs/s of the queue in bursts of ``burst`` (null: no limit)."""
     with connection(request, principal) as conn:
@@ -109,7 +122,7 @@ def list_workers(request: Request, principal: Read) -> dict[str, Any]:
     return {"workers": [w.to_dict() | {"load_1m": w.load_1m} for w in rows]}
 
 
-@router.get("/controls")
+@router.get("/controls", response_model=ControlsOut)
 def list_controls(request: Request, principal: Read) -> dict[str, Any]:
     """Every control in force: queue controls, parks and pending stop requests."""
     with connection(request, principal) as conn:
@@ -120,7 +133,9 @@ def _target(body: FleetTargetBody) -> controls.FleetTarget:
     return controls.FleetTarget(host=body.host, queue=body.queue, worker_id=body.worker_id)
 
 
-@router.post("/workers/park")
+@router.post(
+    "/workers/park", response_model=Parked, responses=errors(404, s404="no live worker matches")
+)
 def park(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Park a host's workers (one queue or all; now and later) or one worker: they claim nothing."""
     target = _target(body)
@@ -128,7 +143,9 @@ def park(body: FleetTargetBody, request: Request, principal: Operator) -> dict[s
         return plain(controls.park(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
 
 
-@router.post("/workers/unpark")
+@router.post(
+    "/workers/unpark", response_model=Unparked, responses=errors(404, s404="no worker with that id")
+)
 def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Remove the park(s) of a host or of one worker."""
     target = _target(body)
@@ -136,7 +153,9 @@ def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict
         return plain(controls.unpark(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
 
 
-@router.post("/workers/stop")
+@router.post(
+    "/workers/stop", response_model=Stopped, responses=errors(404, s404="no live worker matches")
+)
 def stop(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
     """Ask the matching live workers to exit after their current job (404: none matches)."""
     target = _target(body)
@@ -145,19 +164,31 @@ def stop(body: FleetTargetBody, request: Request, principal: Operator) -> dict[s
     return {"stopped": plain(requests)}
 
 
-@router.post("/workers/{worker_id}/park")
-def park_worker(worker_id: WorkerId, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post(
+    "/workers/{worker_id}/park",
+    response_model=Parked,
+    responses=errors(404, s404="no live worker with that id"),
+)
+def park_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Park one live worker."""
     return park(FleetTargetBody(worker_id=worker_id), request, principal)
 
 
-@router.post("/workers/{worker_id}/unpark")
-def unpark_worker(worker_id: WorkerId, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post(
+    "/workers/{worker_id}/unpark",
+    response_model=Unparked,
+    responses=errors(404, s404="no worker with that id"),
+)
+def unpark_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Unpark one worker."""
     return unpark(FleetTargetBody(worker_id=worker_id), request, principal)
 
 
-@router.post("/workers/{worker_id}/stop")
-def stop_worker(worker_id: WorkerId, request: Request, principal: Operator) -> dict[str, Any]:
+@router.post(
+    "/workers/{worker_id}/stop",
+    response_model=Stopped,
+    responses=errors(404, s404="no live worker with that id"),
+)
+def stop_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
     """Ask one live worker to exit after its current job."""
     return stop(FleetTargetBody(worker_id=worker_id), request, principal)

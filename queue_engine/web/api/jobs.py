@@ -20,7 +20,6 @@ The compatibility routes keep the shape of HTTP-triggered ETL services:
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
@@ -30,8 +29,17 @@ from queue_engine import operations as ops
 from queue_engine import stats
 from queue_engine.client import Client
 from queue_engine.errors import ValidationError
-from queue_engine.jobs import Job
-from queue_engine.web.api.deps import API_PREFIX, client, connection, web_state
+from queue_engine.jobs import Job, JobStatus
+from queue_engine.web.api.deps import (
+    API_PREFIX,
+    ApiRoute,
+    client,
+    connection,
+    errors,
+    json_text,
+    web_state,
+)
+from queue_engine.web.api.fields import ID_MAX, ID_MIN, JsonObject, Key, QueueName, TaskName, Time
 from queue_engine.web.api.models import (
     EventOut,
     EventPage,
@@ -46,11 +54,11 @@ from queue_engine.web.api.models import (
 )
 from queue_engine.web.auth import Principal, require_operator, require_producer, require_read
 
-router = APIRouter(prefix=f"{API_PREFIX}/jobs", tags=["jobs"])
+router = APIRouter(prefix=f"{API_PREFIX}/jobs", tags=["jobs"], route_class=ApiRoute)
 
-JobId = Annotated[int, Path(gt=0, description="the job's id")]
+JobId = Annotated[int, Path(ge=ID_MIN, le=ID_MAX, description="the job's id")]
 IdempotencyKey = Annotated[
-    str | None,
+    Key | None,
     Header(alias="Idempotency-Key", description="the job's idempotency key (a safe re-send)"),
 ]
 Read = Annotated[Principal, Depends(require_read)]
@@ -136,35 +144,41 @@ def trigger_job(
 def list_jobs(
     request: Request,
     principal: Read,
-    status: Annotated[list[str] | None, Query(description="repeat for several")] = None,
-    queue: str | None = None,
-    task: str | None = None,
+    status: Annotated[list[JobStatus] | None, Query(description="repeat for several")] = None,
+    queue: QueueName | None = None,
+    task: TaskName | None = None,
     args: Annotated[
-        str | None, Query(description='JSON object the args contain, e.g. {"customer":42}')
+        str | None,
+        Query(
+            description='JSON object the args contain, e.g. {"customer":42}',
+            json_schema_extra=json_text(JsonObject),
+        ),
     ] = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
+    created_after: Time | None = None,
+    created_before: Time | None = None,
     after_id: Annotated[
-        int | None, Query(gt=0, description="the last id of the previous page")
+        int | None, Query(ge=ID_MIN, le=ID_MAX, description="the last id of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=ops.PAGE_LIMIT_MAX)] = 50,
 ) -> JobPage:
     """Jobs newest first, filtered; keyset pages (``after_id``), never an offset or a count."""
     statement = ops.page_statement(
         web_state(request).schema,
-        statuses=status,
+        statuses=None if status is None else [str(s) for s in status],
         queue=queue,
         task=task,
         args_contain=parse_args_filter(args),
         created_after=created_after,
         created_before=created_before,
         after_id=after_id,
-        limit=limit + 1,
+        # One row more than asked says whether a next page exists; at the
+        # engine's cap a full page offers one (which may turn out empty).
+        limit=min(limit + 1, ops.PAGE_LIMIT_MAX),
     )
     with connection(request, principal) as conn, conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(statement.query, statement.params).fetchall()
     items = [JobOut.of(Job.from_row(r)) for r in rows[:limit]]
-    more = len(rows) > limit
+    more = len(rows) > limit or (limit == ops.PAGE_LIMIT_MAX and len(rows) == limit)
     return JobPage(items=items, next_after_id=items[-1].id if more and items else None)
 
 
@@ -181,14 +195,14 @@ def parse_args_filter(raw: str | None) -> dict[str, Any] | None:
     return value
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, responses=errors(404))
 def get_job(job_id: JobId, request: Request, principal: Read) -> JobOut:
     """One job: status, attempt, times, progress, result, error."""
     with client(request, principal) as c:
         return JobOut.of(c.get(job_id))
 
 
-@router.get("/{job_id}/status", response_model=JobStatusOut)
+@router.get("/{job_id}/status", response_model=JobStatusOut, responses=errors(404))
 def job_status(job_id: JobId, request: Request, principal: Read) -> JobStatusOut:
     """Compatibility route of HTTP-triggered ETL services: status and outcome of one job."""
     with client(request, principal) as c:
@@ -207,12 +221,14 @@ def job_status(job_id: JobId, request: Request, principal: Read) -> JobStatusOut
     )
 
 
-@router.get("/{job_id}/events", response_model=EventPage)
+@router.get("/{job_id}/events", response_model=EventPage, responses=errors(404))
 def job_events(
     job_id: JobId,
     request: Request,
     principal: Read,
-    after: Annotated[int | None, Query(ge=0, description="the last event id already read")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=ID_MAX, description="the last event id already read")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> EventPage:
     """The job's timeline, oldest first, after the cursor ``after``."""
@@ -226,7 +242,11 @@ def job_events(
     return EventPage(items=items, next_after=items[-1].id if items else after)
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut)
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobOut,
+    responses=errors(404, 409, s409="the job already finished"),
+)
 def cancel_job(job_id: JobId, request: Request, principal: Operator) -> JobOut:
     """Cancel a queued job at once, or ask a running one to stop (409 when it already finished).
 
@@ -236,7 +256,11 @@ def cancel_job(job_id: JobId, request: Request, principal: Operator) -> JobOut:
         return JobOut.of(c.cancel(job_id, message=f"canceled over HTTP by {principal.name}"))
 
 
-@router.post("/{job_id}/retry", response_model=JobOut)
+@router.post(
+    "/{job_id}/retry",
+    response_model=JobOut,
+    responses=errors(404, 409, s409="the job is not failed, canceled or lost"),
+)
 def retry_job(job_id: JobId, request: Request, principal: Operator) -> JobOut:
     """Put a failed, canceled or lost job back in its queue (409 for another status)."""
     with client(request, principal) as c:

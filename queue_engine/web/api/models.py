@@ -1,9 +1,14 @@
-"""The request and response bodies of the HTTP API.
+"""The request and response bodies of the HTTP API (the fleet's answers: ``fleet_models``).
 
-Pydantic checks shapes and types (and names the field of any mistake in a
-422); the engine's own validation (:mod:`queue_engine.validation`) then
-checks values with the same rules as every other enqueue path, so the HTTP
-API cannot accept a job the Python client would refuse. Unknown fields are
+Past 500 lines on purpose: the bodies of the jobs, bulk and workflow
+operations side by side, read as the OpenAPI document's schemas are.
+
+Pydantic checks shapes, JSON types, and the ranges and patterns of
+:mod:`queue_engine.web.api.fields` (naming the field of any mistake in a
+422), which also state them in the OpenAPI document; the engine's own
+validation (:mod:`queue_engine.validation`) then checks values with the
+same rules as every other enqueue path, so the HTTP API cannot accept a job
+the Python client would refuse. Unknown fields are
 refused (``extra="forbid"``): a typo such as ``prioirty`` must not be
 silently dropped.
 """
@@ -11,12 +16,51 @@ silently dropped.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
-from queue_engine.jobs import Job
+from queue_engine.controls import BURST_RANGE, RATE_MAX, SCALE_RANGE
+from queue_engine.jobs import Job, JobStatus
+from queue_engine.validation import (
+    LEASE_TTL_RANGE,
+    MAX_ATTEMPTS_RANGE,
+    MAX_DELAY_S,
+    PRIORITY_RANGE,
+    TIMEOUT_RANGE,
+)
+from queue_engine.web.api.fields import (
+    JSON_NUMBER,
+    BodyId,
+    Bool,
+    HostName,
+    JsonObject,
+    JsonValue,
+    Key,
+    NodeName,
+    QueueName,
+    TaskName,
+    Time,
+    WorkerId,
+    WorkflowName,
+    absent,
+    exactly_one,
+    given,
+)
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
+from queue_engine.workflows.spec import MAX_NODES
+
+#: The enqueue options' numbers, with the engine's ranges (:mod:`queue_engine.validation`).
+Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), JSON_NUMBER]
+MaxAttempts = Annotated[int, Field(ge=MAX_ATTEMPTS_RANGE[0], le=MAX_ATTEMPTS_RANGE[1]), JSON_NUMBER]
+TimeoutS = Annotated[int, Field(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1]), JSON_NUMBER]
+LeaseTtlS = Annotated[int, Field(ge=LEASE_TTL_RANGE[0], le=LEASE_TTL_RANGE[1]), JSON_NUMBER]
+Delay = Annotated[float, Field(ge=0, le=MAX_DELAY_S), JSON_NUMBER]
+#: ``run_at`` and ``delay`` say the same thing two ways: at most one of them.
+RUN_AT_OR_DELAY: dict[str, Any] = {
+    "not": given("run_at", "delay", types={"run_at": "string", "delay": "number"})
+}
 
 
 class Strict(BaseModel):
@@ -26,25 +70,29 @@ class Strict(BaseModel):
 
 
 class JobCreate(Strict):
-    """Every enqueue option (see ``Client.enqueue``)."""
+    """Every enqueue option (see ``Client.enqueue``); ``run_at`` or ``delay``, not both."""
 
-    task: str = Field(description="the task name a worker's app registered")
-    queue: str | None = Field(None, description="default: `default`")
-    args: dict[str, Any] | None = Field(None, description="a JSON object (at most 1 MiB)")
-    priority: int | None = Field(None, description="0-1000, lower runs first (default 100)")
-    run_at: datetime | None = Field(None, description="run not before (timezone-aware)")
-    delay: float | None = Field(None, description="run not before this many seconds from now")
-    max_attempts: int | None = None
-    timeout_s: int | None = Field(None, description="wall-clock budget of one attempt")
-    lease_ttl_s: int | None = None
-    idempotency_key: str | None = Field(
+    model_config = ConfigDict(extra="forbid", json_schema_extra=RUN_AT_OR_DELAY)
+
+    task: TaskName = Field(description="the task name a worker's app registered")
+    queue: QueueName | None = Field(None, description="default: `default`")
+    args: JsonObject | None = Field(None, description="a JSON object (at most 1 MiB)")
+    priority: Priority | None = Field(None, description="lower runs first (default 100)")
+    run_at: Time | None = Field(
+        None, description="run not before (with an offset; years 1-9999 in UTC)"
+    )
+    delay: Delay | None = Field(None, description="run not before this many seconds from now")
+    max_attempts: MaxAttempts | None = None
+    timeout_s: TimeoutS | None = Field(None, description="wall-clock budget of one attempt")
+    lease_ttl_s: LeaseTtlS | None = None
+    idempotency_key: Key | None = Field(
         None, description="or the `Idempotency-Key` header: a re-send returns the same job"
     )
-    dedupe_key: str | None = Field(None, description="unique among queued and running jobs")
-    lock_key: str | None = Field(None, description="at most one running job per key")
-    partition_key: str | None = None
-    producer: str | None = None
-    affinity_key: str | None = None
+    dedupe_key: Key | None = Field(None, description="unique among queued and running jobs")
+    lock_key: Key | None = Field(None, description="at most one running job per key")
+    partition_key: Key | None = None
+    producer: Key | None = None
+    affinity_key: Key | None = None
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of ``Client.enqueue``."""
@@ -66,17 +114,19 @@ class JobIds(BaseModel):
 class JobTrigger(Strict):
     """The trigger body of HTTP-triggered ETL services (``POST /api/v1/jobs/trigger``)."""
 
-    task: str
-    queue: str | None = None
-    args: dict[str, Any] | None = None
-    idempotency_key: str | None = None
-    lock_key: str | None = None
-    partition_key: str | None = None
-    priority: int | None = None
-    available_at: datetime | None = Field(None, description="run not before (`run_at`)")
-    max_attempts: int | None = None
-    lease_ttl_sec: int | None = Field(None, description="`lease_ttl_s`")
-    producer: str | None = None
+    task: TaskName
+    queue: QueueName | None = None
+    args: JsonObject | None = None
+    idempotency_key: Key | None = None
+    lock_key: Key | None = None
+    partition_key: Key | None = None
+    priority: Priority | None = None
+    available_at: Time | None = Field(
+        None, description="run not before (`run_at`; years 1-9999 in UTC)"
+    )
+    max_attempts: MaxAttempts | None = None
+    lease_ttl_sec: LeaseTtlS | None = Field(None, description="`lease_ttl_s`")
+    producer: Key | None = None
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of ``Client.enqueue``."""
@@ -182,20 +232,32 @@ class EventPage(BaseModel):
 class JobFilter(Strict):
     """Which jobs a bulk action is about (every field optional; all must match)."""
 
-    status: list[str] | None = None
-    queue: str | None = None
-    task: str | None = None
-    args: dict[str, Any] | None = Field(None, description="the job's args contain this object")
-    created_after: datetime | None = None
-    created_before: datetime | None = None
+    status: list[JobStatus] | None = Field(None, description="any of these (none: the default)")
+    queue: QueueName | None = None
+    task: TaskName | None = None
+    args: JsonObject | None = Field(None, description="the job's args contain this object")
+    created_after: Time | None = None
+    created_before: Time | None = None
+
+
+#: A bulk request names its jobs one way: by ``ids`` or by ``filter``.
+IDS_OR_FILTER = exactly_one(
+    given("ids", types={"ids": "array"}), given("filter", types={"filter": "object"})
+)
 
 
 class BulkRequest(Strict):
-    """A bulk cancel or retry: by ``ids`` or by ``filter`` (one of them), at most the server's cap."""
+    """A bulk cancel or retry: by ``ids`` or by ``filter`` (exactly one), at most the server's cap."""
 
-    ids: list[int] | None = Field(None, max_length=100_000)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=IDS_OR_FILTER)
+
+    ids: list[BodyId] | None = Field(
+        None,
+        max_length=100_000,
+        description="at most QUEUE_ENGINE_WEB_BULK_MAX; an id past 2^63-1 names no job",
+    )
     filter: JobFilter | None = None
-    dry_run: bool = Field(False, description="only count the jobs it would act on")
+    dry_run: Bool = Field(False, description="only count the jobs it would act on")
 
 
 class BulkItem(BaseModel):
@@ -211,7 +273,7 @@ class BulkResult(BaseModel):
     """The outcome of a bulk action (or, with ``dry_run``, the count it would act on)."""
 
     dry_run: bool
-    matched: int
+    matched: int = Field(description="the jobs named (ids of existing jobs) or found (filter)")
     capped: bool = Field(description="more jobs match than one request acts on: send it again")
     done: int = 0
     failed: int = 0
@@ -221,22 +283,39 @@ class BulkResult(BaseModel):
 class ScaleBody(Strict):
     """A scale limit: at most ``limit`` workers of the queue claim (null: no limit)."""
 
-    limit: int | None
+    limit: Annotated[int, Field(ge=SCALE_RANGE[0], le=SCALE_RANGE[1]), JSON_NUMBER] | None
+
+
+#: A burst goes with a rate: no burst when the rate is null (no limit).
+BURST_NEEDS_RATE: dict[str, Any] = {
+    "anyOf": [given("rate", types={"rate": "number"}), absent("burst")],
+}
 
 
 class RateBody(Strict):
     """A rate limit: at most ``rate`` jobs started per second, in bursts of ``burst`` (null: none)."""
 
-    rate: float | None
-    burst: int | None = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra=BURST_NEEDS_RATE)
+
+    rate: Annotated[float, Field(gt=0, le=RATE_MAX), JSON_NUMBER] | None
+    burst: Annotated[int, Field(ge=BURST_RANGE[0], le=BURST_RANGE[1]), JSON_NUMBER] | None = None
+
+
+#: A fleet target is a host (with an optional queue) or one worker, never both.
+HOST_OR_WORKER = exactly_one(
+    {"allOf": [given("host", types={"host": "string"}), absent("worker_id")]},
+    {"allOf": [given("worker_id", types={"worker_id": "string"}), absent("host", "queue")]},
+)
 
 
 class FleetTargetBody(Strict):
     """Which workers: a ``host`` (with an optional ``queue``) or one ``worker_id``."""
 
-    host: str | None = None
-    queue: str | None = None
-    worker_id: str | None = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra=HOST_OR_WORKER)
+
+    host: HostName | None = None
+    queue: QueueName | None = None
+    worker_id: WorkerId | None = None
 
 
 class QueueOut(Open):
@@ -325,8 +404,39 @@ class SchedulesOut(BaseModel):
 class WorkflowEdgeIn(Strict):
     """An edge from a parent node; ``finished``: any end of the parent will do."""
 
-    node: str
+    node: NodeName
     requires: Literal["succeeded", "finished"] = "succeeded"
+
+
+#: The enqueue options a job node takes (an input node takes ``queue`` and ``timeout_s`` only).
+JOB_NODE_OPTIONS = (
+    "args",
+    "priority",
+    "run_at",
+    "delay",
+    "max_attempts",
+    "lease_ttl_s",
+    "lock_key",
+    "partition_key",
+    "producer",
+    "affinity_key",
+)
+#: A node is a job (``task``) or an input node (``input: true``, no job options).
+JOB_OR_INPUT = exactly_one(
+    {
+        "allOf": [
+            given("task", types={"task": "string"}),
+            {"properties": {"input": {"const": False}}},
+            RUN_AT_OR_DELAY,
+        ]
+    },
+    {
+        "allOf": [
+            {"required": ["input"], "properties": {"input": {"const": True}}},
+            absent("task", *JOB_NODE_OPTIONS),
+        ]
+    },
+)
 
 
 class WorkflowNodeIn(Strict):
@@ -334,31 +444,34 @@ class WorkflowNodeIn(Strict):
 
     ``idempotency_key`` and ``dedupe_key`` are accepted only to be refused by
     the engine with a message that says why (the workflow's key stands for
-    its nodes), rather than as an unknown field.
+    its nodes), rather than as an unknown field; the document leaves them out.
     """
 
-    node: str = Field(description="the node's name, unique in the workflow")
-    task: str | None = Field(None, description="required unless `input` is true")
-    after: list[str | WorkflowEdgeIn] = Field(
-        default_factory=list, description="parent node names, or `{node, requires}`"
+    model_config = ConfigDict(extra="forbid", json_schema_extra=JOB_OR_INPUT)
+
+    node: NodeName = Field(description="the node's name, unique in the workflow")
+    task: TaskName | None = Field(None, description="required unless `input` is true")
+    after: list[NodeName | WorkflowEdgeIn] = Field(
+        default_factory=list,
+        description="parent node names (of this workflow), or `{node, requires}`",
     )
-    input: bool = Field(
+    input: Bool = Field(
         False, description="an input node: waits for `provide-input` (takes `timeout_s`, `queue`)"
     )
-    queue: str | None = None
-    args: dict[str, Any] | None = Field(None, description="may hold `$result` references")
-    priority: int | None = None
-    run_at: datetime | None = None
-    delay: float | None = None
-    max_attempts: int | None = None
-    timeout_s: int | None = None
-    lease_ttl_s: int | None = None
-    idempotency_key: str | None = None
-    dedupe_key: str | None = None
-    lock_key: str | None = None
-    partition_key: str | None = None
-    producer: str | None = None
-    affinity_key: str | None = None
+    queue: QueueName | None = None
+    args: JsonObject | None = Field(None, description="may hold `$result` references")
+    priority: Priority | None = None
+    run_at: Time | None = None
+    delay: Delay | None = None
+    max_attempts: MaxAttempts | None = None
+    timeout_s: TimeoutS | None = None
+    lease_ttl_s: LeaseTtlS | None = None
+    idempotency_key: SkipJsonSchema[str | None] = None
+    dedupe_key: SkipJsonSchema[str | None] = None
+    lock_key: Key | None = None
+    partition_key: Key | None = None
+    producer: Key | None = None
+    affinity_key: Key | None = None
 
     def options(self) -> dict[str, Any]:
         """The enqueue options that were given (``Workflow.add``'s keyword arguments)."""
@@ -366,14 +479,19 @@ class WorkflowNodeIn(Strict):
 
 
 class WorkflowCreate(Strict):
-    """A workflow to start: checked whole (names, edges, cycles, options) before any write."""
+    """A workflow to start: checked whole (names, edges, cycles, options) before any write.
 
-    name: str
-    idempotency_key: str | None = Field(
+    Node names are unique in the workflow, ``after`` names nodes of the same
+    workflow, and the edges make no cycle: rules a JSON Schema cannot state,
+    checked by the engine (a 422 naming the node).
+    """
+
+    name: WorkflowName
+    idempotency_key: Key | None = Field(
         None, description="or the `Idempotency-Key` header: a re-send returns the same workflow"
     )
-    producer: str | None = None
-    nodes: list[WorkflowNodeIn] = Field(min_length=1, max_length=100_000)
+    producer: Key | None = None
+    nodes: list[WorkflowNodeIn] = Field(min_length=1, max_length=MAX_NODES)
 
 
 class WorkflowOut(BaseModel):
@@ -458,10 +576,10 @@ class WorkflowRetried(BaseModel):
 
 
 class InputIn(Strict):
-    """The value of an input node (any JSON value, at most 1 MiB)."""
+    """The value of an input node (any JSON value without NUL, at most 1 MiB)."""
 
-    node: str
-    value: Any = None
+    node: NodeName
+    value: JsonValue = None
 
 
 class InputProvided(BaseModel):

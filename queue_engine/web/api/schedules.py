@@ -14,14 +14,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from queue_engine.scheduler import store
-from queue_engine.web.api.deps import API_PREFIX, connection
+from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
+from queue_engine.web.api.fields import ScheduleName
+from queue_engine.web.api.fleet_models import ScheduleRun, ScheduleSwitched
 from queue_engine.web.api.models import SchedulesOut
 from queue_engine.web.auth import Principal, require_operator, require_read
 
-router = APIRouter(prefix=f"{API_PREFIX}/schedules", tags=["schedules"])
+router = APIRouter(prefix=f"{API_PREFIX}/schedules", tags=["schedules"], route_class=ApiRoute)
 Read = Annotated[Principal, Depends(require_read)]
 Operator = Annotated[Principal, Depends(require_operator)]
-Name = Annotated[str, Path(description="the schedule's name")]
+Name = Annotated[ScheduleName, Path(description="the schedule's name")]
 
 
 @router.get("", response_model=SchedulesOut)
@@ -41,19 +43,19 @@ def _set_enabled(
     return {"name": name, "enabled": enabled, "source": source}
 
 
-@router.post("/{name}/enable")
+@router.post("/{name}/enable", response_model=ScheduleSwitched, responses=errors(404))
 def enable(name: Name, request: Request, principal: Operator) -> dict[str, Any]:
     """Enable the schedule (running schedulers see it at once)."""
     return _set_enabled(name, request, principal, True)
 
 
-@router.post("/{name}/disable")
+@router.post("/{name}/disable", response_model=ScheduleSwitched, responses=errors(404))
 def disable(name: Name, request: Request, principal: Operator) -> dict[str, Any]:
     """Disable the schedule: no more slots fire until it is enabled."""
     return _set_enabled(name, request, principal, False)
 
 
-@router.post("/{name}/run")
+@router.post("/{name}/run", response_model=ScheduleRun, responses=errors(404))
 def run_now(name: Name, request: Request, principal: Operator) -> dict[str, Any]:
     """Enqueue one job of the schedule now; answers its id."""
     with connection(request, principal) as conn:

@@ -22,7 +22,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
 from queue_engine.errors import ValidationError
-from queue_engine.web.api.deps import API_PREFIX, client
+from queue_engine.web.api.deps import API_PREFIX, ApiRoute, client, errors
+from queue_engine.web.api.fields import ID_MAX, ID_MIN, Key, WorkflowName
 from queue_engine.web.api.models import (
     InputIn,
     InputProvided,
@@ -39,11 +40,11 @@ from queue_engine.web.auth import Principal, require_operator, require_producer,
 from queue_engine.workflows import After, Workflow, WorkflowState
 from queue_engine.workflows.operations import LIST_LIMIT_MAX
 
-router = APIRouter(prefix=f"{API_PREFIX}/workflows", tags=["workflows"])
+router = APIRouter(prefix=f"{API_PREFIX}/workflows", tags=["workflows"], route_class=ApiRoute)
 
-WorkflowId = Annotated[int, Path(gt=0, description="the workflow's id")]
+WorkflowId = Annotated[int, Path(ge=ID_MIN, le=ID_MAX, description="the workflow's id")]
 IdempotencyKey = Annotated[
-    str | None,
+    Key | None,
     Header(alias="Idempotency-Key", description="the workflow's idempotency key (a safe re-send)"),
 ]
 Read = Annotated[Principal, Depends(require_read)]
@@ -123,9 +124,9 @@ def list_workflows(
     state: Annotated[
         WorkflowState | None, Query(description="only workflows in this state")
     ] = None,
-    name: Annotated[str | None, Query(description="only workflows of this name")] = None,
+    name: Annotated[WorkflowName | None, Query(description="only workflows of this name")] = None,
     before_id: Annotated[
-        int | None, Query(gt=0, description="the last id of the previous page")
+        int | None, Query(ge=ID_MIN, le=ID_MAX, description="the last id of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX)] = 50,
 ) -> WorkflowPage:
@@ -142,14 +143,14 @@ def list_workflows(
     return WorkflowPage(items=items, next_before_id=items[-1].id if more and items else None)
 
 
-@router.get("/{workflow_id}", response_model=WorkflowOut)
+@router.get("/{workflow_id}", response_model=WorkflowOut, responses=errors(404))
 def get_workflow(workflow_id: WorkflowId, request: Request, principal: Read) -> WorkflowOut:
     """One workflow: its state and per-state node counts."""
     with client(request, principal) as c:
         return WorkflowOut.of(c.get_workflow(workflow_id))
 
 
-@router.get("/{workflow_id}/nodes", response_model=WorkflowNodes)
+@router.get("/{workflow_id}/nodes", response_model=WorkflowNodes, responses=errors(404))
 def workflow_nodes(workflow_id: WorkflowId, request: Request, principal: Read) -> WorkflowNodes:
     """Every node of the workflow (its job's id, status, attempt, times, edges), parents first."""
     with client(request, principal) as c:
@@ -157,7 +158,11 @@ def workflow_nodes(workflow_id: WorkflowId, request: Request, principal: Read) -
     return WorkflowNodes(workflow_id=workflow_id, items=[WorkflowNodeOut.of(n) for n in nodes])
 
 
-@router.post("/{workflow_id}/cancel", response_model=WorkflowCanceled)
+@router.post(
+    "/{workflow_id}/cancel",
+    response_model=WorkflowCanceled,
+    responses=errors(404, 409, s409="the workflow already ended"),
+)
 def cancel_workflow(
     workflow_id: WorkflowId, request: Request, principal: Operator
 ) -> WorkflowCanceled:
@@ -169,7 +174,11 @@ def cancel_workflow(
     return WorkflowCanceled(workflow_id=workflow_id, canceled=canceled, stopping=stopping)
 
 
-@router.post("/{workflow_id}/retry", response_model=WorkflowRetried)
+@router.post(
+    "/{workflow_id}/retry",
+    response_model=WorkflowRetried,
+    responses=errors(404, 409, s409="the workflow is still running"),
+)
 def retry_workflow(
     workflow_id: WorkflowId, request: Request, principal: Operator
 ) -> WorkflowRetried:
@@ -181,7 +190,11 @@ def retry_workflow(
     return WorkflowRetried(workflow_id=workflow_id, rerun=rerun)
 
 
-@router.post("/{workflow_id}/provide-input", response_model=InputProvided)
+@router.post(
+    "/{workflow_id}/provide-input",
+    response_model=InputProvided,
+    responses=errors(404, 409, s409="the node is not an input node, or not waiting yet"),
+)
 def provide_input(
     workflow_id: WorkflowId, body: InputIn, request: Request, principal: Operator
 ) -> InputProvided:
