@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from queue_engine.job_display import AWAITING_INPUT, awaiting_input
 from queue_engine.workflows.model import NodeInfo
 from queue_engine.workflows.spec import INPUT_TASK
 
@@ -50,8 +51,8 @@ ELLIPSIS = "…"
 
 def node_state(node: NodeInfo) -> str:
     """The state shown for a node: its job status, or ``awaiting input`` for a ready input node."""
-    if node.task == INPUT_TASK and node.status == "waiting" and not node.pending_parents:
-        return "awaiting input"
+    if awaiting_input(node.task, node.status, node.pending_parents):
+        return AWAITING_INPUT
     return node.status
 
 
