@@ -232,8 +232,8 @@ def after_text(node: NodeInfo, group_of: dict[str, Group]) -> str:
     return ", ".join(names)
 
 
-def error_line(text: str) -> str:
-    """The line of an error that says what happened, at most 200 characters.
+def error_line(text: str, limit: int | None = 200) -> str:
+    """The line of an error that says what happened, at most ``limit`` characters (None: whole).
 
     A handler's error is stored as a traceback, whose first line says nothing
     ("Traceback (most recent call last):") and whose last says what was raised.
@@ -242,4 +242,4 @@ def error_line(text: str) -> str:
     if not lines:
         return ""
     line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
-    return line[:200]
+    return line if limit is None else line[:limit]

@@ -92,11 +92,9 @@ def test_an_operator_follows_a_workflow_and_provides_its_input(
     wait_for(browser, lambda d: d.find_elements(By.ID, "workflows-table"), what="the list")
     screenshot(browser, "workflows")
     # Six pages in the top bar still fit a 1366px laptop screen, without a sideways scroll.
-    browser.set_window_size(1366, 768)
     assert browser.execute_script(
         "return document.documentElement.scrollWidth <= window.innerWidth"
     )
-    browser.set_window_size(1440, 900)
     browser.get(f"{web_server.url}/workflows/{info.id}")
     wait_for(browser, lambda d: d.find_elements(By.ID, "dag"), what="the DAG")
     text = page_text(browser)

@@ -12,6 +12,7 @@ import json
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
@@ -49,6 +50,17 @@ def stamp(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def local(value: datetime | None, zone: str = "UTC") -> str:
+    """A moment in a time zone (a schedule's own), to the minute: ``2026-11-29 02:00 CET``."""
+    if value is None:
+        return "—"
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        tz = ZoneInfo("UTC")
+    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
+
+
 def clock(value: datetime | None) -> str:
     """Time of day only (timelines, "read at")."""
     if value is None:
@@ -82,8 +94,11 @@ def badge(status: str) -> str:
 
 
 def error_summary(text: str | None) -> str:
-    """The line of an error that says what was raised (a traceback's last line)."""
-    return layout.error_line(text or "")
+    """The line of an error that says what was raised (a traceback's last line), whole.
+
+    The page shortens it at a word (``truncate``), never in the middle of one.
+    """
+    return layout.error_line(text or "", limit=None)
 
 
 def pretty(value: Any) -> str:
@@ -211,6 +226,7 @@ def environment() -> Environment:
         num=num,
         dur=dur,
         stamp=stamp,
+        local=local,
         clock=clock,
         ago=ago,
         until=until,

@@ -1,0 +1,188 @@
+"""A fleet with realistic data for the dashboard's screenshots: what an operator's day looks like.
+
+:func:`build_scene` fills a test database through the real paths (the
+``Client``, the schedule store, real ``queue-claim-worker`` processes running
+the test apps' handlers), so each page has something true to show:
+
+- several schedules (time zones, one disabled, long names), one run now;
+- backlogs on queues no worker serves, and delayed jobs (minutes, an hour, a day);
+- jobs that succeeded, a retry that succeeded on its second attempt, and
+  failed imports whose errors are long, with a URL longer than any pane and a
+  chained traceback;
+- a workflow with a fan-out, a fan-in, a node that failed, an input node
+  awaiting its value and its child, and a wide one (a 300-way fan-out);
+- running jobs holding their workers with ``{step, of}`` progress.
+
+It needs three workers on the ``wt`` queue: two end up holding the running
+jobs, the third keeps the rest moving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from qe_worker_helpers import wait_until
+
+from queue_engine import Client
+from queue_engine.scheduler import store as schedule_store
+from queue_engine.scheduler.schedules import ScheduleSpec
+from queue_engine.workflows import Workflow, finished
+
+S = "queue_engine"
+Q = "wt"
+#: Workers :func:`build_scene` needs on queue ``wt``.
+WORKERS = 3
+
+SCHEDULES = (
+    ScheduleSpec(
+        "nightly-ledger-import", "0 2 * * *", "ledger.import", tz="Europe/Berlin", queue="etl"
+    ),
+    ScheduleSpec("hourly-report-digest", "15 * * * *", "report.digest", queue="reports"),
+    ScheduleSpec(
+        "invoice-reminders-business-days",
+        "0 9 * * 1-5",
+        "email.invoice_reminder",
+        tz="America/New_York",
+        queue="emails",
+    ),
+    ScheduleSpec("cleanup-temp-exports", "every 30m", "exports.cleanup", queue="maintenance"),
+    ScheduleSpec("warm-model-cache", "*/10 * * * *", "model.warm", queue="gpu", enabled=False),
+    ScheduleSpec(
+        "quarterly-audit-snapshot", "0 3 1 */3 *", "audit.snapshot", tz="Asia/Tokyo", queue="etl"
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """The ids the tour opens: one of each kind of job and workflow."""
+
+    failed: int
+    running: int
+    scheduled: int
+    input_job: int
+    workflow: int
+    wide: int
+    schedules: tuple[str, ...]
+
+
+def _status(conn: psycopg.Connection[Any], job_id: int) -> str:
+    row = conn.execute(f"SELECT status FROM {S}.jobs_all WHERE id = %s", (job_id,)).fetchone()
+    return "" if row is None else str(row[0])
+
+
+def _all_ended(conn: psycopg.Connection[Any], ids: list[int]) -> bool:
+    ended = {"succeeded", "failed", "canceled", "lost"}
+    return all(_status(conn, i) in ended for i in ids)
+
+
+def build_scene(client: Client, conn: psycopg.Connection[Any]) -> Scene:
+    """Fill the database (workers must be running on ``wt``); returns what the tour opens."""
+    for spec in SCHEDULES:
+        schedule_store.add(conn, S, spec)
+    schedule_store.run_now(conn, S, "hourly-report-digest", producer="queue-web")
+
+    # A wide workflow whose fan-out waits on a queue nobody serves right now.
+    wide = Workflow("thumbnail-backfill")
+    wide.add("list-images", "echo", queue=Q, args={"bucket": "media-eu"})
+    for i in range(300):
+        wide.add(
+            f"resize-{i}",
+            "thumbnail.resize",
+            queue="thumbnails",
+            args={"batch": i},
+            after=["list-images"],
+        )
+    wide.add("publish-index", "echo", queue=Q, after=[f"resize-{i}" for i in range(300)])
+    wide_info = client.start_workflow(wide)
+
+    # Backlogs: queues with jobs and no worker.
+    for i in range(40):
+        client.enqueue(
+            "email.send",
+            queue="emails",
+            args={"to": f"customer{1000 + i}@example.com", "template": "invoice-ready"},
+        )
+    for i in range(12):
+        client.enqueue(
+            "report.render",
+            queue="reports",
+            args={"report": "monthly-revenue", "region": f"eu-{i}"},
+        )
+
+    # A workflow: fan-out, fan-in, a failing check, an input node and what follows it.
+    wf = Workflow("nightly-etl", idempotency_key="nightly:2026-11-23")
+    wf.add("fetch", "echo", queue=Q, args={"day": "2026-11-23"})
+    for i in range(8):
+        wf.add(f"parse-{i}", "echo", queue=Q, args={"part": i}, after=["fetch"])
+    wf.add("check", "permanent", queue=Q, args={"reason": "bad row 17"}, after=["fetch"])
+    wf.add("aggregate", "echo", queue=Q, after=[f"parse-{i}" for i in range(8)])
+    wf.add("report", "echo", queue=Q, after=[finished("check"), "aggregate"])
+    wf.input("approve", after=["aggregate"], queue=Q)
+    wf.add("publish", "echo", queue=Q, after=["approve"])
+    info = client.start_workflow(wf)
+
+    # Jobs the workers run to their end.
+    done = [
+        client.enqueue("echo", queue=Q, args={"customer": 1000 + i, "region": "eu-west"}).id
+        for i in range(6)
+    ]
+    done.append(client.enqueue("steps", queue=Q, args={"n": 4}).id)
+    done.append(client.enqueue("flaky", queue=Q, args={"fail_times": 1}).id)
+    failed = client.enqueue("feed_error", queue=Q, args={"feed": "ledger", "day": "2026-11-23"}).id
+    done += [failed, client.enqueue("feed_error", queue=Q, args={"feed": "fx-rates", "row": 77}).id]
+    done.append(client.enqueue("permanent", queue=Q, args={"reason": "bad input"}).id)
+    wait_until(lambda: _all_ended(conn, done), timeout=90, what="the scene's jobs ended")
+
+    nodes = {n.node: n for n in client.workflow_nodes(info.id)}
+
+    def awaiting() -> bool:
+        current = {n.node: n for n in client.workflow_nodes(info.id)}
+        return current["approve"].pending_parents == 0 and current["report"].status == "succeeded"
+
+    wait_until(awaiting, timeout=90, what="the input node awaiting its value")
+    wait_until(
+        lambda: _status(conn, client.workflow_nodes(wide_info.id)[0].job_id) == "succeeded",
+        what="the wide workflow's first node",
+    )
+
+    # Delayed jobs: in a few minutes, in an hour, tomorrow.
+    scheduled = client.enqueue(
+        "report.render", queue="reports", args={"report": "weekly"}, delay=240
+    ).id
+    client.enqueue("email.send", queue="emails", args={"to": "ops@example.com"}, delay=3600)
+    client.enqueue(
+        "ledger.close",
+        queue="etl",
+        args={"day": "2026-11-23"},
+        run_at=datetime.now(UTC) + timedelta(days=1),
+    )
+
+    # Running jobs with progress, holding two of the three workers.
+    running = client.enqueue(
+        "hold_progress", queue=Q, args={"of": 52000, "at": 18400, "message": "loading rows"}
+    ).id
+    other = client.enqueue(
+        "hold_progress", queue=Q, args={"of": 40, "at": 17, "message": "resizing"}
+    ).id
+
+    def progressing() -> bool:
+        rows = conn.execute(
+            f"SELECT count(*) FROM {S}.jobs WHERE id = ANY(%s) AND status = 'running' AND progress IS NOT NULL",
+            ([running, other],),
+        ).fetchone()
+        return rows == (2,)
+
+    wait_until(progressing, timeout=60, what="two running jobs with progress")
+    return Scene(
+        failed=failed,
+        running=running,
+        scheduled=scheduled,
+        input_job=nodes["approve"].job_id,
+        workflow=info.id,
+        wide=wide_info.id,
+        schedules=tuple(s.name for s in SCHEDULES),
+    )
