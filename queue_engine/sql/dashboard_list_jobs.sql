@@ -12,11 +12,14 @@
 -- %(workflow)s: the nodes of one workflow (a folded fan-out's link on the
 -- workflow page adds its task and a window that starts at its last node).
 -- The progress document is read for running jobs only (the list draws their
--- bar); the workflow columns let the page show an input node as one.
+-- bar), and of a failed or lost job's error only its end, where a traceback
+-- says what was raised (the list shows that line); the workflow columns let
+-- the page show an input node as one.
 SELECT j.id, j.queue, j.task, j.status, j.priority, j.attempt, j.max_attempts, j.args,
        j.created_at, j.available_at, j.started_at, j.finished_at, j.duration_ms,
        j.workflow_id, j.node, j.pending_parents,
-       CASE WHEN j.status = 'running' THEN j.progress END AS progress
+       CASE WHEN j.status = 'running' THEN j.progress END AS progress,
+       CASE WHEN j.status IN ('failed', 'lost') THEN right(j.error, 600) END AS error_tail
 FROM __SCHEMA__.jobs_all j
 WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
   AND (%(floor)s::bigint IS NULL OR j.id >= %(floor)s::bigint)

@@ -268,12 +268,16 @@ def screenshot(driver: Any, name: str, *, docs: str | None = None, full_page: bo
 
     ``docs``: the name of the image in docs/images/ this screenshot is, written
     there too when ``QUEUE_ENGINE_DOCS_IMAGES=1``. ``full_page``: also save the
-    whole page, below the fold included, as ``<name>-full.png``.
+    whole page, below the fold included, as ``<name>-full.png`` (when it is
+    taller than the window).
     """
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     driver.save_screenshot(str(path))
-    if full_page:
+    taller = driver.execute_script(
+        "return document.documentElement.scrollHeight > window.innerHeight;"
+    )
+    if full_page and taller:
         (SCREENSHOTS / f"{name}-full.png").write_bytes(_whole_page(driver))
     if docs is not None and settings.DOCS_IMAGES.read() == "1":
         shutil.copyfile(path, DOCS_IMAGES / f"{docs}.png")

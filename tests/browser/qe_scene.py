@@ -4,14 +4,17 @@
 ``Client``, the schedule store, real ``queue-claim-worker`` processes running
 the test apps' handlers), so each page has something true to show:
 
-- several schedules (time zones, one disabled, long names), one run now;
+- several schedules (time zones, one disabled, long names) with the slots of
+  the last three hours enqueued by the real ticker, and one run now;
 - backlogs on queues no worker serves, and delayed jobs (minutes, an hour, a day);
 - jobs that succeeded, a retry that succeeded on its second attempt, and
   failed imports whose errors are long, with a URL longer than any pane and a
   chained traceback;
 - a workflow with a fan-out, a fan-in, a node that failed, an input node
   awaiting its value and its child, and a wide one (a 300-way fan-out);
-- running jobs holding their workers with ``{step, of}`` progress.
+- running jobs holding their workers with ``{step, of}`` progress;
+- and, before ``queue-web`` starts (the :func:`past_hour` fixture), an hour
+  of finished jobs, so the overview's charts have a past to draw.
 
 It needs three workers on the ``wt`` queue: two end up holding the running
 jobs, the third keeps the rest moving.
@@ -19,16 +22,19 @@ jobs, the third keeps the rest moving.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from qe_worker_helpers import wait_until
 
 from queue_engine import Client
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.scheduler.schedules import ScheduleSpec
+from queue_engine.testing.scheduling import tick
 from queue_engine.workflows import Workflow, finished
 
 S = "queue_engine"
@@ -54,6 +60,42 @@ SCHEDULES = (
         "quarterly-audit-snapshot", "0 3 1 */3 *", "audit.snapshot", tz="Asia/Tokyo", queue="etl"
     ),
 )
+
+
+#: An hour of throughput per queue: (queue, task, jobs per minute, swing up and down).
+PAST_HOUR = (
+    ("emails", "email.send", 30, 12),
+    ("reports", "report.render", 6, 3),
+    ("thumbnails", "thumbnail.resize", 18, 9),
+    ("wt", "echo", 8, 4),
+)
+
+#: The jobs finished in each of the last 60 minutes, as a worker's finish leaves them.
+PAST_HOUR_SQL = f"""
+INSERT INTO {S}.jobs (queue, task, status, attempt, created_at, available_at, started_at,
+                      finished_at, duration_ms)
+SELECT q.queue, q.task, 'succeeded', 1,
+       f.at - make_interval(secs => f.ms / 1000.0 + 2 + i %% 5),
+       f.at - make_interval(secs => f.ms / 1000.0 + 2 + i %% 5),
+       f.at - make_interval(secs => f.ms / 1000.0), f.at, f.ms
+FROM (VALUES {", ".join("(%s, %s, %s::int, %s::int)" for _ in PAST_HOUR)}) q(queue, task, rate, swing)
+CROSS JOIN generate_series(1, 60) AS m(ago)
+CROSS JOIN LATERAL generate_series(
+    1, greatest(1, round(q.rate + q.swing * sin(m.ago / 7.0 + length(q.queue))
+                         + q.swing * ((m.ago * 37 + length(q.queue) * 11) %% 9 - 4) / 8.0)::int)
+) AS i
+CROSS JOIN LATERAL (
+    SELECT date_trunc('minute', now()) - make_interval(mins => m.ago) + make_interval(secs => i) AS at,
+           200 + (i * 137 + m.ago * 61) %% 1400 AS ms
+) f
+"""
+
+
+@pytest.fixture(name="past_hour")
+def past_hour_fixture(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """An hour of finished jobs; ask for it before ``web_server``, whose charts read it at start."""
+    conn.execute(PAST_HOUR_SQL, [value for row in PAST_HOUR for value in row])  # type: ignore[arg-type]
+    yield
 
 
 @dataclass(frozen=True)
@@ -83,6 +125,10 @@ def build_scene(client: Client, conn: psycopg.Connection[Any]) -> Scene:
     """Fill the database (workers must be running on ``wt``); returns what the tour opens."""
     for spec in SCHEDULES:
         schedule_store.add(conn, S, spec)
+    # As if a scheduler had been running for the last three hours: the real ticker
+    # enqueues the slots since then, so the schedules have a last slot and job.
+    conn.execute(f"UPDATE {S}.schedules SET checked_until = now() - interval '3 hours'")
+    tick(conn, datetime.now(UTC), grace_s=4 * 3600)
     schedule_store.run_now(conn, S, "hourly-report-digest", producer="queue-web")
 
     # A wide workflow whose fan-out waits on a queue nobody serves right now.
@@ -132,8 +178,13 @@ def build_scene(client: Client, conn: psycopg.Connection[Any]) -> Scene:
     ]
     done.append(client.enqueue("steps", queue=Q, args={"n": 4}).id)
     done.append(client.enqueue("flaky", queue=Q, args={"fail_times": 1}).id)
-    failed = client.enqueue("feed_error", queue=Q, args={"feed": "ledger", "day": "2026-11-23"}).id
-    done += [failed, client.enqueue("feed_error", queue=Q, args={"feed": "fx-rates", "row": 77}).id]
+    failed = client.enqueue(
+        "feeds.import", queue=Q, args={"feed": "ledger", "day": "2026-11-23"}, max_attempts=3
+    ).id
+    fx = client.enqueue(
+        "feeds.import", queue=Q, args={"feed": "fx-rates", "row": 77}, max_attempts=1
+    )
+    done += [failed, fx.id]
     done.append(client.enqueue("permanent", queue=Q, args={"reason": "bad input"}).id)
     wait_until(lambda: _all_ended(conn, done), timeout=90, what="the scene's jobs ended")
 
@@ -163,10 +214,12 @@ def build_scene(client: Client, conn: psycopg.Connection[Any]) -> Scene:
 
     # Running jobs with progress, holding two of the three workers.
     running = client.enqueue(
-        "hold_progress", queue=Q, args={"of": 52000, "at": 18400, "message": "loading rows"}
+        "ledger.load_rows",
+        queue=Q,
+        args={"file": "ledger-2026-11-23.csv", "rows": 52000, "done": 18400},
     ).id
     other = client.enqueue(
-        "hold_progress", queue=Q, args={"of": 40, "at": 17, "message": "resizing"}
+        "ledger.load_rows", queue=Q, args={"file": "fx-rates.csv", "rows": 40, "done": 17}
     ).id
 
     def progressing() -> bool:

@@ -29,11 +29,11 @@ from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/
     wait_for,
     web_server_fixture,
 )
-from qe_scene import Scene, build_scene
+from qe_scene import Scene, build_scene, past_hour_fixture
 
 from queue_engine import Client
 
-FIXTURES = (browser_fixture, chromium_fixture, fleet_fixture, web_server_fixture)
+FIXTURES = (browser_fixture, chromium_fixture, fleet_fixture, past_hour_fixture, web_server_fixture)
 
 #: How wide the page and each of its tables draw, against the room they have.
 WIDTHS = """
@@ -73,6 +73,16 @@ def inside(inner: dict[str, float], outer: dict[str, float]) -> bool:
     )
 
 
+def fleet_figures(driver: Any) -> tuple[str, str]:
+    """Running jobs and live workers as the top bar shows them."""
+    from selenium.webdriver.common.by import By
+
+    return tuple(  # type: ignore[return-value]
+        str(driver.find_element(By.CSS_SELECTOR, f'[data-fleet="{name}"]').text)
+        for name in ("running", "workers_live")
+    )
+
+
 def open_page(driver: Any, url: str, path: str, element_id: str) -> None:
     from selenium.webdriver.common.by import By
 
@@ -81,6 +91,7 @@ def open_page(driver: Any, url: str, path: str, element_id: str) -> None:
 
 
 def test_every_page_at_a_laptops_screen_with_realistic_data(
+    past_hour: None,
     web_server: WebServer,
     fleet: list[subprocess.Popen[bytes]],
     browser: Any,
@@ -91,6 +102,9 @@ def test_every_page_at_a_laptops_screen_with_realistic_data(
 
     scene = build_scene(client, conn)
     login(browser, web_server.url, OPERATOR)
+    # The fleet's figures come from queue-web's aggregator, which reads on its own
+    # schedule: wait until they show the scene (two running jobs, three workers).
+    wait_for(browser, lambda d: fleet_figures(d) == ("2", "3"), what="the scene's figures")
     tour = (
         # name, path, an element the page draws, the docs image it is (if any)
         ("overview", "/", "queues-overview", "dashboard-overview"),
@@ -186,7 +200,7 @@ def check_running_job(driver: Any, web_server: WebServer, scene: Scene) -> None:
     open_page(driver, web_server.url, f"/jobs/{scene.running}", "job-progress")
     progress = driver.find_element(By.ID, "job-progress")
     assert "18 400 of 52 000 · 35%" in progress.text
-    assert '"of": 52000' in progress.text and "loading rows" in progress.text
+    assert '"of": 52000' in progress.text and "loading ledger-2026-11-23.csv" in progress.text
     bar = rect(driver, progress.find_element(By.CSS_SELECTOR, ".progress"))
     fill = rect(driver, progress.find_element(By.CSS_SELECTOR, ".progress > span"))
     assert abs(fill["width"] / bar["width"] - 18400 / 52000) < 0.01

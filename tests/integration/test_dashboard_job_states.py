@@ -128,6 +128,10 @@ def test_a_failed_jobs_page_names_what_was_raised_above_the_traceback(
     )
     with web_client(dsn) as web:
         page = web.get(f"/jobs/{job}", headers=REX).text
+        listed = row_of(web.get("/jobs?status=failed", headers=REX).text, job)
+    # The list says what was raised under the job's arguments.
+    said = re.search(r'<div class="row-error" title="([^"]*)">', listed)
+    assert said and said.group(1).startswith("ValueError: the export at https://example.com/")
     summary = re.search(r'<p class="error-summary" id="job-error-summary">([^<]*)</p>', page)
     assert summary and summary.group(1).startswith("ValueError: the export at")
     assert 'id="job-error">Traceback (most recent call last):' in page

@@ -98,15 +98,18 @@ def wait_cancel(args: dict[str, Any]) -> Iterator[None]:
         yield None
 
 
-@task("hold_progress", queue=QUEUE, max_attempts=1)
-def hold_progress(args: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Reports ``{"step": at, "of": of}`` (and a message), then holds its worker until canceled."""
-    of, at = int(args.get("of", 40)), int(args.get("at", 17))
-    yield {"step": at, "of": of, "message": args.get("message", "loading rows")}
+@task("ledger.load_rows", queue=QUEUE, max_attempts=1)
+def load_rows(args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Reports ``{"step": done, "of": rows}`` with a message, then holds its worker until canceled."""
+    progress = {
+        "step": int(args.get("done", 17)),
+        "of": int(args.get("rows", 40)),
+        "message": f"loading {args.get('file', 'rows')}",
+    }
     deadline = time.monotonic() + float(args.get("max_s", 600))
     while time.monotonic() < deadline:
+        yield progress
         time.sleep(0.05)
-        yield {"step": at, "of": of, "message": args.get("message", "loading rows")}
 
 
 FEED_URL = (
@@ -126,8 +129,8 @@ def _parse_amount(row: int, cell: str) -> float:
         ) from None
 
 
-@task("feed_error", queue=QUEUE, max_attempts=1)
-def feed_error(args: dict[str, Any]) -> None:
+@task("feeds.import", queue=QUEUE, max_attempts=1)
+def feeds_import(args: dict[str, Any]) -> None:
     """Fails as a real import does: a long message, a URL longer than any pane, a chained cause."""
     url = str(args.get("url", FEED_URL))
     try:
@@ -288,8 +291,8 @@ NAMES = (
     "secretive",
     "record",
     "wait_cancel",
-    "hold_progress",
-    "feed_error",
+    "ledger.load_rows",
+    "feeds.import",
     "bad_result",
     "backoff",
     "sleepy",

@@ -189,6 +189,8 @@ class JobRow:
     pending_parents: int | None
     #: Running jobs only (the list draws their bar); None otherwise.
     progress: Any
+    #: Failed and lost jobs only: the end of the error (its last line says what was raised).
+    error_tail: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,12 @@ def error_summary(text: str | None) -> str:
     return layout.error_line(text or "", limit=None)
 
 
+def last_line(text: str | None) -> str:
+    """The last non-empty line of a text (the end of a traceback: what was raised)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 def pretty(value: Any) -> str:
     """Indented JSON for args and results."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
@@ -233,6 +239,7 @@ def environment() -> Environment:
         shown=shown,
         badge=badge,
         error_summary=error_summary,
+        last_line=last_line,
         progress=progress_of,
         pretty=pretty,
         waited=waited,
