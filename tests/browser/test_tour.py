@@ -83,11 +83,17 @@ def fleet_figures(driver: Any) -> tuple[str, str]:
     )
 
 
-def open_page(driver: Any, url: str, path: str, element_id: str) -> None:
+def open_page(driver: Any, url: str, path: str, element_id: str, *, timeout: float = 30.0) -> None:
+    """Open a page and wait for one element it draws (AssertionError when it never comes)."""
     from selenium.webdriver.common.by import By
 
     driver.get(url + path)
-    wait_for(driver, lambda d: d.find_elements(By.ID, element_id), what=f"#{element_id} on {path}")
+    wait_for(
+        driver,
+        lambda d: d.find_elements(By.ID, element_id),
+        timeout=timeout,
+        what=f"#{element_id} on {path}",
+    )
 
 
 def test_every_page_at_a_laptops_screen_with_realistic_data(
@@ -124,10 +130,13 @@ def test_every_page_at_a_laptops_screen_with_realistic_data(
     )
     problems: list[str] = []
     for name, path, element_id, docs in tour:
-        open_page(browser, web_server.url, path, element_id)
+        try:
+            open_page(browser, web_server.url, path, element_id, timeout=10)
+        except AssertionError:
+            problems.append(f"{path}: no #{element_id}")
         problems += cut_off(browser, path)
         screenshot(browser, name, docs=docs, full_page=True)
-    assert problems == []
+    assert not problems, "\n".join(problems)
 
     check_schedules(browser, web_server, scene)
     check_failed_job(browser, web_server, scene)
