@@ -77,7 +77,9 @@ def group_links(groups: Sequence[layout.Group]) -> list[Link]:
     finished: dict[tuple[int, int], bool] = {}
     pairs: dict[tuple[int, int], int] = defaultdict(int)
     for target, group in enumerate(groups):
-        for node in group.nodes:
+        # A fan-out's nodes share their parents: the first one says them all.
+        readers = group.nodes[:1] if group.collapsed and group.shared else group.nodes
+        for node in readers:
             for parent, requires in node.after:
                 source = index.get(parent)
                 if source is None or source == target:

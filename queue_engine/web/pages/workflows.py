@@ -142,14 +142,19 @@ def _box(group: layout.Group, group_of: dict[str, layout.Group], now: datetime) 
     return _folded(group, group_of, now) if group.collapsed else _single(group, group_of, now)
 
 
-def dag_levels(groups: list[layout.Group], now: datetime) -> list[Level]:
-    """The boxes of the text view by level: one per node or folded sibling group."""
+def dag_boxes(groups: list[layout.Group], now: datetime) -> list[Box]:
+    """One box per group (a node, or folded siblings): what both views draw."""
     group_of = {n.node: g for g in groups for n in g.nodes}
+    return [_box(group, group_of, now) for group in groups]
+
+
+def dag_levels(groups: list[layout.Group], boxes: list[Box]) -> list[Level]:
+    """The boxes of the text view by level."""
     out: list[Level] = []
-    for group in groups:
+    for group, box in zip(groups, boxes, strict=True):
         if not out or out[-1].number != group.level:
             out.append(Level(group.level, []))
-        out[-1].boxes.append(_box(group, group_of, now))
+        out[-1].boxes.append(box)
     return out
 
 
@@ -253,11 +258,9 @@ def _height(box: Box) -> float:
     return SINGLE_HEIGHT + (LINE_HEIGHT if box.error else 0.0)
 
 
-def dag_graph(folded: graph.Folded, workflow_id: int, now: datetime) -> GraphView:
+def dag_graph(folded: graph.Folded, boxes: list[Box], workflow_id: int) -> GraphView:
     """The graph of the folded groups: boxes placed in columns, edges routed between them."""
     groups = folded.groups
-    group_of = {n.node: g for g in groups for n in g.nodes}
-    boxes = [_box(g, group_of, now) for g in groups]
     drawing = graph.place(
         [g.level for g in groups],
         [_height(box) for box in boxes],
@@ -343,13 +346,13 @@ def _workflow_values(
     except (WorkflowNotFound, ValidationError):
         return None
     took = (info.finished_at - info.created_at).total_seconds() if info.finished_at else None
-    now = ctx.now()
     folded = graph.fold(layout.group_nodes(nodes))
+    boxes = dag_boxes(folded.groups, ctx.now())
     return {
         "wf": info,
         "counts": ordered_counts(info.counts),
-        "levels": dag_levels(folded.groups, now),
-        "graph": dag_graph(folded, workflow_id, now),
+        "levels": dag_levels(folded.groups, boxes),
+        "graph": dag_graph(folded, boxes, workflow_id),
         "inputs": awaiting_input(nodes) if ctx.can_operate else [],
         "took": took,
     }
