@@ -5,8 +5,9 @@ real workers, real failures with long errors, schedules, delayed jobs, a
 workflow with a fan-out, a fan-in and an input node, running jobs with
 progress. The tour opens every page, checks that nothing is cut off at this
 size (no page and no table scrolls sideways, every control can be clicked),
-and saves a screenshot of each in ``.artifacts/screenshots/`` to be looked at;
-with ``QUEUE_ENGINE_DOCS_IMAGES=1`` it also refreshes the images of the docs.
+and saves a screenshot of each in ``.artifacts/screenshots/tour-*.png`` to be
+looked at; with ``QUEUE_ENGINE_DOCS_IMAGES=1`` it also refreshes the images of
+the docs.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def test_every_page_at_a_laptops_screen_with_realistic_data(
         except AssertionError:
             problems.append(f"{path}: no #{element_id}")
         problems += cut_off(browser, path)
-        screenshot(browser, name, docs=docs, full_page=True)
+        screenshot(browser, f"tour-{name}", docs=docs, full_page=True)
     assert not problems, "\n".join(problems)
 
     check_schedules(browser, web_server, scene)
@@ -144,7 +145,7 @@ def test_every_page_at_a_laptops_screen_with_realistic_data(
 
     click(browser, By.ID, "sign-out")
     wait_for(browser, lambda d: d.find_elements(By.ID, "sign-in"), what="the sign-in form")
-    screenshot(browser, "login")
+    screenshot(browser, "tour-login")
     # Without a login a page sends the visitor to the sign-in form.
     with urllib.request.urlopen(f"{web_server.url}/jobs", timeout=5) as anonymous:
         assert anonymous.url.startswith(f"{web_server.url}/login?next=")
