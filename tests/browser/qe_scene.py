@@ -111,6 +111,30 @@ class Scene:
     schedules: tuple[str, ...]
 
 
+def nightly_etl() -> Workflow:
+    """A fan-out, a fan-in, a check that fails, an input node ``approve`` and its child.
+
+    Run by workers on ``wt``: every node but ``approve`` and ``publish`` ends,
+    ``check`` failed, ``report`` ran anyway (after ``finished("check")``).
+    """
+    wf = Workflow("nightly-etl", idempotency_key="nightly:2026-11-23")
+    wf.add("fetch", "echo", queue=Q, args={"day": "2026-11-23"})
+    for i in range(8):
+        wf.add(f"parse-{i}", "echo", queue=Q, args={"part": i}, after=["fetch"])
+    wf.add("check", "permanent", queue=Q, args={"reason": "bad row 17"}, after=["fetch"])
+    wf.add("aggregate", "echo", queue=Q, after=[f"parse-{i}" for i in range(8)])
+    wf.add("report", "echo", queue=Q, after=[finished("check"), "aggregate"])
+    wf.input("approve", after=["aggregate"], queue=Q)
+    wf.add("publish", "echo", queue=Q, after=["approve"])
+    return wf
+
+
+def awaiting_approval(client: Client, workflow_id: int) -> bool:
+    """True once :func:`nightly_etl` ran as far as it can: ``approve`` awaits its value."""
+    nodes = {n.node: n for n in client.workflow_nodes(workflow_id)}
+    return nodes["approve"].pending_parents == 0 and nodes["report"].status == "succeeded"
+
+
 def _status(conn: psycopg.Connection[Any], job_id: int) -> str:
     row = conn.execute(f"SELECT status FROM {S}.jobs_all WHERE id = %s", (job_id,)).fetchone()
     return "" if row is None else str(row[0])
@@ -159,17 +183,7 @@ def build_scene(client: Client, conn: psycopg.Connection[Any]) -> Scene:
             args={"report": "monthly-revenue", "region": f"eu-{i}"},
         )
 
-    # A workflow: fan-out, fan-in, a failing check, an input node and what follows it.
-    wf = Workflow("nightly-etl", idempotency_key="nightly:2026-11-23")
-    wf.add("fetch", "echo", queue=Q, args={"day": "2026-11-23"})
-    for i in range(8):
-        wf.add(f"parse-{i}", "echo", queue=Q, args={"part": i}, after=["fetch"])
-    wf.add("check", "permanent", queue=Q, args={"reason": "bad row 17"}, after=["fetch"])
-    wf.add("aggregate", "echo", queue=Q, after=[f"parse-{i}" for i in range(8)])
-    wf.add("report", "echo", queue=Q, after=[finished("check"), "aggregate"])
-    wf.input("approve", after=["aggregate"], queue=Q)
-    wf.add("publish", "echo", queue=Q, after=["approve"])
-    info = client.start_workflow(wf)
+    info = client.start_workflow(nightly_etl())
 
     # Jobs the workers run to their end.
     done = [
@@ -189,12 +203,11 @@ def build_scene(client: Client, conn: psycopg.Connection[Any]) -> Scene:
     wait_until(lambda: _all_ended(conn, done), timeout=90, what="the scene's jobs ended")
 
     nodes = {n.node: n for n in client.workflow_nodes(info.id)}
-
-    def awaiting() -> bool:
-        current = {n.node: n for n in client.workflow_nodes(info.id)}
-        return current["approve"].pending_parents == 0 and current["report"].status == "succeeded"
-
-    wait_until(awaiting, timeout=90, what="the input node awaiting its value")
+    wait_until(
+        lambda: awaiting_approval(client, info.id),
+        timeout=90,
+        what="the input node awaiting its value",
+    )
     wait_until(
         lambda: _status(conn, client.workflow_nodes(wide_info.id)[0].job_id) == "succeeded",
         what="the wide workflow's first node",
