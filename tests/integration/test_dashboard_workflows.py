@@ -236,3 +236,4 @@ def test_a_workflow_too_big_to_draw_is_cut_and_says_so(dsn: str, client: Client)
     assert svg.count('<a class="g-node') == graph.MAX_BOXES
     assert page.count('class="dag-node') == graph.MAX_BOXES  # the text view is bounded too
     assert 'id="dag-too-big"' in page and "30 node(s) in 30 more box(es) are not drawn" in page
+    assert "folded together" not in page  # a chain has nothing to fold

@@ -77,7 +77,7 @@ def test_too_many_groups_are_folded_by_task_then_cut_and_counted() -> None:
     # A 10,000-link chain cannot fold: the first boxes are drawn, the rest counted.
     chain = [node("c0")] + [node(f"c{i}", after=[f"c{i - 1}"]) for i in range(1, 10_000)]
     f = graph.fold(layout.group_nodes(chain))
-    assert len(f.groups) == graph.MAX_BOXES
+    assert len(f.groups) == graph.MAX_BOXES and not f.coarser
     assert (f.hidden_groups, f.hidden_nodes) == (10_000 - graph.MAX_BOXES,) * 2
     assert len(f.links) == graph.MAX_BOXES - 1
     drawing = graph.place([g.level for g in f.groups], [40.0] * len(f.groups), f.links, **BOX)

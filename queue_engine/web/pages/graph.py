@@ -100,15 +100,18 @@ def fold(groups: list[layout.Group], limit: int = MAX_BOXES) -> Folded:
     """Groups and links within ``limit`` boxes: folded by task and level, then cut if need be."""
     coarser = False
     if len(groups) > limit:
-        coarser = True
         merged: dict[tuple[int, str], layout.Group] = {}
         for group in groups:
             key = (group.level, group.nodes[0].task)
             into = merged.setdefault(key, layout.Group(group.level, [], shared=False))
             into.nodes.extend(group.nodes)
-        groups = sorted(merged.values(), key=lambda g: (g.level, min(n.job_id for n in g.nodes)))
-        for group in groups:
-            group.nodes.sort(key=lambda n: n.job_id)
+        if len(merged) < len(groups):  # a chain, say, has nothing to fold together
+            coarser = True
+            groups = sorted(
+                merged.values(), key=lambda g: (g.level, min(n.job_id for n in g.nodes))
+            )
+            for group in groups:
+                group.nodes.sort(key=lambda n: n.job_id)
     hidden = groups[limit:]
     kept = groups[:limit]
     return Folded(

@@ -1,13 +1,16 @@
-"""The dashboard's workflow pages: the list, and one workflow's DAG by level.
+"""The dashboard's workflow pages: the list, and one workflow's DAG as a graph and by level.
 
 Both read through :class:`~queue_engine.client.Client` (``list_workflows``,
 ``get_workflow``, ``workflow_nodes``), the calls ``queue-ctl workflows`` and
-``/api/v1/workflows`` make. The DAG is laid out by
-:mod:`queue_engine.workflows.layout`, the layout ``queue-ctl workflows show``
-draws as text: one box per node or per folded fan-out, in rows by depth
-level, so a 10,000-node fan-out is one box with its counts, and the page's
-size follows the number of groups, not of nodes. The buttons (cancel, retry,
-provide input) are in :mod:`.actions`, drawn for operators only.
+``/api/v1/workflows`` make. The nodes are grouped by
+:mod:`queue_engine.workflows.layout`, the grouping ``queue-ctl workflows show``
+draws as text: one box per node or per folded fan-out, so a 10,000-node
+fan-out is one box with its counts. The page draws the boxes twice from the
+same list: as an SVG graph laid out by :mod:`.graph` (columns by level,
+edges), and as text by level (parents and errors, for reading and for screen
+readers). Past :data:`.graph.MAX_BOXES` groups the boxes are folded coarser
+and cut, so the page's size is bounded whatever the workflow's. The buttons
+(cancel, retry, provide input) are in :mod:`.actions`, drawn for operators only.
 """
 
 from __future__ import annotations
