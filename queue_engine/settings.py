@@ -711,6 +711,13 @@ TEST_DSN = optional_text(
     (TESTS,),
     "admin DSN of a Postgres server for the test suite; unset: an embedded one",
 )
+DOCS_IMAGES = choice(
+    "DOCS_IMAGES",
+    "0",
+    ("0", "1"),
+    (TESTS,),
+    "1: the browser tests also write the screenshots the docs show into docs/images/",
+)
 
 
 #: The table: every setting by name (without the prefix), in documentation order.
@@ -780,6 +787,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         WEB_DB_TIMEOUT_S,
         WEB_BULK_MAX,
         TEST_DSN,
+        DOCS_IMAGES,
     )
 }
 

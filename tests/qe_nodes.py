@@ -1,8 +1,10 @@
-"""Workflow nodes moved in SQL, and their tallies: helpers of the node-end tests.
+"""Workflow nodes: moved in SQL with their tallies, or built as read back (``NodeInfo``).
 
 A test of what a node's end does (the workflow trigger) claims and ends nodes
 with plain UPDATEs, as a worker's statement would, and compares a workflow's
-tally shards with a recount of its jobs.
+tally shards with a recount of its jobs. A test of a drawing (``queue-ctl
+workflows show``, the dashboard's graph) builds the nodes it draws with
+:func:`node`, without a database.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import psycopg
 
 from queue_engine.context import JobContext
 from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.workflows.model import NodeInfo
 
 Conn = psycopg.Connection[Any]
 Q = "wf"
@@ -91,3 +94,40 @@ def node_status(conn: Conn, workflow_id: int, node: str) -> str:
     ).fetchone()
     assert row is not None
     return str(row[0])
+
+
+_ids = iter(range(1, 1_000_000))
+
+
+def node(
+    name: str,
+    *,
+    after: list[str] | None = None,
+    task: str = "t.work",
+    status: str = "succeeded",
+    attempt: int = 1,
+    max_attempts: int = 3,
+    duration_ms: int | None = 200,
+    pending: int | None = 0,
+    error: str | None = None,
+    requires: dict[str, str] | None = None,
+    **extra: Any,
+) -> NodeInfo:
+    """A node as ``workflow_nodes`` reads it back; job ids count up, so build parents first."""
+    requires = requires or {}
+    return NodeInfo(
+        job_id=next(_ids),
+        node=name,
+        task=task,
+        queue="q",
+        status=status,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        pending_parents=pending,
+        started_at=extra.get("started_at"),
+        finished_at=extra.get("finished_at"),
+        duration_ms=duration_ms,
+        error=error,
+        result=None,
+        after=[(p, requires.get(p, "succeeded")) for p in (after or [])],
+    )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from queue_engine import stats
+from queue_engine import job_display, stats
 
 if TYPE_CHECKING:  # types only: loading the pruner and the schedule store costs every command
     from queue_engine.controls import Controls
@@ -119,17 +119,42 @@ def died_line(d: Deaths) -> str | None:
     )
 
 
-def job_lines(job: Job, *, died: Deaths | None = None) -> list[str]:
+def status_text(job: Job, now: datetime) -> str:
+    """A job's status as ``show`` and ``status`` print it: a delayed job reads as scheduled.
+
+    The stored status stays in the text (``queued``, ``waiting``), so what a
+    person reads still matches ``--status`` filters and the JSON.
+    """
+    shown = job_display.shown_status(job, now)
+    if shown == job_display.SCHEDULED:
+        return f"scheduled, runs {job_display.runs_in(job.available_at, now)} (queued until then)"
+    if shown == job_display.AWAITING_INPUT:
+        return (
+            f"awaiting input (waiting): queue-ctl workflows provide-input "
+            f"{job.workflow_id} {job.node} VALUE"
+        )
+    return str(job.status)
+
+
+def task_text(job: Job) -> str:
+    """A job's task, or for a workflow input node what it is (``input approve of workflow 3``)."""
+    if job_display.is_input(job.task):
+        return f"input {job.node} of workflow {job.workflow_id}"
+    return job.task
+
+
+def job_lines(job: Job, *, died: Deaths | None = None, now: datetime | None = None) -> list[str]:
     """One job, one ``name: value`` line per field that has a value.
 
     ``died`` (``show`` passes it, from the job's events) adds a ``died`` line
     under the attempts, so a poison job's crash loop is the first thing seen.
+    ``now`` (default: the clock) decides whether a queued job is still scheduled.
     """
     fields = [
         ("id", job.id),
-        ("task", job.task),
+        ("task", task_text(job)),
         ("queue", job.queue),
-        ("status", job.status),
+        ("status", status_text(job, now or datetime.now(UTC))),
         ("attempt", f"{job.attempt}/{job.max_attempts}"),
         ("died", None if died is None else died_line(died)),
         ("priority", job.priority),
@@ -152,14 +177,25 @@ def job_lines(job: Job, *, died: Deaths | None = None) -> list[str]:
     return [f"{name:>16}: {value}" for name, value in fields if value is not None]
 
 
-def job_list_lines(jobs: list[Job]) -> list[str]:
-    """The ``queue-ctl list`` table (fixed widths, so long names push columns right)."""
-    lines = [f"{'ID':>8}  {'STATUS':<10} {'QUEUE':<16} {'TASK':<24} {'ATTEMPT':>7}  CREATED"]
-    lines += [
-        f"{j.id:>8}  {j.status:<10} {j.queue:<16} {j.task:<24} {j.attempt:>3}/{j.max_attempts:<3}  "
-        f"{j.created_at.isoformat(timespec='seconds')}"
-        for j in jobs
+def job_list_lines(jobs: list[Job], now: datetime | None = None) -> list[str]:
+    """The ``queue-ctl list`` table (fixed widths, so long names push columns right).
+
+    A delayed job's status reads ``scheduled`` and its RUNS column says when
+    (``in 4m05s``); an input node reads ``awaiting input`` with its workflow.
+    """
+    now = now or datetime.now(UTC)
+    lines = [
+        f"{'ID':>8}  {'STATUS':<14} {'QUEUE':<16} {'TASK':<24} {'ATTEMPT':>7}  "
+        f"{'CREATED':<25}  RUNS"
     ]
+    for j in jobs:
+        shown = job_display.shown_status(j, now)
+        runs = job_display.runs_in(j.available_at, now) if shown == job_display.SCHEDULED else ""
+        lines.append(
+            f"{j.id:>8}  {shown:<14} {j.queue:<16} {task_text(j):<24} "
+            f"{j.attempt:>3}/{j.max_attempts:<3}  "
+            f"{j.created_at.isoformat(timespec='seconds'):<25}  {runs}".rstrip()
+        )
     return lines
 
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from queue_engine.job_display import AWAITING_INPUT, awaiting_input
 from queue_engine.workflows.model import NodeInfo
 from queue_engine.workflows.spec import INPUT_TASK
 
@@ -50,8 +51,8 @@ ELLIPSIS = "…"
 
 def node_state(node: NodeInfo) -> str:
     """The state shown for a node: its job status, or ``awaiting input`` for a ready input node."""
-    if node.task == INPUT_TASK and node.status == "waiting" and not node.pending_parents:
-        return "awaiting input"
+    if awaiting_input(node.task, node.status, node.pending_parents):
+        return AWAITING_INPUT
     return node.status
 
 
@@ -231,8 +232,8 @@ def after_text(node: NodeInfo, group_of: dict[str, Group]) -> str:
     return ", ".join(names)
 
 
-def error_line(text: str) -> str:
-    """The line of an error that says what happened, at most 200 characters.
+def error_line(text: str, limit: int | None = 200) -> str:
+    """The line of an error that says what happened, at most ``limit`` characters (None: whole).
 
     A handler's error is stored as a traceback, whose first line says nothing
     ("Traceback (most recent call last):") and whose last says what was raised.
@@ -241,4 +242,4 @@ def error_line(text: str) -> str:
     if not lines:
         return ""
     line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
-    return line[:200]
+    return line if limit is None else line[:limit]

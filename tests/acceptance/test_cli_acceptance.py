@@ -20,7 +20,9 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 from qe_ctl import ok, queue_ctl
 
+from queue_engine import Client
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION
+from queue_engine.workflows import Workflow
 
 UNREACHABLE = "postgresql://u:s3cretpw@127.0.0.1:1/x"
 
@@ -235,6 +237,33 @@ def test_list_older_than(dsn: str) -> None:
 
 def test_list_of_an_empty_queue(dsn: str) -> None:
     assert json.loads(ok(queue_ctl("--dsn", dsn, "list", "--json"))) == []
+
+
+def test_a_delayed_job_and_an_input_node_read_as_what_they_are(dsn: str) -> None:
+    """Display only: ``scheduled`` / ``awaiting input`` in the text, the stored status in JSON."""
+    job_id = int(ok(queue_ctl("--dsn", dsn, "enqueue", "report.build", "--delay", "600")))
+    status = ok(queue_ctl("--dsn", dsn, "status", str(job_id)))
+    assert re.search(r"status: scheduled, runs in 9m5\ds \(queued until then\)", status)
+    wf = Workflow("gate")
+    wf.input("approve")
+    with Client(dsn) as client:
+        info = client.start_workflow(wf)
+    rows = {
+        int(line.split()[0]): line for line in ok(queue_ctl("--dsn", dsn, "list")).splitlines()[1:]
+    }
+    assert re.search(r"\bscheduled\b.*report\.build.*\bin 9m5\ds$", rows[job_id])
+    (node_id,) = set(rows) - {job_id}
+    assert (
+        "awaiting input" in rows[node_id]
+        and f"input approve of workflow {info.id}" in rows[node_id]
+    )
+    assert "queue-engine:input" not in rows[node_id]
+    shown = ok(queue_ctl("--dsn", dsn, "show", str(job_id)))
+    assert "status: scheduled, runs in" in shown
+    stored = {
+        j["id"]: j["status"] for j in json.loads(ok(queue_ctl("--dsn", dsn, "list", "--json")))
+    }
+    assert stored == {job_id: "queued", node_id: "waiting"}
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -13,17 +13,22 @@ test with the reason. selenium gets the driver's path, so selenium-manager
 never tries to download a browser or a driver.
 
 Each test saves screenshots of the pages it visits in
-``.artifacts/screenshots/`` (gitignored), to look at after a run.
+``.artifacts/screenshots/`` (gitignored), to look at after a run, at a
+laptop's 1366x768 viewport. The screenshots the docs show come from the same
+run: with ``QUEUE_ENGINE_DOCS_IMAGES=1`` a screenshot given a ``docs`` name is
+also written to ``docs/images/`` (docs/contributing.md says how to refresh
+them).
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
 from qe_worker_helpers import kill_all, spawn_worker, stop_process, wait_until
 
+from queue_engine import settings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -47,8 +54,10 @@ OPERATOR = ("admin", "operator-password")
 VIEWER = ("viewer", "viewer-password")
 USERS = f"{OPERATOR[0]}:operator:{OPERATOR[1]},{VIEWER[0]}:read:{VIEWER[1]}"
 
-#: Laptop screen (the pages must be usable on 1366x768 and 1440x900).
-WINDOW = (1440, 900)
+DOCS_IMAGES = REPO_ROOT / "docs" / "images"
+
+#: The viewport every page is checked and photographed at: a common laptop screen.
+VIEWPORT = (1366, 768)
 
 
 def _have_browser() -> bool:
@@ -170,6 +179,21 @@ def worker_fixture(dsn: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]
         kill_all([proc])
 
 
+@pytest.fixture(name="fleet")
+def fleet_fixture(dsn: str, tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Three ``queue-claim-worker`` processes on ``wt``: what ``qe_scene.build_scene`` needs."""
+    procs = [
+        spawn_worker(dsn, log_file=tmp_path / f"worker-{i}.log", QUEUE_ENGINE_SHUTDOWN_GRACE_S="1")
+        for i in range(3)
+    ]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            stop_process(proc)
+        kill_all(procs)
+
+
 @pytest.fixture(name="browser")
 def browser_fixture(chromium: Path, tmp_path: Path) -> Iterator[Any]:
     """A fresh headless Chromium (its own profile folder), closed after the test."""
@@ -188,12 +212,13 @@ def browser_fixture(chromium: Path, tmp_path: Path) -> Iterator[Any]:
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}",
         f"--user-data-dir={tmp_path / 'chromium-profile'}",
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(30)
+    set_viewport(driver, *VIEWPORT)
     try:
         yield driver
     finally:
@@ -252,20 +277,49 @@ def click(driver: Any, by: str, value: str, *, timeout: float = 30.0) -> None:
 
 
 def set_viewport(driver: Any, width: int, height: int) -> None:
-    """Make the page's viewport (what a screenshot holds) exactly ``width`` x ``height``.
+    """Size the window so that the page itself (the viewport) is ``width`` x ``height``.
 
-    ``set_window_size`` sizes the window, and headless Chromium keeps some of
-    it for its (invisible) window frame: 1366x768 gives a 1366x625 page.
+    ``--window-size`` and ``set_window_size`` size the whole window, of which
+    Chromium (headless too) keeps some for its own frame: the page would get
+    less than the screen the tests mean.
     """
     driver.set_window_size(width, height)
-    inner_w, inner_h = driver.execute_script("return [window.innerWidth, window.innerHeight]")
-    driver.set_window_size(2 * width - inner_w, 2 * height - inner_h)
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight];")
+    driver.set_window_size(2 * width - int(inner[0]), 2 * height - int(inner[1]))
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight];")
+    assert (int(inner[0]), int(inner[1])) == (width, height), inner
 
 
-def screenshot(driver: Any, name: str) -> Path:
-    """Save the current page as ``.artifacts/screenshots/<name>.png`` (looked at by people)."""
+def screenshot(driver: Any, name: str, *, docs: str | None = None, full_page: bool = False) -> Path:
+    """Save the viewport as ``.artifacts/screenshots/<name>.png`` (looked at by people).
+
+    ``docs``: the name of the image in docs/images/ this screenshot is, written
+    there too when ``QUEUE_ENGINE_DOCS_IMAGES=1``. ``full_page``: also save the
+    whole page, below the fold included, as ``<name>-full.png`` (when it is
+    taller than the window).
+    """
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    time.sleep(0)  # the file is written by the driver synchronously
     driver.save_screenshot(str(path))
+    taller = driver.execute_script(
+        "return document.documentElement.scrollHeight > window.innerHeight;"
+    )
+    if full_page and taller:
+        (SCREENSHOTS / f"{name}-full.png").write_bytes(_whole_page(driver))
+    if docs is not None and settings.DOCS_IMAGES.read() == "1":
+        shutil.copyfile(path, DOCS_IMAGES / f"{docs}.png")
     return path
+
+
+def _whole_page(driver: Any) -> bytes:
+    """The whole page as a PNG, beyond the viewport (Chromium's DevTools protocol)."""
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+        },
+    )
+    return base64.b64decode(shot["data"])

@@ -8,7 +8,6 @@ it, so the document was never reloaded).
 from __future__ import annotations
 
 import subprocess
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Thread
 from typing import Any
@@ -259,34 +258,3 @@ def _serve_forgery(target: str) -> str:
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     Thread(target=server.serve_forever, daemon=True).start()
     return f"http://localhost:{port}/"
-
-
-def test_every_page_renders_for_an_operator(
-    web_server: WebServer,
-    worker: subprocess.Popen[bytes],
-    browser: Any,
-    client: Client,
-    conn: psycopg.Connection[Any],
-) -> None:
-    """The tour behind the screenshots: each page answers and draws its table."""
-    from selenium.webdriver.common.by import By
-
-    for i in range(5):
-        client.enqueue("echo", queue=Q, args={"customer": 1000 + i, "region": "eu-west"})
-    client.enqueue("steps", queue=Q, args={"n": 4})
-    failed = client.enqueue("permanent", queue=Q, args={"reason": "bad input"}).id
-    wait_until(lambda: status_of(conn, failed) == "failed", what="a failed job")
-    login(browser, web_server.url, OPERATOR)
-    for name, path, table in (
-        ("jobs", "/jobs", "jobs-table"),
-        ("jobs-filtered", '/jobs?args={"region":"eu-west"}&preview=retry', "jobs-table"),
-        ("job-failed", f"/jobs/{failed}", "job-error"),
-        ("workers", "/workers", "workers-table"),
-        ("schedules", "/schedules", "schedules-table"),
-    ):
-        browser.get(web_server.url + path)
-        wait_for(browser, lambda d, t=table: d.find_elements(By.ID, t), what=path)
-        screenshot(browser, name)
-    # Without a login a page sends the visitor to the sign-in form.
-    with urllib.request.urlopen(f"{web_server.url}/jobs", timeout=5) as anonymous:
-        assert anonymous.url.startswith(f"{web_server.url}/login?next=")

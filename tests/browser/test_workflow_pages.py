@@ -25,10 +25,11 @@ from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/
     web_server_fixture,
     worker_fixture,
 )
+from qe_scene import awaiting_approval, nightly_etl
 from qe_worker_helpers import wait_until
 
 from queue_engine import Client
-from queue_engine.workflows import Workflow, finished
+from queue_engine.workflows import Workflow
 
 S = "queue_engine"
 Q = "wt"
@@ -71,32 +72,16 @@ def test_an_operator_follows_a_workflow_and_provides_its_input(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    wf = Workflow("nightly-etl", idempotency_key="nightly:2026-11-23")
-    wf.add("fetch", "echo", queue=Q, args={"day": "2026-11-23"})
-    for i in range(8):
-        wf.add(f"parse-{i}", "echo", queue=Q, args={"part": i}, after=["fetch"])
-    wf.add("check", "permanent", queue=Q, args={"reason": "bad row 17"}, after=["fetch"])
-    wf.add("aggregate", "echo", queue=Q, after=[f"parse-{i}" for i in range(8)])
-    wf.add("report", "echo", queue=Q, after=[finished("check"), "aggregate"])
-    wf.input("approve", after=["aggregate"], queue=Q)
-    wf.add("publish", "echo", queue=Q, after=["approve"])
-    info = client.start_workflow(wf)
-
-    def awaiting() -> bool:
-        nodes = {n.node: n for n in client.workflow_nodes(info.id)}
-        return nodes["approve"].pending_parents == 0 and nodes["report"].status == "succeeded"
-
-    wait_until(awaiting, what="the input node awaiting its value")
+    info = client.start_workflow(nightly_etl())
+    wait_until(lambda: awaiting_approval(client, info.id), what="the input node awaiting its value")
     login(browser, web_server.url, OPERATOR)
     browser.get(f"{web_server.url}/workflows")
     wait_for(browser, lambda d: d.find_elements(By.ID, "workflows-table"), what="the list")
     screenshot(browser, "workflows")
     # Six pages in the top bar still fit a 1366px laptop screen, without a sideways scroll.
-    browser.set_window_size(1366, 768)
     assert browser.execute_script(
         "return document.documentElement.scrollWidth <= window.innerWidth"
     )
-    browser.set_window_size(1440, 900)
     browser.get(f"{web_server.url}/workflows/{info.id}")
     wait_for(browser, lambda d: d.find_elements(By.ID, "dag"), what="the DAG")
     text = page_text(browser)

@@ -18,7 +18,9 @@ import pytest
 from web_client import web_client
 
 from queue_engine import Client
+from queue_engine.web.pages import graph
 from queue_engine.web.pages import workflows as pages
+from queue_engine.web.pages.workflows import TIMES
 from queue_engine.workflows import Workflow, WorkflowInfo, finished
 
 S = "queue_engine"
@@ -171,4 +173,67 @@ def test_a_ten_thousand_node_workflow_draws_a_few_boxes(dsn: str, client: Client
     assert page.status_code == 200
     assert page.text.count('class="dag-node') == 4  # fetch, the fold, merge, approve
     assert "10 000 nodes" in page.text  # the num filter: thousands separated by a space
+    svg = graph_of(page.text)
+    assert svg.count('<a class="g-node') == 4 and svg.count('<path class="edge') == 3
+    assert 'data-count="10000"' in svg and f"{TIMES}10 000 · etl.part" in svg
     assert len(page.text) < 100_000, len(page.text)
+
+
+def graph_of(html: str) -> str:
+    """The page's SVG drawing of the DAG."""
+    found = re.search(r'<svg class="dag-svg".*?</svg>', html, re.S)
+    assert found, "no graph on the page"
+    return found.group(0)
+
+
+def test_the_dag_is_drawn_as_a_graph_with_edges_states_and_folds(
+    dsn: str, client: Client, conn: psycopg.Connection[Any]
+) -> None:
+    info = fan(client, width=6)
+    nodes = {n.node: n for n in client.workflow_nodes(info.id)}
+    conn.execute(
+        f"UPDATE {S}.jobs SET status = 'running', attempt = 1, started_at = now(),"
+        " claimed_by = 'host:1:t', lease_expires_at = now() + interval '1 minute' WHERE id = %s",
+        (nodes["fetch"].job_id,),
+    )
+    with web_client(dsn) as web:
+        svg = graph_of(web.get(f"/workflows/{info.id}", headers=REX).text)
+        boxes = re.findall(
+            r'<a class="g-node ([\w-]+)( folded)?" href="([^"]*)" data-state="([^"]*)"', svg
+        )
+        folded_list = web.get(boxes[1][2].replace("&amp;", "&"), headers=REX).text
+    assert [(css, state) for css, _, _, state in boxes] == [
+        ("running", "running"),  # fetch
+        ("waiting", "waiting"),  # the fold of part-0 … part-5
+        ("waiting", "waiting"),  # merge
+        ("waiting", "waiting"),  # approve: its parent has not ended
+    ]
+    hrefs = [href.replace("&amp;", "&") for _, _, href, _ in boxes]
+    assert hrefs[0] == f"/jobs/{nodes['fetch'].job_id}"
+    # The fold links to the list of its nodes, in a search window that starts at its last one.
+    assert hrefs[1] == (
+        f"/jobs?workflow={info.id}&task=etl.part&before={nodes['part-5'].job_id + 1}"
+    )
+    assert boxes[1][1] == " folded" and f"{TIMES}6 · etl.part" in svg and "6 waiting" in svg
+    edges = re.findall(r'<path class="(edge[\w ]*)" d="M', svg)
+    # fetch → fold, fold → merge (after each part finished: dashed), merge → approve.
+    assert sorted(edges) == ["edge", "edge", "edge finished"]
+    # The fold's link opens exactly its nodes.
+    listed = {int(i) for i in re.findall(r'<tr data-job="(\d+)"', folded_list)}
+    assert listed == {nodes[f"part-{i}"].job_id for i in range(6)}
+
+
+def test_a_workflow_too_big_to_draw_is_cut_and_says_so(dsn: str, client: Client) -> None:
+    links = graph.MAX_BOXES + 30
+    wf = Workflow("long-chain")
+    wf.add("step-0", "etl.step")
+    for i in range(1, links):
+        wf.add(f"step-{i}", "etl.step", after=[f"step-{i - 1}"])
+    info = client.start_workflow(wf)
+    with web_client(dsn) as web:
+        page = web.get(f"/workflows/{info.id}", headers=REX).text
+    svg = graph_of(page)
+    assert svg.count('<a class="g-node') == graph.MAX_BOXES
+    assert page.count('class="dag-node') == graph.MAX_BOXES  # the text view is bounded too
+    assert 'id="dag-too-big"' in page and "30 node(s) in 30 more box(es) are not drawn" in page
+    assert "folded together" not in page  # a chain has nothing to fold

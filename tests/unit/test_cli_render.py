@@ -7,7 +7,8 @@ the prune summary. The acceptance tests check the same text end to end.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from queue_engine import stats
 from queue_engine.cli import render
@@ -72,10 +73,50 @@ def test_job_lines_leave_out_empty_fields() -> None:
 
 
 def test_job_list_has_a_header_even_when_empty() -> None:
-    (header,) = render.job_list_lines([])
-    assert header.split() == ["ID", "STATUS", "QUEUE", "TASK", "ATTEMPT", "CREATED"]
-    (_, row) = render.job_list_lines([job()])
+    (header,) = render.job_list_lines([], now=AT)
+    assert header.split() == ["ID", "STATUS", "QUEUE", "TASK", "ATTEMPT", "CREATED", "RUNS"]
+    (_, row) = render.job_list_lines([job()], now=AT)
     assert row.split() == ["7", "queued", "mail", "mail.send", "0/5", AT.isoformat()]
+
+
+def test_a_delayed_job_reads_as_scheduled_with_its_run_time() -> None:
+    later = AT + timedelta(minutes=4, seconds=5)
+    delayed = job(available_at=later)
+    (_, row) = render.job_list_lines([delayed], now=AT)
+    assert row.split() == [
+        "7",
+        "scheduled",
+        "mail",
+        "mail.send",
+        "0/5",
+        AT.isoformat(),
+        "in",
+        "4m05s",
+    ]
+    status = next(line for line in render.job_lines(delayed, now=AT) if "status:" in line)
+    assert status.split(":", 1)[1].strip() == "scheduled, runs in 4m05s (queued until then)"
+    # Once its time has come it is an ordinary queued job again.
+    (_, due) = render.job_list_lines([delayed], now=later)
+    assert due.split()[1] == "queued" and due.split()[-1] == AT.isoformat()
+
+
+def test_an_input_node_reads_as_awaiting_input_of_its_workflow() -> None:
+    node = job(
+        task="queue-engine:input",
+        status=JobStatus.WAITING,
+        workflow_id=3,
+        node="approve",
+        pending_parents=0,
+    )
+    (_, row) = render.job_list_lines([node], now=AT)
+    assert "awaiting input" in row and "input approve of workflow 3" in row
+    assert "queue-engine:input" not in row
+    text = "\n".join(render.job_lines(node, now=AT))
+    assert "task: input approve of workflow 3" in text
+    assert "status: awaiting input (waiting): queue-ctl workflows provide-input 3 approve" in text
+    # Before its parents end it is waiting, like any node.
+    (_, early) = render.job_list_lines([replace(node, pending_parents=1)], now=AT)
+    assert early.split()[1] == "waiting"
 
 
 def test_limit_cells() -> None:

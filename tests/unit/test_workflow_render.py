@@ -13,46 +13,14 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from qe_nodes import node
+
 from queue_engine.cli import workflow_render as wr
-from queue_engine.workflows.model import NodeInfo, WorkflowInfo, WorkflowState
+from queue_engine.workflows.model import WorkflowInfo, WorkflowState
 from queue_engine.workflows.spec import INPUT_TASK
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ids = iter(range(1, 1_000_000))
-
-
-def node(
-    name: str,
-    *,
-    after: list[str] | None = None,
-    task: str = "t.work",
-    status: str = "succeeded",
-    attempt: int = 1,
-    max_attempts: int = 3,
-    duration_ms: int | None = 200,
-    pending: int | None = 0,
-    error: str | None = None,
-    requires: dict[str, str] | None = None,
-    **extra: Any,
-) -> NodeInfo:
-    requires = requires or {}
-    return NodeInfo(
-        job_id=next(_ids),
-        node=name,
-        task=task,
-        queue="q",
-        status=status,
-        attempt=attempt,
-        max_attempts=max_attempts,
-        pending_parents=pending,
-        started_at=extra.get("started_at"),
-        finished_at=extra.get("finished_at"),
-        duration_ms=duration_ms,
-        error=error,
-        result=None,
-        after=[(p, requires.get(p, "succeeded")) for p in (after or [])],
-    )
 
 
 def info(**kw: Any) -> WorkflowInfo:

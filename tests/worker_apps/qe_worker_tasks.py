@@ -98,6 +98,49 @@ def wait_cancel(args: dict[str, Any]) -> Iterator[None]:
         yield None
 
 
+@task("ledger.load_rows", queue=QUEUE, max_attempts=1)
+def load_rows(args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Reports ``{"step": done, "of": rows}`` with a message, then holds its worker until canceled."""
+    progress = {
+        "step": int(args.get("done", 17)),
+        "of": int(args.get("rows", 40)),
+        "message": f"loading {args.get('file', 'rows')}",
+    }
+    deadline = time.monotonic() + float(args.get("max_s", 600))
+    while time.monotonic() < deadline:
+        yield progress
+        time.sleep(0.05)
+
+
+FEED_URL = (
+    "https://exports.example.com/v2/accounts/acme-holdings-international/ledgers/2026/11/23/"
+    "transactions-full-export.csv?signature=9f2c1e7b44d04a6f8e3b0c5d2a7f9e1b&expires=1795392000"
+)
+
+
+def _parse_amount(row: int, cell: str) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        raise ValueError(
+            f"row {row}: column 'amount' holds {cell!r}, which is not a decimal number; the feed "
+            "writes amounts with a comma as the decimal separator and a currency suffix, so set "
+            "decimal=',' on the import or fix the export"
+        ) from None
+
+
+@task("feeds.import", queue=QUEUE, max_attempts=1)
+def feeds_import(args: dict[str, Any]) -> None:
+    """Fails as a real import does: a long message, a URL longer than any pane, a chained cause."""
+    url = str(args.get("url", FEED_URL))
+    try:
+        _parse_amount(int(args.get("row", 1842)), str(args.get("cell", "12,50 EUR")))
+    except ValueError as exc:
+        raise RuntimeError(
+            f"import of {url} stopped after 1,841 of 52,000 rows; nothing was written"
+        ) from exc
+
+
 @task("bad_result", queue=QUEUE)
 def bad_result(args: dict[str, Any]) -> object:
     return {"when": object()}
@@ -248,6 +291,8 @@ NAMES = (
     "secretive",
     "record",
     "wait_cancel",
+    "ledger.load_rows",
+    "feeds.import",
     "bad_result",
     "backoff",
     "sleepy",

@@ -52,6 +52,7 @@ class JobFilters:
     status: str | None = None
     queue: str | None = None
     task: str | None = None
+    workflow: int | None = None
     args: dict[str, Any] | None = None
     args_text: str | None = None
     since: datetime | None = None
@@ -80,23 +81,18 @@ class JobFilters:
                 raise FilterError(f"arguments: not valid JSON ({exc.msg})") from None
             if not isinstance(args, dict):
                 raise FilterError('arguments: give a JSON object, e.g. {"user": 42}')
-        before = text("before")
-        before_id = None
-        if before is not None:
-            if not before.isdigit():
-                raise FilterError("before: not a job id")
-            before_id = int(before)
         return cls(
             status=status,
             queue=text("queue"),
             task=text("task"),
+            workflow=_id("workflow", "a workflow id", text("workflow")),
             args=args,
             args_text=args_text,
             since=_moment("created after", text("since")),
             since_text=text("since"),
             until=_moment("created before", text("until")),
             until_text=text("until"),
-            before=before_id,
+            before=_id("before", "a job id", text("before")),
         )
 
     @property
@@ -104,7 +100,15 @@ class JobFilters:
         """True when at least one filter (not the page position) is set."""
         return any(
             v is not None
-            for v in (self.status, self.queue, self.task, self.args, self.since, self.until)
+            for v in (
+                self.status,
+                self.queue,
+                self.task,
+                self.workflow,
+                self.args,
+                self.since,
+                self.until,
+            )
         )
 
     @property
@@ -114,6 +118,7 @@ class JobFilters:
             ("status", self.status),
             ("queue", self.queue),
             ("task", self.task),
+            ("workflow", None if self.workflow is None else str(self.workflow)),
             ("args", self.args_text),
             ("since", self.since_text),
             ("until", self.until_text),
@@ -131,10 +136,24 @@ class JobFilters:
             "queue": self.queue,
             "status": self.status,
             "task": self.task,
+            "workflow": self.workflow,
             "args": None if self.args is None else Jsonb(self.args),
             "since": self.since,
             "until": self.until,
         }
+
+
+#: The largest id the database holds (bigint): a bigger number is no id at all.
+MAX_ID = 2**63 - 1
+
+
+def _id(label: str, what: str, value: str | None) -> int | None:
+    """A positive id typed in a field (``before``, ``workflow``), or None when empty."""
+    if value is None:
+        return None
+    if not value.isdigit() or not 0 < int(value) <= MAX_ID:
+        raise FilterError(f"{label}: not {what}")
+    return int(value)
 
 
 def _moment(label: str, value: str | None) -> datetime | None:
@@ -165,6 +184,13 @@ class JobRow:
     started_at: datetime | None
     finished_at: datetime | None
     duration_ms: int | None
+    workflow_id: int | None
+    node: str | None
+    pending_parents: int | None
+    #: Running jobs only (the list draws their bar); None otherwise.
+    progress: Any
+    #: Failed and lost jobs only: the end of the error (its last line says what was raised).
+    error_tail: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,13 @@ import json
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from queue_engine import stats
+from queue_engine import job_display, stats
 from queue_engine.web import live
+from queue_engine.workflows import INPUT_TASK, layout
 
 #: Chart size on the overview (px).
 SPARK_WIDTH = 104
@@ -48,6 +50,17 @@ def stamp(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def local(value: datetime | None, zone: str = "UTC") -> str:
+    """A moment in a time zone (a schedule's own), to the minute: ``2026-11-29 02:00 CET``."""
+    if value is None:
+        return "—"
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        tz = ZoneInfo("UTC")
+    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
+
+
 def clock(value: datetime | None) -> str:
     """Time of day only (timelines, "read at")."""
     if value is None:
@@ -67,8 +80,31 @@ def until(value: datetime | None, now: datetime | None = None) -> str:
     """How long until a future moment (``in 4m05s``), or ``due`` when it passed."""
     if value is None:
         return "—"
-    seconds = (value - (now or _now())).total_seconds()
-    return "due" if seconds <= 0 else "in " + stats.format_duration(seconds)
+    return job_display.runs_in(value, now or _now())
+
+
+def shown(job: Any) -> str:
+    """The status a person reads (``scheduled``, ``awaiting input``): :mod:`queue_engine.job_display`."""
+    return job_display.shown_status(job, _now())
+
+
+def badge(status: str) -> str:
+    """The CSS class of a status's badge (``awaiting input`` → ``awaiting-input``)."""
+    return status.replace(" ", "-")
+
+
+def error_summary(text: str | None) -> str:
+    """The line of an error that says what was raised (a traceback's last line), whole.
+
+    The page shortens it at a word (``truncate``), never in the middle of one.
+    """
+    return layout.error_line(text or "", limit=None)
+
+
+def last_line(text: str | None) -> str:
+    """The last non-empty line of a text (the end of a traceback: what was raised)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def pretty(value: Any) -> str:
@@ -112,25 +148,58 @@ def gpu(worker: stats.WorkerRow) -> str:
     return ", ".join(parts) or "—"
 
 
+#: Keys a progress document may count its work with: the steps done, and the whole.
+#: ``{"done": 3, "total": 10}`` (queue-ctl demo), ``{"step": 3, "of": 10}`` and
+#: ``{"done": 3, "of": 10}`` (docs/guides/worker.md), ``{"current": 3, "total": 10}``.
+PROGRESS_DONE_KEYS = ("done", "step", "current", "completed", "processed")
+PROGRESS_TOTAL_KEYS = ("total", "of", "count")
+#: Keys whose text says what the job is doing (shown beside the bar).
+PROGRESS_TEXT_KEYS = ("message", "stage", "phase", "status")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _first(document: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    return next((n for k in keys if (n := _number(document.get(k))) is not None), None)
+
+
 def progress_of(value: Any) -> dict[str, Any] | None:
-    """What a job's progress document says, as text and (when it has one) a 0..1 fraction."""
+    """What a job's progress document says: a 0..1 fraction for the bar, a label, the JSON.
+
+    Understood: ``{step|done|current, of|total}``, ``{percent}`` (0-100),
+    ``{fraction}`` (0-1), and a bare number (a fraction up to 1, else a
+    percentage). Any other document is shown as its JSON alone, without a bar.
+    """
     if value is None:
         return None
     fraction = None
+    label = ""
+    note = None
     if isinstance(value, dict):
-        done, total = value.get("done", value.get("current")), value.get("total")
-        if isinstance(value.get("fraction"), int | float):
-            fraction = float(value["fraction"])
-        elif isinstance(value.get("percent"), int | float):
-            fraction = float(value["percent"]) / 100.0
-        elif isinstance(done, int | float) and isinstance(total, int | float) and total > 0:
-            fraction = float(done) / float(total)
-    elif isinstance(value, int | float):
-        fraction = float(value) if value <= 1 else float(value) / 100.0
+        done, total = _first(value, PROGRESS_DONE_KEYS), _first(value, PROGRESS_TOTAL_KEYS)
+        percent, part = _number(value.get("percent")), _number(value.get("fraction"))
+        if done is not None and total is not None and total > 0:
+            fraction = done / total
+            label = f"{num(done)} of {num(total)}"
+        elif percent is not None:
+            fraction = percent / 100.0
+        elif part is not None:
+            fraction = part
+        note = next(
+            (str(value[k]) for k in PROGRESS_TEXT_KEYS if isinstance(value.get(k), str)), None
+        )
+    elif (number := _number(value)) is not None:
+        fraction = number if number <= 1 else number / 100.0
     if fraction is not None:
         fraction = min(1.0, max(0.0, fraction))
+        percent_text = f"{fraction * 100:.0f}%"
+        label = f"{label} · {percent_text}" if label else percent_text
     text = json.dumps(value, separators=(", ", ": "), sort_keys=True, default=str)
-    return {"text": text, "fraction": fraction}
+    return {"text": text, "fraction": fraction, "label": label, "note": note}
 
 
 def spark_data(
@@ -163,13 +232,20 @@ def environment() -> Environment:
         num=num,
         dur=dur,
         stamp=stamp,
+        local=local,
         clock=clock,
         ago=ago,
         until=until,
+        shown=shown,
+        badge=badge,
+        error_summary=error_summary,
+        last_line=last_line,
+        progress=progress_of,
         pretty=pretty,
         waited=waited,
         ran=ran,
         gpu=gpu,
         bytes=stats.format_bytes,
     )
+    env.globals["input_task"] = INPUT_TASK
     return env

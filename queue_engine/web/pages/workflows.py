@@ -1,17 +1,21 @@
-"""The dashboard's workflow pages: the list, and one workflow's DAG by level.
+"""The dashboard's workflow pages: the list, and one workflow's DAG as a graph and by level.
 
 Both read through :class:`~queue_engine.client.Client` (``list_workflows``,
 ``get_workflow``, ``workflow_nodes``), the calls ``queue-ctl workflows`` and
-``/api/v1/workflows`` make. The DAG is laid out by
-:mod:`queue_engine.workflows.layout`, the layout ``queue-ctl workflows show``
-draws as text: one box per node or per folded fan-out, in rows by depth
-level, so a 10,000-node fan-out is one box with its counts, and the page's
-size follows the number of groups, not of nodes. The buttons (cancel, retry,
-provide input) are in :mod:`.actions`, drawn for operators only.
+``/api/v1/workflows`` make. The nodes are grouped by
+:mod:`queue_engine.workflows.layout`, the grouping ``queue-ctl workflows show``
+draws as text: one box per node or per folded fan-out, so a 10,000-node
+fan-out is one box with its counts. The page draws the boxes twice from the
+same list: as an SVG graph laid out by :mod:`.graph` (columns by level,
+edges), and as text by level (parents and errors, for reading and for screen
+readers). Past :data:`.graph.MAX_BOXES` groups the boxes are folded coarser
+and cut, so the page's size is bounded whatever the workflow's. The buttons
+(cancel, retry, provide input) are in :mod:`.actions`, drawn for operators only.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,7 +27,9 @@ from fastapi.responses import HTMLResponse
 
 from queue_engine.client import Client
 from queue_engine.errors import ValidationError, WorkflowNotFound
+from queue_engine.web.pages import graph
 from queue_engine.web.pages.context import Page, PageContext
+from queue_engine.web.pages.render import badge, dur, num
 from queue_engine.workflows import INPUT_TASK, NodeInfo, WorkflowState, layout
 from queue_engine.workflows.model import COUNT_NAMES
 
@@ -34,11 +40,6 @@ PAGE_SIZE = 50
 #: At most this many awaiting input nodes get a form on the page (the rest: ``queue-ctl``).
 MAX_INPUT_FORMS = 20
 STATES = tuple(s.value for s in WorkflowState)
-
-
-def badge(state: str) -> str:
-    """The CSS class of a state's badge (``awaiting input`` → ``awaiting-input``)."""
-    return state.replace(" ", "-")
 
 
 def ordered_counts(counts: Counter[str] | dict[str, int]) -> list[tuple[str, int]]:
@@ -140,17 +141,143 @@ def _folded(group: layout.Group, group_of: dict[str, layout.Group], now: datetim
     )
 
 
-def dag_levels(nodes: list[NodeInfo], now: datetime) -> list[Level]:
-    """The boxes of the drawing by level: one per node or folded sibling group."""
-    groups = layout.group_nodes(nodes)
+def _box(group: layout.Group, group_of: dict[str, layout.Group], now: datetime) -> Box:
+    return _folded(group, group_of, now) if group.collapsed else _single(group, group_of, now)
+
+
+def dag_boxes(groups: list[layout.Group], now: datetime) -> list[Box]:
+    """One box per group (a node, or folded siblings): what both views draw."""
     group_of = {n.node: g for g in groups for n in g.nodes}
+    return [_box(group, group_of, now) for group in groups]
+
+
+def dag_levels(groups: list[layout.Group], boxes: list[Box]) -> list[Level]:
+    """The boxes of the text view by level."""
     out: list[Level] = []
-    for group in groups:
-        box = _folded(group, group_of, now) if group.collapsed else _single(group, group_of, now)
+    for group, box in zip(groups, boxes, strict=True):
         if not out or out[-1].number != group.level:
             out.append(Level(group.level, []))
         out[-1].boxes.append(box)
     return out
+
+
+#: The graph's boxes and gaps (px). Five levels fit the page at 1366 px.
+BOX_WIDTH = 196.0
+GAP_X = 52.0
+GAP_Y = 14.0
+SINGLE_HEIGHT = 46.0
+FOLDED_HEIGHT = 66.0
+LINE_HEIGHT = 15.0
+#: The page's room for the graph at 1366 px; a wider graph is scaled down to fit
+#: when that keeps it at :data:`MIN_SCALE` or more, else it scrolls sideways.
+FIT_WIDTH = 1236.0
+MIN_SCALE = 0.7
+#: Characters that fit a box's line (12 px monospace names, 11.5 px text).
+NAME_CHARS = 23
+TEXT_CHARS = 27
+#: The sign before a folded box's count (a multiplication sign: "x300" in print).
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+def _fit(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + layout.ELLIPSIS
+
+
+@dataclass(frozen=True, slots=True)
+class Drawn:
+    """One box of the graph: what it shows, where, and where a click goes."""
+
+    box: Box
+    x: float
+    y: float
+    height: float
+    href: str
+    lines: list[str]
+    title: str
+    #: The folded box's bar: (state, x offset, width) of each state's share.
+    segments: list[tuple[str, float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphView:
+    """The SVG drawing of a workflow's DAG (see :mod:`.graph`)."""
+
+    boxes: list[Drawn]
+    routes: list[graph.Route]
+    width: float
+    height: float
+    fit: bool
+    folded: graph.Folded
+    box_width: float = BOX_WIDTH
+
+
+def _drawn(box: Box, group: layout.Group, workflow_id: int, x: float, y: float) -> Drawn:
+    folded = box.count > 1
+    if folded:
+        counts = ", ".join(f"{num(n)} {s}" for s, n in box.states)
+        lines = [
+            _fit(box.label, NAME_CHARS),
+            _fit(f"{TIMES}{num(box.count)} · {box.task}", TEXT_CHARS),
+            _fit(counts, TEXT_CHARS),
+        ]
+        last = max(n.job_id for n in group.nodes)
+        query = [("workflow", workflow_id), ("task", box.task), ("before", last + 1)]
+        href = "/jobs?" + urlencode(query)
+        room = BOX_WIDTH - 24
+        segments, offset = [], 0.0
+        for state, n in box.states:
+            width = room * n / box.count
+            segments.append((badge(state), offset, width))
+            offset += width
+        title = f"{box.label}: {num(box.count)} nodes of {box.task} ({counts}); click for the list"
+    else:
+        detail = [box.task, box.state]
+        if box.duration is not None:
+            detail.append(dur(box.duration))
+        lines = [_fit(box.label, NAME_CHARS), _fit(" · ".join(detail), TEXT_CHARS)]
+        if box.error:
+            lines.append(_fit(_unqualified(box.error), TEXT_CHARS))
+        href = f"/jobs/{box.job_id}"
+        segments = []
+        title = f"{box.label}: {box.task}, {box.state}"
+        if box.attempt:
+            title += f", attempt {box.attempt}"
+        if box.error:
+            title += f"\n{box.error}"
+    if box.after:
+        title += f"\nafter {box.after}"
+    return Drawn(box, x, y, _height(box), href, lines, title, segments)
+
+
+def _unqualified(error: str) -> str:
+    """``queue_engine.retry.Permanent: ...`` as ``Permanent: ...``: a box has room for little."""
+    return re.sub(r"^(?:[A-Za-z_]\w*\.)+(?=\w+(?::|$))", "", error)
+
+
+def _height(box: Box) -> float:
+    """A folded box has a line of counts and a bar; a failed node a line of its error."""
+    if box.count > 1:
+        return FOLDED_HEIGHT
+    return SINGLE_HEIGHT + (LINE_HEIGHT if box.error else 0.0)
+
+
+def dag_graph(folded: graph.Folded, boxes: list[Box], workflow_id: int) -> GraphView:
+    """The graph of the folded groups: boxes placed in columns, edges routed between them."""
+    groups = folded.groups
+    drawing = graph.place(
+        [g.level for g in groups],
+        [_height(box) for box in boxes],
+        folded.links,
+        box_width=BOX_WIDTH,
+        gap_x=GAP_X,
+        gap_y=GAP_Y,
+    )
+    drawn = [
+        _drawn(box, group, workflow_id, x, y)
+        for box, group, x, y in zip(boxes, groups, drawing.x, drawing.y, strict=True)
+    ]
+    fit = FIT_WIDTH < drawing.width <= FIT_WIDTH / MIN_SCALE
+    return GraphView(drawn, drawing.routes, drawing.width, drawing.height, fit, folded)
 
 
 def awaiting_input(nodes: list[NodeInfo]) -> list[Link]:
@@ -222,10 +349,13 @@ def _workflow_values(
     except (WorkflowNotFound, ValidationError):
         return None
     took = (info.finished_at - info.created_at).total_seconds() if info.finished_at else None
+    folded = graph.fold(layout.group_nodes(nodes))
+    boxes = dag_boxes(folded.groups, ctx.now())
     return {
         "wf": info,
         "counts": ordered_counts(info.counts),
-        "levels": dag_levels(nodes, ctx.now()),
+        "levels": dag_levels(folded.groups, boxes),
+        "graph": dag_graph(folded, boxes, workflow_id),
         "inputs": awaiting_input(nodes) if ctx.can_operate else [],
         "took": took,
     }
