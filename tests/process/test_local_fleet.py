@@ -50,10 +50,15 @@ def _exported_dsn(text: str) -> str | None:
 
 def _start() -> tuple[subprocess.Popen[bytes], psutil.Process, IO[bytes], str]:
     proc, up, out = start_up(*FLEET)
-    dsn = wait("up to print its DSN", lambda: _exported_dsn(read(out)))
-    wait(
-        "the fleet to be ready", lambda: "| ready: 3 processes up, schema queue_engine" in read(out)
-    )
+    try:
+        dsn = wait("up to print its DSN", lambda: _exported_dsn(read(out)))
+        wait(
+            "the fleet to be ready",
+            lambda: "| ready: 3 processes up, schema queue_engine" in read(out),
+        )
+    except BaseException:
+        cleanup(proc, up, out)
+        raise
     return proc, up, out, dsn
 
 
