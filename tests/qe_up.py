@@ -8,6 +8,8 @@ sleep), read what it printed, and make sure nothing outlives the test.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import tempfile
 import time
@@ -72,10 +74,21 @@ def alive(pids: set[int]) -> list[int]:
 
 
 def cleanup(proc: subprocess.Popen[bytes], up: psutil.Process, out_file: IO[bytes]) -> None:
-    """For finally blocks: kill ``up`` and its children if a test left them running."""
+    """For finally blocks: stop ``up`` if a test left it running; kill what does not stop.
+
+    A graceful stop first (SIGINT, as Ctrl-C): an ``up`` with no DSN also stops
+    its embedded Postgres, which is not its child (``pg_ctl`` detaches it) and
+    which a kill of ``up``'s process tree would leave running.
+    """
     if proc.poll() is None:
-        for child in up.children(recursive=True):
-            child.kill()
-        proc.kill()
-        proc.wait(10)
+        children = up.children(recursive=True)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            for child in children:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
+            proc.kill()
+            proc.wait(10)
     out_file.close()
