@@ -6,9 +6,11 @@ address. So ``up`` records its database in a small JSON file in the user's
 runtime folder (``QUEUE_ENGINE_RUNTIME_DIR``, else
 ``$XDG_RUNTIME_DIR/queue-engine``, else ``queue-engine-UID`` in the temp
 folder) and removes it when it stops; a program started with no DSN reads it
-(:func:`resolve`). The record names the process that wrote it (pid and start
-time), so a record left by an ``up`` that was killed is recognised as stale
-and ignored: a fleet is only found while it runs.
+(:func:`resolve`). ``up`` holds an exclusive ``flock`` on the record for as
+long as it runs, and the kernel drops the lock when the process ends, however
+it ends: a record whose lock nobody holds was left by an ``up`` that was
+killed, and is ignored (no pid to be reused, no clock to compare). A fleet is
+only found while it runs.
 
 "No DSN" means none of ``--dsn``, ``QUEUE_ENGINE_DSN`` or the libpq variables
 that point at a server (:data:`LIBPQ_TARGET_VARIABLES`) is set: a user who
@@ -23,12 +25,12 @@ This module imports only the settings table, so every layer may use it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import stat
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,8 +44,6 @@ STATE_FILE = "local-fleet.json"
 #: libpq variables that name a server or a database: when one is set, the user chose a
 #: server, and a program with no DSN connects as libpq says instead of to the fleet.
 LIBPQ_TARGET_VARIABLES = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGSERVICE")
-#: Two start times of one process as psutil reads them may differ by rounding.
-_START_TIME_SLACK_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +52,6 @@ class LocalFleet:
 
     #: The ``queue-ctl up`` process.
     pid: int
-    #: Its start time (seconds since the epoch), so a reused pid is not mistaken for it.
-    started: float
     #: A libpq URI of the fleet's database.
     dsn: str
     #: The engine's schema in that database.
@@ -100,17 +98,14 @@ def _private(folder: Path) -> bool:
     return not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _process_start(pid: int) -> float | None:
-    """The start time of process ``pid``, None when it does not run (or is a zombie)."""
-    import psutil  # only when a record exists: most commands never get here
-
+def _held(fd: int) -> bool:
+    """True when another open file holds an exclusive lock on ``fd``'s file (its ``up`` runs)."""
     try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return float(process.create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def _parse(raw: str) -> LocalFleet | None:
@@ -118,7 +113,6 @@ def _parse(raw: str) -> LocalFleet | None:
         data = json.loads(raw)
         fleet = LocalFleet(
             pid=int(data["pid"]),
-            started=float(data["started"]),
             dsn=str(data["dsn"]),
             schema=str(data["schema"]),
             data_dir=None if data.get("data_dir") is None else str(data["data_dir"]),
@@ -129,28 +123,25 @@ def _parse(raw: str) -> LocalFleet | None:
 
 
 def find(environ: Mapping[str, str] | None = None) -> LocalFleet | None:
-    """The running local fleet, or None; a stale record (its ``up`` is gone) is removed."""
+    """The running local fleet, or None (no record, or one whose ``up`` no longer runs)."""
     path = state_file(environ)
     try:
-        raw = path.read_text()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
-    if not _private(path.parent):
-        log.warning(
-            "ignoring %s: its folder is not this user's own, closed to others "
-            "(set QUEUE_ENGINE_RUNTIME_DIR to a private folder)",
-            path,
-        )
-        return None
-    fleet = _parse(raw)
+    with os.fdopen(fd) as record:
+        if not _private(path.parent):
+            log.warning(
+                "ignoring %s: its folder is not this user's own, closed to others "
+                "(set QUEUE_ENGINE_RUNTIME_DIR to a private folder)",
+                path,
+            )
+            return None
+        if not _held(fd):
+            return None  # left by an up that was killed; the next up writes over it
+        fleet = _parse(record.read())
     if fleet is None:
         log.warning("ignoring %s: not a local-fleet record", path)
-        return None
-    began = _process_start(fleet.pid)
-    if began is None or abs(began - fleet.started) > _START_TIME_SLACK_S:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return None
     return fleet
 
 
@@ -182,12 +173,12 @@ def recorded(
 ) -> Iterator[Path]:
     """Record this process as the local fleet for the block; remove the record after it.
 
-    The record is written whole (a temp file renamed over it), readable by
-    this user only: a DSN given to ``up`` may carry a password. It is removed
-    at the end only while it is still this process's.
+    The record is written whole and locked before it is renamed into place
+    (so no reader sees it unlocked or half written), readable by this user
+    only: a DSN given to ``up`` may carry a password. The lock is held until
+    the block ends (or the process does); the record is removed then, if it is
+    still this one.
     """
-    import psutil
-
     folder = runtime_dir(environ)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not _private(folder):
@@ -197,23 +188,20 @@ def recorded(
         )
     me = LocalFleet(
         pid=os.getpid(),
-        started=float(psutil.Process().create_time()),
         dsn=dsn,
         schema=schema,
         data_dir=None if data_dir is None else str(data_dir),
     )
     path = folder / STATE_FILE
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".local-fleet-")
-    with os.fdopen(fd, "w") as out:
-        json.dump({**asdict(me), "written_at": time.time()}, out)
-    os.replace(tmp, path)
-    try:
-        yield path
-    finally:
+    with os.fdopen(fd, "w") as record:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        json.dump(asdict(me), record)
+        record.flush()
+        os.replace(tmp, path)
         try:
-            current = _parse(path.read_text())
-        except OSError:
-            current = None
-        if current is not None and current.pid == me.pid:
+            yield path
+        finally:
             with contextlib.suppress(OSError):
-                path.unlink()
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    path.unlink()

@@ -2,19 +2,23 @@
 
 queue_engine/localfleet.py is how a second shell finds ``queue-ctl up``'s
 embedded database. These tests write records as ``up`` does (``recorded``)
-or by hand (a stale one, a forged one) in a private folder of the test's own,
-and check what ``find`` and ``resolve`` make of them.
+or by hand, in a private folder of the test's own, and check what ``find``
+and ``resolve`` make of them. A record counts while another open file holds
+its lock, as a running ``up`` does; the kernel drops the lock when the
+process ends, however it ends.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from queue_engine import localfleet
@@ -30,13 +34,19 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def _write(env: dict[str, str], **fields: object) -> Path:
+    """A record as a killed ``up`` leaves it: written, but nobody holds its lock."""
     path = localfleet.state_file(env)
     path.write_text(json.dumps(fields))
     return path
 
 
-def _me() -> dict[str, object]:
-    return {"pid": os.getpid(), "started": psutil.Process().create_time()}
+@contextlib.contextmanager
+def _held(env: dict[str, str], **fields: object) -> Iterator[Path]:
+    """A record whose lock is held (by another open file), as a running ``up`` holds it."""
+    path = _write(env, **fields)
+    with path.open() as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        yield path
 
 
 def test_a_recorded_fleet_is_found_while_the_block_runs_and_forgotten_after(
@@ -61,37 +71,55 @@ def test_a_recorded_fleet_is_found_while_the_block_runs_and_forgotten_after(
 
 def test_the_end_of_the_block_leaves_a_record_another_fleet_wrote(env: dict[str, str]) -> None:
     with localfleet.recorded(DSN, "qe", data_dir=None, environ=env) as path:
-        path.write_text(json.dumps({"pid": 1, "started": 0.0, "dsn": "other", "schema": "qe"}))
+        path.unlink()
+        path.write_text(json.dumps({"pid": 1, "dsn": "other", "schema": "qe"}))
     assert path.exists()
 
 
-def test_a_record_of_an_ended_process_is_stale_and_removed(env: dict[str, str]) -> None:
-    ended = subprocess.Popen([sys.executable, "-c", "pass"])
-    started = psutil.Process(ended.pid).create_time()
-    ended.wait()
-    path = _write(env, pid=ended.pid, started=started, dsn=DSN, schema="qe")
+def test_a_record_nobody_holds_is_stale(env: dict[str, str]) -> None:
+    path = _write(env, pid=os.getpid(), dsn=DSN, schema="qe")
     assert localfleet.find(env) is None
-    assert not path.exists()
+    assert path.exists()  # left for the next up to write over
+    with localfleet.recorded("postgresql:///next", "qe", data_dir=None, environ=env):
+        fleet = localfleet.find(env)
+        assert fleet is not None and fleet.dsn == "postgresql:///next"
 
 
-def test_a_record_whose_pid_now_names_another_process_is_stale(env: dict[str, str]) -> None:
-    path = _write(env, pid=os.getpid(), started=1_000_000.0, dsn=DSN, schema="qe")
-    assert localfleet.find(env) is None
-    assert not path.exists()
+def test_the_record_of_a_killed_up_is_stale(env: dict[str, str]) -> None:
+    script = (
+        "import time; from queue_engine import localfleet\n"
+        "with localfleet.recorded('postgresql:///x', 'qe', data_dir=None):\n"
+        "    print('recorded', flush=True); time.sleep(60)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script], env={**os.environ, **env}, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"recorded\n"
+        fleet = localfleet.find(env)
+        assert fleet is not None and fleet.pid == holder.pid
+        holder.kill()
+        holder.wait()
+        assert localfleet.state_file(env).exists()
+        assert localfleet.find(env) is None
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_an_unreadable_record_is_ignored(env: dict[str, str]) -> None:
-    localfleet.state_file(env).write_text("{not json")
-    assert localfleet.find(env) is None
+    with _held(env):
+        localfleet.state_file(env).write_text("{not json")
+        assert localfleet.find(env) is None
 
 
 def test_a_record_in_a_folder_others_may_write_is_ignored(
     env: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    _write(env, **_me(), dsn=DSN, schema="qe")
-    assert localfleet.find(env) is not None
-    Path(env["QUEUE_ENGINE_RUNTIME_DIR"]).chmod(0o777)
-    assert localfleet.find(env) is None
+    with _held(env, pid=1, dsn=DSN, schema="qe"):
+        assert localfleet.find(env) is not None
+        Path(env["QUEUE_ENGINE_RUNTIME_DIR"]).chmod(0o777)
+        assert localfleet.find(env) is None
     assert "not this user's own" in caplog.text
 
 
@@ -116,16 +144,17 @@ def test_recording_refuses_a_folder_others_may_write(env: dict[str, str]) -> Non
 def test_a_dsn_or_a_libpq_variable_naming_a_server_wins_over_the_fleet(
     env: dict[str, str], named: dict[str, str]
 ) -> None:
-    _write(env, **_me(), dsn=DSN, schema="qe")
-    dsn, fleet = localfleet.resolve(None, {**env, **named})
-    assert fleet is None
-    assert dsn == named.get("QUEUE_ENGINE_DSN", "")
-    assert localfleet.resolve("postgresql:///given", env) == ("postgresql:///given", None)
+    with _held(env, pid=1, dsn=DSN, schema="qe"):
+        assert localfleet.resolve(None, env)[0] == DSN
+        dsn, fleet = localfleet.resolve(None, {**env, **named})
+        assert fleet is None
+        assert dsn == named.get("QUEUE_ENGINE_DSN", "")
+        assert localfleet.resolve("postgresql:///given", env) == ("postgresql:///given", None)
 
 
 def test_pguser_alone_names_no_server(env: dict[str, str]) -> None:
-    _write(env, **_me(), dsn=DSN, schema="qe")
-    dsn, fleet = localfleet.resolve(None, {**env, "PGUSER": "me", "PGPASSWORD": "x"})
+    with _held(env, pid=1, dsn=DSN, schema="qe"):
+        dsn, fleet = localfleet.resolve(None, {**env, "PGUSER": "me", "PGPASSWORD": "x"})
     assert dsn == DSN and fleet is not None
 
 
