@@ -87,6 +87,8 @@ class AsyncClient:
             self._pool_kwargs["prepare_threshold"] = None
         self._pool: KeptAsyncConnectionPool | None = None
         self._enqueue_plain = queries.query("enqueue_plain", self.schema)
+        #: The plain insert that fills unset options from the task's defaults.
+        self._enqueue_plain_defaults = queries.query("enqueue_plain_defaults", self.schema)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -171,7 +173,12 @@ class AsyncClient:
             spec, params = ops.plain_enqueue(task, queue, args)
             async with self._connection(conn) as c:
                 cur = async_tuple_cursor(c)
-                await cur.execute(self._enqueue_plain, params, prepare=True)
+                query = (
+                    self._enqueue_plain
+                    if spec.defaults_of is None
+                    else self._enqueue_plain_defaults
+                )
+                await cur.execute(query, params, prepare=True)
                 inserted = await cur.fetchone()
             assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
             return ops.inserted_job(spec, inserted)

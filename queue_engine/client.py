@@ -83,6 +83,8 @@ class Client:
             self._pool_kwargs["prepare_threshold"] = None
         self._pool: KeptConnectionPool | None = None
         self._enqueue_plain = queries.query("enqueue_plain", self.schema)
+        #: The plain insert that fills unset options from the task's defaults.
+        self._enqueue_plain_defaults = queries.query("enqueue_plain_defaults", self.schema)
 
     def __enter__(self) -> Client:
         return self
@@ -154,9 +156,11 @@ class Client:
     ) -> Job:
         """Enqueue one job; with an idempotency or dedupe key, may return the existing job.
 
-        ``queue``, ``max_attempts`` and ``timeout_s`` default to the task's
-        registered values when the task is known in this process, else to
-        ``"default"``, 5 and the worker's default budget.
+        ``queue``, ``priority``, ``max_attempts``, ``timeout_s`` and
+        ``lease_ttl_s`` left unset take the task's defaults: its declaration
+        when the task is registered in this process, else the defaults its
+        workers published to the database, else ``"default"``, 100, 5 and the
+        worker's own budget and lease (docs/guides/enqueueing.md).
 
         ``affinity_key`` names the warm state the job wants (say, the model it
         loads): a worker warm for that key prefers the job, but any worker of
@@ -178,9 +182,12 @@ class Client:
         ):
             spec, params = ops.plain_enqueue(task, queue, args)
             with self._connection(conn) as c:
-                inserted = (
-                    tuple_cursor(c).execute(self._enqueue_plain, params, prepare=True).fetchone()
+                query = (
+                    self._enqueue_plain
+                    if spec.defaults_of is None
+                    else self._enqueue_plain_defaults
                 )
+                inserted = tuple_cursor(c).execute(query, params, prepare=True).fetchone()
             assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
             return ops.inserted_job(spec, inserted)
         spec = ops.job_spec(

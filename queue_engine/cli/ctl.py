@@ -38,6 +38,7 @@ from queue_engine.cli.prune import prune
 from queue_engine.cli.render import print_json
 from queue_engine.cli.roles import roles
 from queue_engine.cli.schedules import schedules
+from queue_engine.cli.tasks import tasks_cmd
 from queue_engine.cli.up import up
 from queue_engine.cli.views import show_cmd, stats_cmd, top_cmd, workers_cmd
 from queue_engine.cli.workflows import workflows
@@ -292,7 +293,7 @@ def list_jobs(
 
 
 for _command in (
-    *(demo, bench, up, schedules, workflows, prune, roles),
+    *(demo, bench, up, schedules, workflows, prune, roles, tasks_cmd),
     *(stats_cmd, workers_cmd, show_cmd, top_cmd),
     *(pause_cmd, resume_cmd, scale_cmd, rate_cmd, park_cmd, unpark_cmd, stop_cmd, controls_cmd),
 ):
