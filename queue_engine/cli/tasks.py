@@ -110,9 +110,13 @@ def retry_text(data: dict[str, Any] | None) -> str:
         return "-"
     if data.get("kind") == "exponential":
         return (
-            f"exp {data['base_s']:g}s x{data['factor']:g} max {data['max_s']:g}s "
+            f"exp {_span(data['base_s'])} x{data['factor']:g} max {_span(data['max_s'])} "
             f"jitter {data['jitter'] * 100:g}%"
         )
     if data.get("kind") == "fixed":
-        return f"fixed {data['seconds']:g}s"
+        return f"fixed {_span(data['seconds'])}"
     return str(data.get("class", data.get("kind", "?")))
+
+
+def _span(value: float) -> str:
+    return seconds(int(value)) if float(value).is_integer() and value > 0 else f"{value:g}s"
