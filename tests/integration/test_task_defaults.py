@@ -28,6 +28,7 @@ from fastapi.testclient import TestClient
 from web_client import PRODUCER, web_client
 
 from queue_engine import AsyncClient, Client, task
+from queue_engine.kept_defaults import KEEP_S, KeptDefaults
 from queue_engine.migrate import Migrator
 from queue_engine.retry import FixedBackoff
 from queue_engine.task_publications import publish, read
@@ -162,6 +163,27 @@ def test_a_caller_that_sets_queue_priority_and_attempts_still_gets_timeout_and_l
     bulk = client.enqueue_many([{"task": "td.email", **given}] * 2)
     keyed_bulk = client.enqueue_many([{"task": "td.email", "dedupe_key": "td-3", **given}])
     assert [row(conn, i) for i in (single.id, keyed.id, *bulk, *keyed_bulk)] == [expected] * 5
+
+
+def test_the_usual_call_reuses_the_answer_for_a_second(
+    conn: Conn, client: Client, published: None
+) -> None:
+    # The first enqueue(task, queue, args) looks the defaults up; the calls
+    # after it send them as given for kept_defaults.keep_s (1 s), so a new
+    # publication reaches this producer within that second, not at once.
+    now = [0.0]
+    client.kept_defaults = KeptDefaults(clock=lambda: now[0])
+    first = client.enqueue("td.email", args={"n": 1})
+    publish_as(conn, "host-e:505:eeeeee", definition("td.email", queue="email", max_attempts=8))
+    kept = client.enqueue("td.email", args={"n": 2})
+    assert (first.max_attempts, kept.max_attempts, row(conn, kept.id)) == (3, 3, EXPECTED)
+    other_call = client.enqueue("td.email", args={"n": 3}, producer="p")  # not the usual call
+    assert other_call.max_attempts == 8
+    now[0] += KEEP_S
+    assert client.enqueue("td.email").max_attempts == 8
+    client.kept_defaults.keep_s = 0
+    publish_as(conn, "host-f:606:ffffff", definition("td.email", queue="email", max_attempts=2))
+    assert client.enqueue("td.email").max_attempts == 2
 
 
 def test_the_queue_routes_the_job_to_the_tasks_workers(
@@ -459,4 +481,5 @@ def test_down_to_27_keeps_the_jobs_and_restores_the_column_defaults(
 
     Migrator(dsn).up()
     assert conn.execute("SELECT count(*) FROM queue_engine.task_defaults").fetchone() == (0,)
-    assert five(client.enqueue("td.email")) == BUILT_IN  # published again at the next start
+    with Client(dsn) as fresh:  # `client` keeps what it was answered for a second
+        assert five(fresh.enqueue("td.email")) == BUILT_IN  # published again at the next start
