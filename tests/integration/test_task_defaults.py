@@ -6,7 +6,8 @@ lease_ttl_s unset gets the task's published values: ``Client`` (the plain
 single insert, the keyed one, the one with more options), ``AsyncClient``,
 ``enqueue_many`` (plain, mixed, keyed), a plain SQL ``INSERT``, the SQL
 function ``enqueue()``, the HTTP API (single, batch, trigger) and a handler's
-follow-ups. What the caller sets always wins; a task declared in the
+follow-ups, a workflow's nodes (from Python and from SQL). What the caller
+sets always wins; a task declared in the
 producer's own process uses its declaration; a task nobody published gets the
 built-in defaults, which are the same in SQL and Python. The newest
 publication is in effect, a publication goes with its worker's row, and live
@@ -27,7 +28,7 @@ import pytest
 from fastapi.testclient import TestClient
 from web_client import PRODUCER, web_client
 
-from queue_engine import AsyncClient, Client, task
+from queue_engine import AsyncClient, Client, Workflow, task
 from queue_engine.kept_defaults import KEEP_S, KeptDefaults
 from queue_engine.migrate import Migrator
 from queue_engine.retry import FixedBackoff
@@ -399,6 +400,47 @@ def test_a_handlers_followups_take_the_defaults(dsn: str, conn: Conn, client: Cl
         (followups_app.OUT, 7, 3, 30, 45),
         (followups_app.OUT, 1, 3, 30, 45),
     ]
+
+
+# -- workflows ----------------------------------------------------------------------------------
+
+
+def test_a_workflows_nodes_take_their_tasks_defaults(
+    conn: Conn, client: Client, published: None
+) -> None:
+    wf = Workflow("td.flow")
+    wf.add("send", "td.email")
+    wf.add("urgent", "td.email", priority=1, after=["send"])
+    wf.add("other", "td.nobody", after=["send"])
+    wf.input("approve", after=["send"], timeout_s=600)
+    info = client.start_workflow(wf)
+    nodes = dict(
+        conn.execute(
+            "SELECT node, (queue, priority, max_attempts, timeout_s, lease_ttl_s)::text "
+            "FROM queue_engine.jobs WHERE workflow_id = %s",
+            (info.id,),
+        ).fetchall()
+    )
+    assert nodes == {
+        "send": "(email,7,3,30,45)",
+        "urgent": "(email,1,3,30,45)",
+        "other": "(default,100,5,,)",
+        "approve": "(default,100,1,600,)",  # an input node: its own timeout, 1 attempt
+    }
+
+
+def test_start_workflow_from_sql_looks_each_node_up_by_its_task(
+    conn: Conn, published: None
+) -> None:
+    # A caller that does not know "defaults_of" (another language) leaves it out.
+    conn.execute(
+        "SELECT queue_engine.start_workflow('td.sql', %s::jsonb)",
+        ('[{"node": "a", "task": "td.email"}, {"node": "b", "task": "td.email", "queue": "q"}]',),
+    )
+    assert conn.execute(
+        "SELECT node, queue, priority, max_attempts, timeout_s, lease_ttl_s FROM queue_engine.jobs"
+        " WHERE workflow_id IS NOT NULL ORDER BY node"
+    ).fetchall() == [("a", *EXPECTED), ("b", "q", 7, 3, 30, 45)]
 
 
 # -- publications -------------------------------------------------------------------------------
