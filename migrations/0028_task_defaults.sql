@@ -16,32 +16,33 @@
 --                      enqueue applies. It stays when its workers are gone, so
 --                      a task whose workers are scaled to zero keeps its
 --                      defaults until a worker publishes again.
---   task_defaults_of(task)  the one place the built-in defaults ('default',
+--   builtin_task_defaults()  the one place the built-in defaults ('default',
 --                      100, 5, no timeout, the worker's lease) are written in
---                      SQL: the task's published defaults, or those.
+--                      SQL;
+--   task_defaults_of(task)  the task's published defaults, or the built-in ones.
 --
 -- Which value wins, per column (queue, priority, max_attempts, timeout_s,
 -- lease_ttl_s): the caller's; else, for a producer that imported the task,
 -- its own declaration (the Python client fills it before sending); else the
 -- published defaults; else the built-in ones. The engine's enqueue statements
--- (queue_engine/sql/enqueue*.sql, the follow-ups of finish_and_claim_jobs.sql)
--- and the SQL function enqueue() look task_defaults up themselves, one
--- primary-key probe per statement (per distinct task for a bulk insert); they
--- never send a row with queue, priority or max_attempts NULL.
+-- (queue_engine/sql/enqueue*.sql, the follow-ups of finish_and_claim_jobs.sql),
+-- start_workflow and the SQL function enqueue() look task_defaults up
+-- themselves (one probe per statement or per follow-up, a hash join for a
+-- bulk insert or a workflow's nodes); they never insert a row with queue,
+-- priority or max_attempts NULL.
 --
 -- A plain INSERT into jobs that leaves queue, priority or max_attempts out
--- (or NULL) is filled by a BEFORE INSERT trigger instead: those three columns
+-- (or NULL) is filled by the row-rules trigger instead: those three columns
 -- lose their DEFAULT (a NULL is how the trigger knows the column was left
--- out; NOT NULL still holds after the BEFORE triggers), and the trigger's WHEN
--- lets every row the engine writes pass without a call. When it fires, it
+-- out; NOT NULL still holds after the BEFORE triggers), and jobs_row_rules()
 -- fills each of the five columns that is NULL. A plain INSERT that names all
--- three is taken as complete: its NULL timeout_s and lease_ttl_s stay NULL (the
--- worker's settings).
+-- three is taken as complete: its NULL timeout_s and lease_ttl_s stay NULL
+-- (the worker's settings).
 --
--- Online-safety: two new, empty tables; ALTER COLUMN ... DROP DEFAULT and
--- CREATE TRIGGER take a brief ACCESS EXCLUSIVE / SHARE ROW EXCLUSIVE lock on
--- jobs (catalog only, nothing is scanned or rewritten). Producers of the
--- build before keep working: they send every column.
+-- Online-safety: two new, empty tables; ALTER COLUMN ... DROP DEFAULT takes a
+-- brief ACCESS EXCLUSIVE lock on jobs (catalog only, nothing is scanned or
+-- rewritten); the functions are replaced in the same transaction. Producers
+-- of the build before keep working: they send every column.
 
 CREATE TABLE __SCHEMA__.task_defaults (
     task            text        PRIMARY KEY,
