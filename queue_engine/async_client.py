@@ -187,7 +187,7 @@ class AsyncClient:
                 inserted = await cur.fetchone()
             assert inserted is not None  # an INSERT ... RETURNING answers its row
             if spec.defaults_of is not None:
-                self.kept_defaults.keep(task, queue, inserted)
+                self.kept_defaults.keep(spec, inserted)
             return ops.inserted_job(spec, inserted)
         spec = ops.job_spec(
             task,

@@ -18,6 +18,7 @@ usual one); any other option, a key, a bulk call, looks up every time.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,28 +61,20 @@ class KeptDefaults:
         args_json = encode_args(args)
         return spec.with_args_json(args_json), {**params, "args": args_json}
 
-    def keep(self, task: str, queue: str | None, row: Sequence[Any]) -> None:
-        """Keep what ``enqueue_plain_defaults`` answered (``row``) for a call with ``task``, ``queue``."""
-        _id, _available_at, _created_at, filled_queue, priority, max_attempts, timeout_s, lease = (
-            row
-        )
-        spec = JobSpec(
-            task=task,
-            queue=filled_queue,
+    def keep(self, sent: JobSpec, row: Sequence[Any]) -> None:
+        """Keep what ``enqueue_plain_defaults`` answered (``row``) to the call that sent ``sent``."""
+        _id, _available_at, _created_at, queue, priority, max_attempts, timeout_s, lease = row
+        filled = dataclasses.replace(
+            sent,
             args_json="{}",
+            queue=queue,
             priority=priority,
-            run_at=None,
-            delay_s=None,
             max_attempts=max_attempts,
             timeout_s=timeout_s,
             lease_ttl_s=lease,
-            idempotency_key=None,
-            dedupe_key=None,
-            lock_key=None,
-            partition_key=None,
-            producer=None,
-            affinity_key=None,
+            defaults_of=None,
         )
         if len(self._entries) >= KEEP_MAX:
             self._entries.clear()
-        self._entries[(task, queue)] = (self._clock(), spec, spec.params())
+        # The key is the call's (task, queue): sent.queue is the caller's queue, or None.
+        self._entries[(sent.task, sent.queue)] = (self._clock(), filled, filled.params())

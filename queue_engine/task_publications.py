@@ -154,18 +154,16 @@ class PublishedTask:
     """A task as the database knows it: the defaults in effect and their publications."""
 
     task: str
-    #: In effect: the newest publication's (``task_defaults``).
-    defaults: Defaults
-    #: The newest publication: its worker, where it ran, the app, when.
-    worker_id: str
-    host: str
-    pid: int
-    app: str | None
-    published_at: datetime
-    #: Seconds since ``published_at``, by the database clock.
-    age_s: float
+    #: In effect (``task_defaults``): the newest publication. Its liveness is
+    #: its worker's, or ``gone`` once the worker's row was pruned.
+    effective: Publication
     #: Every publication still on record, newest first.
     publications: tuple[Publication, ...]
+
+    @property
+    def defaults(self) -> Defaults:
+        """The defaults every enqueue path applies to the options it leaves unset."""
+        return self.effective.defaults
 
     @property
     def conflicts(self) -> dict[str, list[Any]]:
@@ -189,25 +187,23 @@ class PublishedTask:
         """JSON-able, as ``queue-ctl tasks --json`` prints it."""
         return {
             "task": self.task,
-            **self.defaults.to_dict(),
-            "worker_id": self.worker_id,
-            "host": self.host,
-            "pid": self.pid,
-            "app": self.app,
-            "published_at": self.published_at.isoformat(),
-            "age_s": self.age_s,
+            **self.effective.to_dict(),
             "conflicts": self.conflicts,
             "publications": [p.to_dict() for p in self.publications],
         }
 
 
 def _publication(item: dict[str, Any]) -> Publication:
+    """From a row of ``list_tasks.sql`` or one of its publications (JSON: times as text)."""
+    published_at = item["published_at"]
     return Publication(
         worker_id=item["worker_id"],
         host=item["host"],
         pid=int(item["pid"]),
         app=item["app"],
-        published_at=datetime.fromisoformat(item["published_at"]),
+        published_at=published_at
+        if isinstance(published_at, datetime)
+        else datetime.fromisoformat(published_at),
         age_s=float(item["age_s"]),
         defaults=Defaults.of(item),
         liveness=item["liveness"],
@@ -227,17 +223,15 @@ def read(
             queries.query("list_tasks", schema), {"task": task, "dead_after_s": dead_after_s}
         )
         rows = cur.fetchall()
-    return [
-        PublishedTask(
-            task=r["task"],
-            defaults=Defaults.of(r),
-            worker_id=r["worker_id"],
-            host=r["host"],
-            pid=int(r["pid"]),
-            app=r["app"],
-            published_at=r["published_at"],
-            age_s=float(r["age_s"]),
-            publications=tuple(_publication(p) for p in r["publications"]),
+    known = []
+    for r in rows:
+        publications = tuple(_publication(p) for p in r["publications"])
+        liveness = next((p.liveness for p in publications if p.worker_id == r["worker_id"]), "gone")
+        known.append(
+            PublishedTask(
+                task=r["task"],
+                effective=_publication({**r, "liveness": liveness}),
+                publications=publications,
+            )
         )
-        for r in rows
-    ]
+    return known

@@ -18,7 +18,7 @@ from queue_engine import settings, task_publications
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json, table
 from queue_engine.stats import format_duration
-from queue_engine.task_publications import Defaults, PublishedTask
+from queue_engine.task_publications import Publication, PublishedTask
 from queue_engine.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
 
 HEADER = ["TASK", "QUEUE", "PRI", "TRIES", "TIMEOUT", "LEASE", "PUBLISHED", "BY", "STATE", "RETRY"]
@@ -56,12 +56,8 @@ def lines(known: list[PublishedTask]) -> list[str]:
     """The table (the defaults in effect, then each other publication), then the conflicts."""
     body: list[list[str]] = []
     for t in known:
-        effective = next((p for p in t.publications if p.worker_id == t.worker_id), None)
-        state = effective.liveness if effective is not None else "gone"
-        body.append(_row(t.task, t.defaults, t.age_s, t.host, t.pid, state))
-        for p in t.publications:
-            if p.worker_id != t.worker_id:
-                body.append(_row("", p.defaults, p.age_s, p.host, p.pid, p.liveness))
+        body.append(_row(t.task, t.effective))
+        body.extend(_row("", p) for p in t.publications if p.worker_id != t.effective.worker_id)
     out = table(HEADER, body, right={2, 3})
     for t in known:
         for name, values in t.conflicts.items():
@@ -73,7 +69,8 @@ def lines(known: list[PublishedTask]) -> list[str]:
     return out
 
 
-def _row(task: str, d: Defaults, age_s: float, host: str, pid: int, state: str) -> list[str]:
+def _row(task: str, p: Publication) -> list[str]:
+    d = p.defaults
     return [
         task,
         d.queue,
@@ -81,9 +78,9 @@ def _row(task: str, d: Defaults, age_s: float, host: str, pid: int, state: str) 
         str(d.max_attempts),
         seconds(d.timeout_s),
         seconds(d.lease_ttl_s),
-        format_duration(age_s) + " ago",
-        f"{host}:{pid}",
-        state,
+        format_duration(p.age_s) + " ago",
+        f"{p.host}:{p.pid}",
+        p.liveness,
         retry_text(d.retry),
     ]
 

@@ -460,7 +460,8 @@ def test_the_newest_publication_wins_and_live_workers_that_disagree_are_reported
     assert client.enqueue("td.multi").max_attempts == 5  # host-b published last
 
     [known] = read(conn, S, dead_after_s=60, task="td.multi")
-    assert (known.worker_id, known.host, known.pid, known.app) == (
+    effective = known.effective
+    assert (effective.worker_id, effective.host, effective.pid, effective.app) == (
         "host-b:2:bbbbbb",
         "host-b",
         2,
@@ -486,6 +487,7 @@ def test_a_publication_goes_with_its_workers_row_and_the_defaults_stay(
     assert conn.execute("SELECT count(*) FROM queue_engine.task_publications").fetchone() == (0,)
     [known] = read(conn, S, dead_after_s=60)
     assert known.task == "td.email" and known.publications == ()
+    assert known.effective.liveness == "gone" and known.defaults.applied() == EXPECTED
     assert five(client.enqueue("td.email")) == EXPECTED
 
 
@@ -501,7 +503,7 @@ def test_a_worker_publishes_its_registry_when_it_starts(dsn: str, conn: Conn) ->
     with running_worker(dsn, tasks=registry) as worker:
         wait_until(lambda: read(conn, S, dead_after_s=60, task="td.started"), what="publication")
         [known] = read(conn, S, dead_after_s=60, task="td.started")
-        assert known.worker_id == worker.worker_id
+        assert known.effective.worker_id == worker.worker_id
         assert known.defaults.applied() == ("wt", 3, 2, None, 40)
         assert known.defaults.retry is not None and known.defaults.retry["kind"] == "exponential"
 

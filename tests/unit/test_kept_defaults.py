@@ -38,7 +38,7 @@ def clock() -> Clock:
 def test_a_kept_answer_fills_the_next_call_until_it_expires(clock: Clock) -> None:
     kept = KeptDefaults(keep_s=1.0, clock=clock)
     assert kept.spec("kd.task", None, None) is None
-    kept.keep("kd.task", None, ROW)
+    kept.keep(ops.job_spec("kd.task"), ROW)
     spec, params = kept.spec("kd.task", None, None)  # type: ignore[misc]
     assert (spec.queue, spec.priority, spec.max_attempts, spec.timeout_s, spec.lease_ttl_s) == (
         "email",
@@ -59,7 +59,9 @@ def test_a_kept_answer_fills_the_next_call_until_it_expires(clock: Clock) -> Non
 
 def test_the_calls_args_replace_the_kept_ones(clock: Clock) -> None:
     kept = KeptDefaults(clock=clock)
-    kept.keep("kd.task", "q", (1, AT, AT, "q", 100, 5, None, None))
+    kept.keep(
+        ops.job_spec("kd.task", queue="q", args={"x": 1}), (1, AT, AT, "q", 100, 5, None, None)
+    )
     spec, params = kept.spec("kd.task", "q", {"n": 1})  # type: ignore[misc]
     assert (spec.args_json, params["args"]) == ('{"n":1}', '{"n":1}')
     again, again_params = kept.spec("kd.task", "q", {})  # type: ignore[misc]
@@ -71,7 +73,7 @@ def test_the_calls_args_replace_the_kept_ones(clock: Clock) -> None:
 
 def test_a_task_registered_since_is_not_answered_from_the_kept_answer(clock: Clock) -> None:
     kept = KeptDefaults(clock=clock)
-    kept.keep("kd.registered", None, ROW)
+    kept.keep(ops.job_spec("kd.registered"), ROW)
 
     @task("kd.registered", queue="mine")
     def handler(args: dict[str, Any]) -> None:
@@ -90,6 +92,6 @@ def test_an_unhashable_queue_is_never_kept(clock: Clock) -> None:
 def test_it_starts_over_past_its_bound(clock: Clock) -> None:
     kept = KeptDefaults(clock=clock)
     for i in range(KEEP_MAX + 1):
-        kept.keep(f"kd.t{i}", None, ROW)
+        kept.keep(ops.job_spec(f"kd.t{i}"), ROW)
     assert kept.spec("kd.t0", None, None) is None
     assert kept.spec(f"kd.t{KEEP_MAX}", None, None) is not None
