@@ -18,6 +18,7 @@ the workers alive now disagree (:attr:`PublishedTask.conflicts`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -109,15 +110,7 @@ class Defaults:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able."""
-        return {
-            "queue": self.queue,
-            "priority": self.priority,
-            "max_attempts": self.max_attempts,
-            "timeout_s": self.timeout_s,
-            "lease_ttl_s": self.lease_ttl_s,
-            "stall_timeout_s": self.stall_timeout_s,
-            "retry": self.retry,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +125,8 @@ class Publication:
     #: Seconds since ``published_at``, by the database clock.
     age_s: float
     defaults: Defaults
-    #: ``live``, ``stopped`` or ``dead``, as ``queue-ctl workers`` says.
+    #: ``live``, ``stopped`` or ``dead``, as ``queue-ctl workers`` says; ``gone``
+    #: once the worker's row was pruned (only the publication in effect outlives it).
     liveness: str
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,8 +11,11 @@ unique to this run and dropped afterwards.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -300,3 +303,26 @@ def test_roles_made_before_migration_28_are_granted_by_it(role_dsns, dsn: str, c
     Migrator(dsn).down(27)
     Migrator(dsn).up()
     assert _publish_and_enqueue(role_dsns, "roles.migrated") == ("rp", 2, "rp", 2)
+
+
+def test_a_worker_that_may_not_publish_says_so_and_works(
+    role_dsns, client, conn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker role without 0028's grants (made before it, never granted since) still runs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+    import qe_worker_tasks
+    from qe_worker_helpers import running_worker, wait_until
+
+    conn.execute(
+        f"REVOKE ALL ON queue_engine.task_defaults, queue_engine.task_publications "
+        f"FROM {GROUPS['worker']}"
+    )
+    job = client.enqueue("echo", queue=qe_worker_tasks.QUEUE, args={"n": 1})
+    with (
+        caplog.at_level(logging.WARNING, logger="queue_engine.worker"),
+        running_worker(role_dsns["worker"]),
+    ):
+        wait_until(lambda: client.get(job.id).status == "succeeded", what="the job's run")
+    [warning] = [r for r in caplog.records if "worker.tasks_not_published" in r.getMessage()]
+    assert "permission denied" in warning.getMessage()
+    assert conn.execute("SELECT count(*) FROM queue_engine.task_defaults").fetchone() == (0,)
