@@ -29,9 +29,13 @@ class JobCreate(Strict):
     """Every enqueue option (see ``Client.enqueue``)."""
 
     task: str = Field(description="the task name a worker's app registered")
-    queue: str | None = Field(None, description="default: `default`")
+    queue: str | None = Field(
+        None, description="default: the task's, as its workers published it, else `default`"
+    )
     args: dict[str, Any] | None = Field(None, description="a JSON object (at most 1 MiB)")
-    priority: int | None = Field(None, description="0-1000, lower runs first (default 100)")
+    priority: int | None = Field(
+        None, description="0-1000, lower runs first (default: the task's, else 100)"
+    )
     run_at: datetime | None = Field(None, description="run not before (timezone-aware)")
     delay: float | None = Field(None, description="run not before this many seconds from now")
     max_attempts: int | None = None
