@@ -5,7 +5,8 @@ The worker's registry is published as a worker does it at start
 ``queue-ctl enqueue TASK`` without options gets the task's queue, priority,
 attempts, timeout and lease, an option given on the command line wins, and
 ``queue-ctl tasks`` lists each task's defaults with the workers that
-published them (``--json`` too), and says when a task was never published.
+published them (``--json`` too), and says when a task was never published;
+a schedule's job takes what the schedule does not set.
 """
 
 from __future__ import annotations
@@ -144,3 +145,22 @@ def test_tasks_says_what_a_task_nobody_published_gets(dsn: str) -> None:
     assert out.startswith("task 'cli.nobody': no worker has published it")
     assert "queue 'default', priority 100, 5 attempts" in out
     assert json.loads(ok(queue_ctl("--dsn", dsn, "tasks", "cli.nobody", "--json"))) == []
+
+
+def test_a_schedules_job_takes_the_tasks_attempts_timeout_and_lease(
+    dsn: str, published: None
+) -> None:
+    # A schedule keeps its own queue and priority (`default` and 100 here: the
+    # CLI stores them); what it does not set comes from the task's defaults.
+    ok(queue_ctl("--dsn", dsn, "schedules", "add", "nightly", "0 3 * * *", "--task", "cli.email"))
+    job_id = ok(queue_ctl("--dsn", dsn, "schedules", "run-now", "nightly")).strip()
+    job = json.loads(ok(queue_ctl("--dsn", dsn, "status", job_id, "--json")))
+    assert {
+        k: job[k] for k in ("queue", "priority", "max_attempts", "timeout_s", "lease_ttl_s")
+    } == {
+        "queue": "default",
+        "priority": 100,
+        "max_attempts": 3,
+        "timeout_s": 30,
+        "lease_ttl_s": 45,
+    }
