@@ -276,15 +276,23 @@ def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
     """Return the bulk statement: one array per column, one round trip.
 
     Without keys no row can conflict and the plain insert is used (about twice
-    as fast); with keys, the statement that resolves each conflicting row to
-    its existing job. A column that is NULL in every row is sent as a NULL
+    as fast): ``enqueue_many_plain_defaults`` when some row leaves options to
+    its task's defaults in the database, else ``enqueue_many_plain``, which
+    looks nothing up. With keys, the statement that resolves each conflicting
+    row to its existing job (and looks the defaults up). A column that is NULL in every row is sent as a NULL
     array: ``unnest`` pads it to the length of the others, which saves sending
     and parsing it.
     """
     keyed = has_keys(specs)
     columns: dict[str, Any] = {}
     if not keyed:
-        return Statement(queries.query("enqueue_many_plain", schema), plain_bulk_params(specs))
+        params = plain_bulk_params(specs)
+        # No row names a task to look up: defaults_of is NULL in every row.
+        nothing_to_fill = params["defaults_of"] is None and params["defaults_of_all"] is None
+        name: LiteralString = (
+            "enqueue_many_plain" if nothing_to_fill else "enqueue_many_plain_defaults"
+        )
+        return Statement(queries.query(name, schema), params)
     for name in BULK_COLUMNS:
         values = [getattr(spec, name) for spec in specs]
         columns["args" if name == "args_json" else name] = (
@@ -294,7 +302,7 @@ def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
 
 
 def plain_bulk_params(specs: Sequence[JobSpec]) -> dict[str, Any]:
-    """Parameters of ``enqueue_many_plain.sql``: per column, an array or one shared value.
+    """Parameters of ``enqueue_many_plain[_defaults].sql``: per column, an array or one value.
 
     A column whose value is the same in every row (the usual batch: one task,
     one queue, no delay) is sent once as ``<column>_all`` with a NULL array,

@@ -11,27 +11,19 @@
 -- generate_series, and coalesce takes the shared value. A column NULL in
 -- every row is a NULL array and a NULL value. Arrays of text are sent in
 -- binary (the b placeholders): text format would quote and escape every element.
---
--- Options left unset (NULL) among queue, priority, max_attempts, timeout_s and
--- lease_ttl_s take the defaults of the row's defaults_of task (migration
--- 0028): the task's published ones (task_defaults, joined by hash: one probe
--- per row, the table read once), else the built-in ones (builtin_task_defaults,
--- constants of the plan). defaults_of is NULL for a row whose producer filled
--- all five itself (its own declaration of the task). About 1,000 server
--- instructions per row of ~65,000.
 INSERT INTO __SCHEMA__.jobs (
     queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
     lock_key, partition_key, producer, affinity_key
 )
-SELECT coalesce(t.queue, %(queue_all)s::text, d.queue, b.queue),
+SELECT coalesce(t.queue, %(queue_all)s::text),
        coalesce(t.task, %(task_all)s::text),
        coalesce(t.args, %(args_all)s::text)::jsonb,
-       coalesce(t.priority, %(priority_all)s::smallint, d.priority, b.priority),
+       coalesce(t.priority, %(priority_all)s::smallint),
        coalesce(coalesce(t.run_at, %(run_at_all)s::timestamptz),
                 now() + make_interval(secs => coalesce(t.delay_s, %(delay_s_all)s::float8, 0))),
-       coalesce(t.max_attempts, %(max_attempts_all)s::int, d.max_attempts, b.max_attempts),
-       coalesce(t.timeout_s, %(timeout_s_all)s::int, d.timeout_s, b.timeout_s),
-       coalesce(t.lease_ttl_s, %(lease_ttl_s_all)s::int, d.lease_ttl_s, b.lease_ttl_s),
+       coalesce(t.max_attempts, %(max_attempts_all)s::int),
+       coalesce(t.timeout_s, %(timeout_s_all)s::int),
+       coalesce(t.lease_ttl_s, %(lease_ttl_s_all)s::int),
        coalesce(t.lock_key, %(lock_key_all)s::text),
        coalesce(t.partition_key, %(partition_key_all)s::text),
        coalesce(t.producer, %(producer_all)s::text),
@@ -43,11 +35,8 @@ FROM ROWS FROM (
     unnest(%(delay_s)s::float8[]), unnest(%(max_attempts)s::int[]),
     unnest(%(timeout_s)s::int[]), unnest(%(lease_ttl_s)s::int[]),
     unnest(%(lock_key)b::text[]), unnest(%(partition_key)b::text[]),
-    unnest(%(producer)b::text[]), unnest(%(affinity_key)b::text[]),
-    unnest(%(defaults_of)b::text[])
+    unnest(%(producer)b::text[]), unnest(%(affinity_key)b::text[])
 ) AS t(ord, queue, task, args, priority, run_at, delay_s, max_attempts, timeout_s,
-       lease_ttl_s, lock_key, partition_key, producer, affinity_key, defaults_of)
-CROSS JOIN __SCHEMA__.builtin_task_defaults() AS b
-LEFT JOIN __SCHEMA__.task_defaults d ON d.task = coalesce(t.defaults_of, %(defaults_of_all)s::text)
+       lease_ttl_s, lock_key, partition_key, producer, affinity_key)
 ORDER BY t.ord
 RETURNING id

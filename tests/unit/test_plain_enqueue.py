@@ -182,3 +182,17 @@ def test_inserted_job_takes_what_the_database_filled() -> None:
         None,
     )
     assert (job.id, job.task, job.args, job.lock_key) == (42, "t", {"a": 1}, "lk")
+
+
+def test_a_batch_looks_up_only_when_some_row_leaves_options_to_the_database() -> None:
+    def statement(*items: dict[str, Any]) -> str:
+        specs = ops.enqueue_many_specs(items)
+        return ops.enqueue_many_statement("queue_engine", specs).query
+
+    given = {"queue": "q", "priority": 1, "max_attempts": 1, "timeout_s": 1, "lease_ttl_s": 1}
+    plain = statement({"task": "bulk.a", **given}, {"task": "bulk.b", **given})
+    assert plain == ops.queries.query("enqueue_many_plain", "queue_engine")
+    assert "task_defaults" not in plain
+    mixed = statement({"task": "bulk.a", **given}, {"task": "bulk.b"})
+    assert mixed == ops.queries.query("enqueue_many_plain_defaults", "queue_engine")
+    assert statement({"task": "bulk.a"}) == mixed
