@@ -28,7 +28,7 @@ from queue_engine.migrate import Migrator
 from queue_engine.orchestrator.archiver import Cursor, archive_once
 from queue_engine.roles import roles_sql
 from queue_engine.task_publications import publish, read
-from queue_engine.tasks import TaskDefinition
+from queue_engine.tasks import TaskDefinition, TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.store import ClaimGate
@@ -310,17 +310,18 @@ def test_a_worker_that_may_not_publish_says_so_and_works(
 ) -> None:
     """A worker role without 0028's grants (made before it, never granted since) still runs."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-    import qe_worker_tasks
     from qe_worker_helpers import running_worker, wait_until
 
     conn.execute(
         f"REVOKE ALL ON queue_engine.task_defaults, queue_engine.task_publications "
         f"FROM {GROUPS['worker']}"
     )
-    job = client.enqueue("echo", queue=qe_worker_tasks.QUEUE, args={"n": 1})
+    tasks = TaskRegistry()
+    tasks.register(TaskDefinition(name="roles.echo", handler=lambda args: args, queue="rnp"))
+    job = client.enqueue("roles.echo", queue="rnp", args={"n": 1})
     with (
         caplog.at_level(logging.WARNING, logger="queue_engine.worker"),
-        running_worker(role_dsns["worker"]),
+        running_worker(role_dsns["worker"], tasks=tasks, queue="rnp"),
     ):
         wait_until(lambda: client.get(job.id).status == "succeeded", what="the job's run")
     [warning] = [r for r in caplog.records if "worker.tasks_not_published" in r.getMessage()]
