@@ -43,7 +43,7 @@ ins AS (
            w.affinity_key
     FROM winners w
     -- Unset options (NULL) take the defaults of the row's defaults_of task, as
-    -- in enqueue_many_plain.sql (migration 0028).
+    -- in enqueue_many_plain_defaults.sql (migration 0028).
     CROSS JOIN __SCHEMA__.builtin_task_defaults() AS b
     LEFT JOIN __SCHEMA__.task_defaults d ON d.task = w.defaults_of
     -- One global order of key locks: producers sending overlapping keys in
