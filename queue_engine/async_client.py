@@ -30,6 +30,7 @@ from queue_engine.db import (
 )
 from queue_engine.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
+from queue_engine.kept_defaults import KeptDefaults
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import Workflow
@@ -87,6 +88,11 @@ class AsyncClient:
             self._pool_kwargs["prepare_threshold"] = None
         self._pool: KeptAsyncConnectionPool | None = None
         self._enqueue_plain = queries.query("enqueue_plain", self.schema)
+        #: The plain insert that fills unset options from the task's defaults.
+        self._enqueue_plain_defaults = queries.query("enqueue_plain_defaults", self.schema)
+        #: What it filled, reused for a second by the calls with the same task
+        #: and queue (``kept_defaults.keep_s = 0``: look up every time).
+        self.kept_defaults = KeptDefaults()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -168,12 +174,20 @@ class AsyncClient:
             producer,
             affinity_key,
         ):
-            spec, params = ops.plain_enqueue(task, queue, args)
+            kept = self.kept_defaults.spec(task, queue, args)
+            spec, params = kept if kept is not None else ops.plain_enqueue(task, queue, args)
             async with self._connection(conn) as c:
                 cur = async_tuple_cursor(c)
-                await cur.execute(self._enqueue_plain, params, prepare=True)
+                query = (
+                    self._enqueue_plain
+                    if spec.defaults_of is None
+                    else self._enqueue_plain_defaults
+                )
+                await cur.execute(query, params, prepare=True)
                 inserted = await cur.fetchone()
-            assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+            assert inserted is not None  # an INSERT ... RETURNING answers its row
+            if spec.defaults_of is not None:
+                self.kept_defaults.keep(spec, inserted)
             return ops.inserted_job(spec, inserted)
         spec = ops.job_spec(
             task,

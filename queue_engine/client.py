@@ -29,6 +29,7 @@ from queue_engine.db import (
 )
 from queue_engine.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
+from queue_engine.kept_defaults import KeptDefaults
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import Workflow
@@ -84,6 +85,11 @@ class Client:
             self._pool_kwargs["prepare_threshold"] = None
         self._pool: KeptConnectionPool | None = None
         self._enqueue_plain = queries.query("enqueue_plain", self.schema)
+        #: The plain insert that fills unset options from the task's defaults.
+        self._enqueue_plain_defaults = queries.query("enqueue_plain_defaults", self.schema)
+        #: What it filled, reused for a second by the calls with the same task
+        #: and queue (``kept_defaults.keep_s = 0``: look up every time).
+        self.kept_defaults = KeptDefaults()
 
     def __enter__(self) -> Client:
         return self
@@ -161,9 +167,11 @@ class Client:
     ) -> Job:
         """Enqueue one job; with an idempotency or dedupe key, may return the existing job.
 
-        ``queue``, ``max_attempts`` and ``timeout_s`` default to the task's
-        registered values when the task is known in this process, else to
-        ``"default"``, 5 and the worker's default budget.
+        ``queue``, ``priority``, ``max_attempts``, ``timeout_s`` and
+        ``lease_ttl_s`` left unset take the task's defaults: its declaration
+        when the task is registered in this process, else the defaults its
+        workers published to the database, else ``"default"``, 100, 5 and the
+        worker's own budget and lease (docs/guides/enqueueing.md).
 
         ``affinity_key`` names the warm state the job wants (say, the model it
         loads): a worker warm for that key prefers the job, but any worker of
@@ -183,12 +191,18 @@ class Client:
             producer,
             affinity_key,
         ):
-            spec, params = ops.plain_enqueue(task, queue, args)
+            kept = self.kept_defaults.spec(task, queue, args)
+            spec, params = kept if kept is not None else ops.plain_enqueue(task, queue, args)
             with self._connection(conn) as c:
-                inserted = (
-                    tuple_cursor(c).execute(self._enqueue_plain, params, prepare=True).fetchone()
+                query = (
+                    self._enqueue_plain
+                    if spec.defaults_of is None
+                    else self._enqueue_plain_defaults
                 )
-            assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
+                inserted = tuple_cursor(c).execute(query, params, prepare=True).fetchone()
+            assert inserted is not None  # an INSERT ... RETURNING answers its row
+            if spec.defaults_of is not None:
+                self.kept_defaults.keep(spec, inserted)
             return ops.inserted_job(spec, inserted)
         spec = ops.job_spec(
             task,

@@ -43,6 +43,7 @@ _WORKER: Final[dict[str, str]] = {
     "worker.stopping": "SIGTERM/SIGINT received; the running job has the shutdown grace to finish",
     "worker.stopped": "clean stop: outcomes flushed, the worker row marked stopped",
     "worker.exit_now": "a second SIGTERM/SIGINT: exiting at once (exit 130); the job is recovered by the orchestrator or its lease",
+    "worker.tasks_not_published": "the worker's role may not publish its tasks' defaults (migration 0028's grants); it runs without publishing",
     "worker.db_unreachable": "the database is unreachable at start; retrying until the connect deadline (then exit 69)",
     "worker.db_error": "a statement failed on a connection error; reconnecting after a backoff",
     "worker.reconnected": "connected again after connection errors",

@@ -62,6 +62,7 @@ def encode(spec: JobSpec, *, parent_id: int, parent_attempt: int, seq: int) -> s
         "partition_key": spec.partition_key,
         "producer": spec.producer,
         "affinity_key": spec.affinity_key,
+        "defaults_of": spec.defaults_of,
     }
     return '{"args":' + spec.args_json + "," + json.dumps(fields, separators=(",", ":"))[1:]
 

@@ -25,6 +25,7 @@ from queue_engine.errors import InvalidTransition, JobNotFound, QueueEngineError
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.tasks import TaskDefinition, registry
 from queue_engine.validation import (
+    DEFAULTED_OPTIONS,
     JobSpec,
     build_spec,
     check_id,
@@ -50,6 +51,7 @@ BULK_COLUMNS = (
     "partition_key",
     "producer",
     "affinity_key",
+    "defaults_of",
 )
 
 #: How often an enqueue is re-run when its conflicting job is not yet visible.
@@ -140,47 +142,68 @@ def is_keyed(spec: JobSpec) -> bool:
     return spec.idempotency_key is not None or spec.dedupe_key is not None
 
 
+def plain_query_name(spec: JobSpec) -> LiteralString:
+    """The plain single insert for ``spec``: with the task's defaults looked up, or without.
+
+    ``enqueue_plain_defaults`` fills the options still unset from the task's
+    defaults in the database and answers them; ``enqueue_plain``, for a spec
+    with nothing to fill, does no lookup.
+    """
+    return "enqueue_plain" if spec.defaults_of is None else "enqueue_plain_defaults"
+
+
 def enqueue_statement(schema: str, spec: JobSpec) -> Statement:
     """Return the single-job enqueue statement: the plain insert unless a key may conflict.
 
     The keyed statement answers a whole job row (the new one, or the existing
-    one that holds the key: read it with :meth:`Job.from_row`); the plain one
-    answers ``(id, available_at, created_at)`` only: read it with
-    :func:`inserted_job`.
+    one that holds the key: read it with :meth:`Job.from_row`); the plain ones
+    answer the columns the server decided: read them with :func:`inserted_job`.
     """
     if is_keyed(spec):
         return Statement(queries.query("enqueue", schema), spec.params())
-    return Statement(queries.query("enqueue_plain", schema), spec.params())
+    return Statement(queries.query(plain_query_name(spec), schema), spec.params())
 
 
 def inserted_job(spec: JobSpec, row: Sequence[Any]) -> Job:
-    """The Job a plain insert of ``spec`` created, from its ``(id, available_at, created_at)``.
+    """The Job a plain insert of ``spec`` created, from the columns its statement answers.
 
-    Every other column is what the client sent or the table's default for a
-    new row, so it is not worth a trip through the wire and the row parser
+    ``enqueue_plain`` answers ``(id, available_at, created_at)``;
+    ``enqueue_plain_defaults`` also the five options the task's defaults may
+    have filled (queue, priority, max_attempts, timeout_s, lease_ttl_s). Every
+    other column is what the client sent or the table's default for a new
+    row, so it is not worth a trip through the wire and the row parser
     (bench/runs/2026-11-27-log.md, "Single enqueue: where the time goes"). ``args`` is
     decoded from the JSON that was stored, so it equals what
     :meth:`Client.get` answers (jsonb may order object keys differently).
     """
-    job_id, available_at, created_at = row
+    if len(row) == 3:
+        job_id, available_at, created_at = row
+        queue, priority, max_attempts = spec.queue, spec.priority, spec.max_attempts
+        timeout_s, lease_ttl_s = spec.timeout_s, spec.lease_ttl_s
+        # Sent only for a spec with nothing left to fill (plain_query_name).
+        assert queue is not None and priority is not None and max_attempts is not None
+    else:
+        job_id, available_at, created_at, queue, priority, max_attempts, timeout_s, lease_ttl_s = (
+            row
+        )
     args_json = spec.args_json
     # Positional, in the order of Job's fields (a unit test builds the same Job
     # by keyword): a quarter less of the call than keywords.
     return Job(
         job_id,
-        spec.queue,
+        queue,
         spec.task,
         {} if args_json == "{}" else json.loads(args_json),
         JobStatus.QUEUED,
-        spec.priority,
+        priority,
         available_at,
         0,  # attempt
-        spec.max_attempts,
-        spec.lease_ttl_s,
+        max_attempts,
+        lease_ttl_s,
         None,  # lease_expires_at
         None,  # heartbeat_at
         None,  # claimed_by
-        spec.timeout_s,
+        timeout_s,
         None,  # idempotency_key: a keyed enqueue answers its whole row instead
         None,  # dedupe_key
         spec.lock_key,
@@ -254,15 +277,23 @@ def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
     """Return the bulk statement: one array per column, one round trip.
 
     Without keys no row can conflict and the plain insert is used (about twice
-    as fast); with keys, the statement that resolves each conflicting row to
-    its existing job. A column that is NULL in every row is sent as a NULL
+    as fast): ``enqueue_many_plain_defaults`` when some row leaves options to
+    its task's defaults in the database, else ``enqueue_many_plain``, which
+    looks nothing up. With keys, the statement that resolves each conflicting
+    row to its existing job (and looks the defaults up). A column that is NULL in every row is sent as a NULL
     array: ``unnest`` pads it to the length of the others, which saves sending
     and parsing it.
     """
     keyed = has_keys(specs)
     columns: dict[str, Any] = {}
     if not keyed:
-        return Statement(queries.query("enqueue_many_plain", schema), plain_bulk_params(specs))
+        params = plain_bulk_params(specs)
+        # No row names a task to look up: defaults_of is NULL in every row.
+        nothing_to_fill = params["defaults_of"] is None and params["defaults_of_all"] is None
+        name: LiteralString = (
+            "enqueue_many_plain" if nothing_to_fill else "enqueue_many_plain_defaults"
+        )
+        return Statement(queries.query(name, schema), params)
     for name in BULK_COLUMNS:
         values = [getattr(spec, name) for spec in specs]
         columns["args" if name == "args_json" else name] = (
@@ -272,7 +303,7 @@ def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
 
 
 def plain_bulk_params(specs: Sequence[JobSpec]) -> dict[str, Any]:
-    """Parameters of ``enqueue_many_plain.sql``: per column, an array or one shared value.
+    """Parameters of ``enqueue_many_plain[_defaults].sql``: per column, an array or one value.
 
     A column whose value is the same in every row (the usual batch: one task,
     one queue, no delay) is sent once as ``<column>_all`` with a NULL array,
@@ -477,7 +508,14 @@ def idempotency_mismatch(existing: Job, spec: JobSpec) -> list[str]:
     should refuse rather than silently return a job that is not the one asked for.
     """
     asked = {**spec.params(), "args": json.loads(spec.args_json)}
-    return [name for name in IDEMPOTENT_FIELDS if getattr(existing, name) != asked[name]]
+    return [
+        name
+        for name in IDEMPOTENT_FIELDS
+        if getattr(existing, name) != asked[name]
+        # Left unset, it took the task's defaults: whatever they were, the
+        # re-send asks for the same (they may have been published anew since).
+        and not (asked[name] is None and name in DEFAULTED_OPTIONS)
+    ]
 
 
 def _check_age(seconds: float) -> float:

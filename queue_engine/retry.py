@@ -13,6 +13,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from queue_engine.errors import ValidationError
 
@@ -92,6 +93,31 @@ class FixedBackoff:
 
 #: The policy of a task registered without ``retry=``: 1 s, 2 s, 4 s, ... capped at 1 h, ±10 %.
 DEFAULT_RETRY = ExponentialBackoff()
+
+
+def policy_data(policy: Any) -> dict[str, Any]:
+    """A task's retry policy as JSON-able data, as workers publish it (``queue-ctl tasks``).
+
+    Only to be read: the worker that runs a job retries it by the policy of
+    its own declaration of the task (it imported the task to run it), so a
+    policy stored with the job or the task could only be an older or newer
+    copy of the one that applies. ``None`` is :data:`DEFAULT_RETRY`; a policy
+    of another class is named, its parameters being its own.
+    """
+    chosen = DEFAULT_RETRY if policy is None else policy
+    if type(chosen) is ExponentialBackoff:
+        return {
+            "kind": "exponential",
+            "base_s": chosen.base_s,
+            "factor": chosen.factor,
+            "max_s": chosen.max_s,
+            "jitter": chosen.jitter,
+        }
+    if type(chosen) is FixedBackoff:
+        return {"kind": "fixed", "seconds": chosen.seconds}
+    cls = type(chosen)
+    return {"kind": "custom", "class": f"{cls.__module__}.{cls.__qualname__}"}
+
 
 #: Jitter of every reconnect and error backoff: processes that lost the database
 #: together (a Postgres restart) come back spread over ±30 % instead of at once.

@@ -1,9 +1,12 @@
 """Task registry: the ``@task`` decorator and loading of the worker's app module.
 
 A worker process imports one app module (``--app``); importing it runs the
-``@task`` decorators, which fill the process-wide :data:`registry`. Producers
-may import the same module so that enqueue picks up each task's defaults
-(queue, max_attempts, timeout), but they do not have to.
+``@task`` decorators, which fill the process-wide :data:`registry`. A worker
+publishes its registry to the database when it starts
+(:mod:`queue_engine.task_publications`), so every enqueue path (the CLI, the
+HTTP API, SQL, a producer that never imported the app) applies each task's
+defaults (queue, priority, max_attempts, timeout, lease). A producer that
+imports the app applies its own declarations without asking the database.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from typing import Any, TypeVar
 from queue_engine.errors import ConfigError, ValidationError
 from queue_engine.validation import (
     DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
+    LEASE_TTL_RANGE,
     MAX_ATTEMPTS_RANGE,
+    PRIORITY_RANGE,
     TIMEOUT_RANGE,
     check_queue_name,
     check_task_name,
@@ -41,6 +47,8 @@ class TaskDefinition:
     stall_timeout_s: int | None = None
     retry: Any = None
     wants_context: bool = field(default=False)
+    priority: int = DEFAULT_PRIORITY
+    lease_ttl_s: int | None = None
 
     @property
     def kind(self) -> str:
@@ -120,28 +128,32 @@ def task(
     timeout_s: int | None = None,
     stall_timeout_s: int | None = None,
     retry: Any = None,
+    priority: int = DEFAULT_PRIORITY,
+    lease_ttl_s: int | None = None,
 ) -> Callable[[H], H]:
-    """Register the decorated function, coroutine or generator as the handler of ``name``."""
+    """Register the decorated function, coroutine or generator as the handler of ``name``.
+
+    ``queue``, ``priority``, ``max_attempts``, ``timeout_s`` and
+    ``lease_ttl_s`` are the defaults of its jobs: every enqueue that leaves
+    one unset takes it, from whichever producer (workers publish them).
+    """
     check_task_name(name)
     check_queue_name(queue)
-    low, high = MAX_ATTEMPTS_RANGE
-    if (
-        isinstance(max_attempts, bool)
-        or not isinstance(max_attempts, int)
-        or not low <= max_attempts <= high
+    for option, value, (low, high) in (
+        ("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
+        ("priority", priority, PRIORITY_RANGE),
+        ("timeout_s", timeout_s, TIMEOUT_RANGE),
+        ("stall_timeout_s", stall_timeout_s, TIMEOUT_RANGE),
+        ("lease_ttl_s", lease_ttl_s, LEASE_TTL_RANGE),
     ):
-        raise ValidationError(
-            f"task {name!r}: max_attempts must be an integer between {low} and {high}"
-        )
-    for option, value in (("timeout_s", timeout_s), ("stall_timeout_s", stall_timeout_s)):
-        if value is not None and (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not TIMEOUT_RANGE[0] <= value <= TIMEOUT_RANGE[1]
+        optional = option not in ("max_attempts", "priority")
+        if (value is None and optional) or (
+            not isinstance(value, bool) and isinstance(value, int) and low <= value <= high
         ):
-            raise ValidationError(
-                f"task {name!r}: {option} must be an integer between {TIMEOUT_RANGE[0]} and {TIMEOUT_RANGE[1]}"
-            )
+            continue
+        raise ValidationError(
+            f"task {name!r}: {option} must be an integer between {low} and {high}"
+        )
     if retry is not None and not callable(getattr(retry, "delay", None)):
         raise ValidationError(f"task {name!r}: retry must be a policy with a delay(attempt) method")
 
@@ -158,6 +170,8 @@ def task(
                 stall_timeout_s=stall_timeout_s,
                 retry=retry,
                 wants_context=_accepts_context(handler),
+                priority=priority,
+                lease_ttl_s=lease_ttl_s,
             )
         )
         return handler

@@ -36,6 +36,10 @@ LEASE_TTL_RANGE = (1, 24 * 3600)
 #: out of range`` past about 10^12 s), and that error would come from the
 #: statement (for a follow-up, the worker's finish) instead of from the call.
 MAX_DELAY_S = 10**11
+#: The built-in defaults of a job whose task declares none: the same as the
+#: database's ``builtin_task_defaults()`` (migration 0028), which applies them
+#: on every enqueue path; tests/integration/test_task_defaults.py holds the two
+#: together.
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 100
 DEFAULT_MAX_ATTEMPTS = 5
@@ -62,6 +66,12 @@ ENQUEUE_OPTIONS = (
 )
 
 
+#: The options a task's declaration gives defaults for. An option the caller
+#: leaves unset (None) takes the value of the task's declaration in this
+#: process, else the database fills it (``JobSpec.defaults_of``).
+DEFAULTED_OPTIONS = ("queue", "priority", "max_attempts", "timeout_s", "lease_ttl_s")
+
+
 class TaskDefaults(Protocol):
     """What enqueue takes from a registered task when the caller does not say."""
 
@@ -69,23 +79,36 @@ class TaskDefaults(Protocol):
     def queue(self) -> str: ...
 
     @property
+    def priority(self) -> int: ...
+
+    @property
     def max_attempts(self) -> int: ...
 
     @property
     def timeout_s(self) -> int | None: ...
 
+    @property
+    def lease_ttl_s(self) -> int | None: ...
+
 
 @dataclass(slots=True)
 class JobSpec:
-    """A validated enqueue request, ready to be bound to the enqueue statements."""
+    """A validated enqueue request, ready to be bound to the enqueue statements.
+
+    ``queue``, ``priority`` and ``max_attempts`` are None (like ``timeout_s``
+    and ``lease_ttl_s``) when neither the caller nor a declaration of the task
+    in this process gave them: then ``defaults_of`` names the task, and the
+    enqueue statement fills them from the task's defaults in the database
+    (its published ones, else the built-in ones; migration 0028).
+    """
 
     task: str
-    queue: str
+    queue: str | None
     args_json: str
-    priority: int
+    priority: int | None
     run_at: datetime | None
     delay_s: float | None
-    max_attempts: int
+    max_attempts: int | None
     timeout_s: int | None
     lease_ttl_s: int | None
     idempotency_key: str | None
@@ -96,6 +119,10 @@ class JobSpec:
     #: The warm state the job wants (say, the model it loads); a worker warm for
     #: it prefers the job. Only a preference: any worker of the queue may run it.
     affinity_key: str | None
+    #: The task whose defaults in the database fill the options still None;
+    #: None when there is nothing to fill (the task is declared in this
+    #: process, or the caller gave all of :data:`DEFAULTED_OPTIONS`).
+    defaults_of: str | None = None
 
     def with_args_json(self, args_json: str) -> JobSpec:
         """The same request with other args (a bulk item that repeats validated options).
@@ -121,6 +148,7 @@ class JobSpec:
             self.partition_key,
             self.producer,
             self.affinity_key,
+            self.defaults_of,
         )
 
     def params(self) -> dict[str, Any]:
@@ -141,6 +169,7 @@ class JobSpec:
             "partition_key": self.partition_key,
             "producer": self.producer,
             "affinity_key": self.affinity_key,
+            "defaults_of": self.defaults_of,
         }
 
 
@@ -348,28 +377,40 @@ def build_spec(
     producer: str | None = None,
     affinity_key: str | None = None,
 ) -> JobSpec:
-    """Validate enqueue options; ``declared`` (the registered task, if any) supplies defaults."""
+    """Validate enqueue options; ``declared`` (the registered task, if any) supplies defaults.
+
+    Without a declaration, an option left None stays None and the spec's
+    ``defaults_of`` names the task: the database fills it.
+    """
     check_task_name(task)
-    if queue is None:
-        queue = declared.queue if declared is not None else DEFAULT_QUEUE
-    if max_attempts is None:
-        max_attempts = declared.max_attempts if declared is not None else DEFAULT_MAX_ATTEMPTS
-    if timeout_s is None and declared is not None:
-        timeout_s = declared.timeout_s
+    defaults_of = None
+    if declared is not None:
+        if queue is None:
+            queue = declared.queue
+        if priority is None:
+            priority = declared.priority
+        if max_attempts is None:
+            max_attempts = declared.max_attempts
+        if timeout_s is None:
+            timeout_s = declared.timeout_s
+        if lease_ttl_s is None:
+            lease_ttl_s = declared.lease_ttl_s
+    elif None in (queue, priority, max_attempts, timeout_s, lease_ttl_s):
+        defaults_of = task
     if run_at is not None and delay is not None:
         raise ValidationError("give either run_at or delay, not both")
     if run_at is not None:
         run_at = _check_run_at(run_at)
     return JobSpec(
         task=task,
-        queue=check_queue_name(queue),
+        queue=None if queue is None else check_queue_name(queue),
         args_json=encode_args(args),
-        priority=DEFAULT_PRIORITY
-        if priority is None
-        else _check_int("priority", priority, PRIORITY_RANGE),
+        priority=None if priority is None else _check_int("priority", priority, PRIORITY_RANGE),
         run_at=run_at,
         delay_s=None if delay is None else _delay_seconds(delay),
-        max_attempts=_check_int("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
+        max_attempts=None
+        if max_attempts is None
+        else _check_int("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
         timeout_s=None if timeout_s is None else _check_int("timeout_s", timeout_s, TIMEOUT_RANGE),
         lease_ttl_s=None
         if lease_ttl_s is None
@@ -382,6 +423,7 @@ def build_spec(
         partition_key=None if partition_key is None else _check_key("partition_key", partition_key),
         producer=None if producer is None else _check_key("producer", producer),
         affinity_key=None if affinity_key is None else _check_key("affinity_key", affinity_key),
+        defaults_of=defaults_of,
     )
 
 

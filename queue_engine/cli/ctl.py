@@ -62,6 +62,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue_engine.cli.up:up",
         "Run an orchestrator, a scheduler and N workers per queue; restart the crashed.",
     ),
+    "tasks": LazyCommand(
+        "queue_engine.cli.tasks:tasks_cmd",
+        "Tasks whose defaults workers published: the defaults, from which workers, when.",
+    ),
     "dsn": LazyCommand(
         "queue_engine.cli.dsn:dsn_cmd",
         "Print the DSN in use: --dsn, QUEUE_ENGINE_DSN, or the local fleet's (queue-ctl up).",

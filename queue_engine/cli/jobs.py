@@ -33,14 +33,18 @@ def _echo_job(job: Job, as_json: bool) -> None:
 @click.option(
     "--args", "raw_args", default="{}", show_default=True, help="Job arguments as a JSON object."
 )
-@click.option("--priority", type=int, help="0-1000, lower runs first (default 100).")
+@click.option(
+    "--priority", type=int, help="0-1000, lower runs first (default: the task's, else 100)."
+)
 @click.option("--delay", type=float, help="Seconds to wait before the job may run.")
 @click.option(
     "--run-at",
     type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]),
     help="Timezone-aware time the job may run from, e.g. 2026-01-01T09:00:00+00:00.",
 )
-@click.option("--max-attempts", type=int, help="Attempts before the job fails (default 5).")
+@click.option(
+    "--max-attempts", type=int, help="Attempts before the job fails (default: the task's, else 5)."
+)
 @click.option("--timeout", "timeout_s", type=int, help="Wall-clock budget of one attempt, seconds.")
 @click.option("--lease-ttl", "lease_ttl_s", type=int, help="Lease length, seconds.")
 @click.option("--lock-key", help="At most one running job per lock key, cluster-wide.")

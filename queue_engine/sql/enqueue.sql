@@ -3,18 +3,26 @@
 -- Zero rows means the conflicting job committed after this statement's
 -- snapshot was taken (or left the active set meanwhile): the caller runs the
 -- statement again, which takes a new snapshot.
+--
+-- Options left unset (NULL) among queue, priority, max_attempts, timeout_s and
+-- lease_ttl_s take the defaults of %(defaults_of)s (task_defaults_of: the
+-- task's published ones, else the built-in ones; migration 0028), NULL when
+-- the client filled all five already (from its own declaration of the task).
 WITH ins AS (
     INSERT INTO __SCHEMA__.jobs (
         queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
         idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key
-    ) VALUES (
-        %(queue)s, %(task)s, %(args)s::jsonb, %(priority)s,
-        coalesce(%(run_at)s::timestamptz,
-                 now() + make_interval(secs => coalesce(%(delay_s)s::float8, 0))),
-        %(max_attempts)s, %(timeout_s)s, %(lease_ttl_s)s,
-        %(idempotency_key)s, %(dedupe_key)s, %(lock_key)s, %(partition_key)s, %(producer)s,
-        %(affinity_key)s
     )
+    SELECT coalesce(%(queue)s::text, d.queue), %(task)s::text, %(args)s::jsonb,
+           coalesce(%(priority)s::smallint, d.priority),
+           coalesce(%(run_at)s::timestamptz,
+                    now() + make_interval(secs => coalesce(%(delay_s)s::float8, 0))),
+           coalesce(%(max_attempts)s::int, d.max_attempts),
+           coalesce(%(timeout_s)s::int, d.timeout_s),
+           coalesce(%(lease_ttl_s)s::int, d.lease_ttl_s),
+           %(idempotency_key)s::text, %(dedupe_key)s::text, %(lock_key)s::text,
+           %(partition_key)s::text, %(producer)s::text, %(affinity_key)s::text
+    FROM __SCHEMA__.task_defaults_of(%(defaults_of)s::text) AS d
     ON CONFLICT DO NOTHING
     RETURNING *
 )

@@ -11,10 +11,10 @@ WITH input AS MATERIALIZED (
         %(run_at)s::timestamptz[], %(delay_s)s::float8[], %(max_attempts)s::int[],
         %(timeout_s)s::int[], %(lease_ttl_s)s::int[], %(idempotency_key)s::text[],
         %(dedupe_key)s::text[], %(lock_key)s::text[], %(partition_key)s::text[],
-        %(producer)s::text[], %(affinity_key)s::text[]
+        %(producer)s::text[], %(affinity_key)s::text[], %(defaults_of)s::text[]
     ) WITH ORDINALITY AS t(queue, task, args, priority, run_at, delay_s, max_attempts,
                            timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
-                           partition_key, producer, affinity_key, ord)
+                           partition_key, producer, affinity_key, defaults_of, ord)
 ),
 -- Within the batch the first item of each key wins; later items sharing a key
 -- with an earlier one are not inserted and resolve to the winner's id below.
@@ -33,14 +33,22 @@ ins AS (
         id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
         idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key
     )
-    SELECT new_id, queue, task, args::jsonb, priority,
-           coalesce(run_at, now() + make_interval(secs => coalesce(delay_s, 0))),
-           max_attempts, timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
-           partition_key, producer, affinity_key
-    FROM winners
+    SELECT w.new_id, coalesce(w.queue, d.queue, b.queue), w.task, w.args::jsonb,
+           coalesce(w.priority, d.priority, b.priority),
+           coalesce(w.run_at, now() + make_interval(secs => coalesce(w.delay_s, 0))),
+           coalesce(w.max_attempts, d.max_attempts, b.max_attempts),
+           coalesce(w.timeout_s, d.timeout_s, b.timeout_s),
+           coalesce(w.lease_ttl_s, d.lease_ttl_s, b.lease_ttl_s),
+           w.idempotency_key, w.dedupe_key, w.lock_key, w.partition_key, w.producer,
+           w.affinity_key
+    FROM winners w
+    -- Unset options (NULL) take the defaults of the row's defaults_of task, as
+    -- in enqueue_many_plain_defaults.sql (migration 0028).
+    CROSS JOIN __SCHEMA__.builtin_task_defaults() AS b
+    LEFT JOIN __SCHEMA__.task_defaults d ON d.task = w.defaults_of
     -- One global order of key locks: producers sending overlapping keys in
     -- different orders would otherwise deadlock on the unique indexes.
-    ORDER BY idempotency_key, dedupe_key
+    ORDER BY w.idempotency_key, w.dedupe_key
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedupe_key
 )

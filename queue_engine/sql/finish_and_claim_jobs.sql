@@ -141,7 +141,7 @@ followup AS MATERIALIZED (
              args jsonb, priority smallint, run_at timestamptz, delay_s float8,
              max_attempts int, timeout_s int, lease_ttl_s int, idempotency_key text,
              dedupe_key text, lock_key text, partition_key text, producer text,
-             affinity_key text)
+             affinity_key text, defaults_of text)
     JOIN finished f ON f.id = x.parent_id AND f.attempt = x.parent_attempt
     WHERE f.status = 'succeeded'
     ORDER BY x.parent_id, x.seq
@@ -154,11 +154,17 @@ followup_jobs AS (
         id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
         idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key
     )
-    SELECT fu.new_id, fu.queue, fu.task, fu.args, fu.priority,
+    SELECT fu.new_id, coalesce(fu.queue, d.queue), fu.task, fu.args,
+           coalesce(fu.priority, d.priority),
            coalesce(fu.run_at, now() + make_interval(secs => coalesce(fu.delay_s, 0))),
-           fu.max_attempts, fu.timeout_s, fu.lease_ttl_s, fu.idempotency_key, fu.dedupe_key,
+           coalesce(fu.max_attempts, d.max_attempts), coalesce(fu.timeout_s, d.timeout_s),
+           coalesce(fu.lease_ttl_s, d.lease_ttl_s), fu.idempotency_key, fu.dedupe_key,
            fu.lock_key, fu.partition_key, fu.producer, fu.affinity_key
+    -- Options the handler left unset (NULL) take the defaults of the
+    -- follow-up's task when the worker does not declare it (defaults_of; the
+    -- published ones, else the built-in ones: migration 0028), as an enqueue.
     FROM followup fu
+    CROSS JOIN LATERAL __SCHEMA__.task_defaults_of(fu.defaults_of) AS d
     -- One global order of key locks, as enqueue_many.sql: two statements taking
     -- overlapping keys in different orders would deadlock on the unique indexes.
     ORDER BY fu.idempotency_key, fu.dedupe_key, fu.new_id

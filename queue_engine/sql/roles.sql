@@ -43,6 +43,10 @@ GRANT INSERT ON __SCHEMA__.job_events TO __WORKER_ROLE__;
 -- UPDATE covers the columns a worker writes on its own row (state, including
 -- 'parked'; warm_key; and reading stop_requested_at back).
 GRANT SELECT, INSERT, UPDATE ON __SCHEMA__.workers TO __WORKER_ROLE__;
+-- A worker publishes its tasks' defaults when it starts (migration 0028; an
+-- upsert, which reads the row it replaces).
+GRANT SELECT, INSERT, UPDATE ON __SCHEMA__.task_defaults, __SCHEMA__.task_publications
+    TO __WORKER_ROLE__;
 -- The claim reads the queue controls (paused, scale_limit, rate_limit) and the
 -- parks; changing them (`queue-ctl pause/scale/rate/park`) is an operator action.
 GRANT SELECT ON __SCHEMA__.queues, __SCHEMA__.worker_parks TO __WORKER_ROLE__;
@@ -63,6 +67,9 @@ GRANT SELECT, INSERT ON __SCHEMA__.jobs TO __PRODUCER_ROLE__;
 -- Reading a job back by id (get, wait, list) goes through jobs_all: jobs and the
 -- archive of succeeded jobs (migration 0027); the view reads with its owner's rights.
 GRANT SELECT ON __SCHEMA__.jobs_all TO __PRODUCER_ROLE__;
+-- An enqueue fills the options its caller left unset from the task's published
+-- defaults (migration 0028).
+GRANT SELECT ON __SCHEMA__.task_defaults TO __PRODUCER_ROLE__;
 GRANT USAGE ON SEQUENCE __SCHEMA__.jobs_id_seq TO __PRODUCER_ROLE__;
 GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timestamptz, integer,
     text, text, text, integer, integer, text, text) TO __PRODUCER_ROLE__;
@@ -78,5 +85,6 @@ GRANT SELECT ON __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.jo
 GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.jobs_all, __SCHEMA__.job_events, __SCHEMA__.workers,
     __SCHEMA__.job_transitions, __SCHEMA__.queues, __SCHEMA__.worker_parks,
     __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates,
-    __SCHEMA__.workflow_node_ids, __SCHEMA__.schedules, __SCHEMA__.schedule_runs
+    __SCHEMA__.workflow_node_ids, __SCHEMA__.schedules, __SCHEMA__.schedule_runs,
+    __SCHEMA__.task_defaults, __SCHEMA__.task_publications
     TO __MONITOR_ROLE__;

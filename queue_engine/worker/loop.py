@@ -51,6 +51,7 @@ from collections.abc import Callable
 import psycopg
 
 from queue_engine import sql as queries
+from queue_engine import task_publications
 from queue_engine.daemon import StopRequested, process_id, wait_for_database
 from queue_engine.db import connect, first_line
 from queue_engine.errors import DatabaseUnavailable
@@ -282,6 +283,7 @@ class Worker:
         )
         self.connection.run(lambda conn: None)  # connect, LISTEN, register
         self._registered = True
+        published = self._publish_tasks()
         self._watchdog.start()
         self._heartbeat.start()
         self.recycler.start()
@@ -294,9 +296,41 @@ class Worker:
             queue=self.settings.queue,
             prefetch=self.settings.prefetch,
             tasks=",".join(self.tasks.names()),
+            published=published,
             synchronous_commit=self.settings.synchronous_commit,
             **self.recycler.limits.log_fields(),
         )
+
+    def _publish_tasks(self) -> int:
+        """Publish the registry's defaults, so that every enqueue path applies them; how many.
+
+        A role without the grants of migration 0028 (roles made before it and
+        not granted since) is told so in a warning; the worker runs all the
+        same, and enqueues elsewhere keep the defaults published before.
+        """
+        try:
+            return self.connection.run(
+                lambda conn: task_publications.publish(
+                    conn,
+                    self.schema,
+                    self.tasks,
+                    worker_id=self.worker_id,
+                    host=self.host,
+                    pid=os.getpid(),
+                    app=self.settings.app,
+                )
+            )
+        except psycopg.errors.InsufficientPrivilege as exc:
+            log_event(
+                log,
+                logging.WARNING,
+                "worker.tasks_not_published",
+                worker_id=self.worker_id,
+                error=first_line(exc),
+                hint="grant the worker role INSERT, UPDATE and SELECT on task_defaults and "
+                "task_publications (queue-ctl roles prints the grants)",
+            )
+            return 0
 
     def _check_reachable(self) -> None:
         """Exit 69 (DatabaseUnavailable) if the database stays unreachable for ``connect_retry_s``.

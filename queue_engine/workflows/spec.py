@@ -248,6 +248,9 @@ class Workflow:
             "args": json.loads(spec.args_json),
             "priority": spec.priority,
             "max_attempts": spec.max_attempts,
+            # Whose published defaults fill what is still null (start_workflow,
+            # migration 0028); null: this process declares the task and filled them.
+            "defaults_of": spec.defaults_of,
         }
         optional = {
             "run_at": spec.run_at.isoformat() if spec.run_at is not None else None,

@@ -176,6 +176,18 @@ def test_up_down_up_leaves_an_identical_catalog(empty_dsn: str) -> None:
     assert migrator.current_version() == ENGINE_SCHEMA_VERSION
 
 
+def test_the_last_step_down_restores_the_catalog_of_the_version_before(empty_dsn: str) -> None:
+    # A down file must undo its step exactly (a function body, a column
+    # default, a grant), not merely leave a schema the runner can go up from.
+    migrator = Migrator(empty_dsn)
+    migrator.up(ENGINE_SCHEMA_VERSION - 1)
+    before = catalog_snapshot(empty_dsn, ENGINE_SCHEMA)
+    migrator.up()
+    assert catalog_snapshot(empty_dsn, ENGINE_SCHEMA) != before
+    assert [m.version for m in migrator.down(ENGINE_SCHEMA_VERSION - 1)] == [ENGINE_SCHEMA_VERSION]
+    assert catalog_snapshot(empty_dsn, ENGINE_SCHEMA) == before
+
+
 def test_fresh_migration_matches_the_test_template(empty_dsn: str, dsn: str) -> None:
     Migrator(empty_dsn).up()
     assert catalog_snapshot(empty_dsn, ENGINE_SCHEMA) == catalog_snapshot(dsn, ENGINE_SCHEMA)

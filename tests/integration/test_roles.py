@@ -11,8 +11,11 @@ unique to this run and dropped afterwards.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,8 +24,11 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client, stats
+from queue_engine.migrate import Migrator
 from queue_engine.orchestrator.archiver import Cursor, archive_once
 from queue_engine.roles import roles_sql
+from queue_engine.task_publications import publish, read
+from queue_engine.tasks import TaskDefinition, TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.store import ClaimGate
@@ -259,3 +265,65 @@ def test_producer_and_monitor_read_archived_jobs_but_not_the_archive_itself(
     with psycopg.connect(role_dsns["producer"], autocommit=True) as prod:
         refused(prod, "DELETE FROM queue_engine.jobs_archive")
         refused(prod, "INSERT INTO queue_engine.jobs_archive (id, task) VALUES (1, 'x')")
+
+
+def _publish_and_enqueue(role_dsns: dict[str, str], task: str) -> tuple[Any, ...]:
+    """The worker role publishes ``task``'s defaults, the producer role enqueues it, SQL too."""
+    with psycopg.connect(role_dsns["worker"], autocommit=True) as wconn:
+        store.register(wconn, SCHEMA, worker_id="w-pub", queue="rp", host="h", pid=1, state="idle")
+        definition = TaskDefinition(name=task, handler=print, queue="rp", max_attempts=2)
+        assert (
+            publish(wconn, SCHEMA, [definition], worker_id="w-pub", host="h", pid=1, app="a") == 1
+        )
+    with Client(role_dsns["producer"]) as producer:
+        job = producer.enqueue(task)
+    with psycopg.connect(role_dsns["producer"], autocommit=True) as pconn:
+        by_sql = pconn.execute(
+            "INSERT INTO queue_engine.jobs (task) VALUES (%s) RETURNING queue, max_attempts",
+            (task,),
+        ).fetchone()
+        refused(pconn, "UPDATE queue_engine.task_defaults SET max_attempts = 9")
+    with psycopg.connect(role_dsns["monitor"], autocommit=True) as mconn:
+        assert [t.task for t in read(mconn, SCHEMA, dead_after_s=60)] == [task]
+        refused(mconn, "DELETE FROM queue_engine.task_publications")
+    return (job.queue, job.max_attempts, *(by_sql or ()))
+
+
+def test_the_worker_publishes_its_tasks_and_the_producer_enqueues_with_them(role_dsns) -> None:
+    """Schema version 28: publishing is the worker's; an enqueue reads what was published."""
+    assert _publish_and_enqueue(role_dsns, "roles.published") == ("rp", 2, "rp", 2)
+
+
+def test_roles_made_before_migration_28_are_granted_by_it(role_dsns, dsn: str, conn) -> None:
+    # As on a deployment whose roles were made before 0028: none of its grants.
+    groups = ", ".join(GROUPS.values())
+    conn.execute(
+        f"REVOKE ALL ON queue_engine.task_defaults, queue_engine.task_publications FROM {groups}"
+    )
+    Migrator(dsn).down(27)
+    Migrator(dsn).up()
+    assert _publish_and_enqueue(role_dsns, "roles.migrated") == ("rp", 2, "rp", 2)
+
+
+def test_a_worker_that_may_not_publish_says_so_and_works(
+    role_dsns, client, conn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker role without 0028's grants (made before it, never granted since) still runs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
+    from qe_worker_helpers import running_worker, wait_until
+
+    conn.execute(
+        f"REVOKE ALL ON queue_engine.task_defaults, queue_engine.task_publications "
+        f"FROM {GROUPS['worker']}"
+    )
+    tasks = TaskRegistry()
+    tasks.register(TaskDefinition(name="roles.echo", handler=lambda args: args, queue="rnp"))
+    job = client.enqueue("roles.echo", queue="rnp", args={"n": 1})
+    with (
+        caplog.at_level(logging.WARNING, logger="queue_engine.worker"),
+        running_worker(role_dsns["worker"], tasks=tasks, queue="rnp"),
+    ):
+        wait_until(lambda: client.get(job.id).status == "succeeded", what="the job's run")
+    [warning] = [r for r in caplog.records if "worker.tasks_not_published" in r.getMessage()]
+    assert "permission denied" in warning.getMessage()
+    assert conn.execute("SELECT count(*) FROM queue_engine.task_defaults").fetchone() == (0,)

@@ -37,7 +37,10 @@ def test_a_followup_is_encoded_with_its_parent_its_place_and_every_option() -> N
     first, second = (json.loads(text) for text in buffer.encoded())
     assert first["args"] == {"x": [1, "é"]} and first["run_at"] == run_at.isoformat()
     assert (first["parent_id"], first["parent_attempt"], first["seq"]) == (42, 2, 0)
-    assert (first["lock_key"], first["producer"], first["queue"]) == ("k", "job:42", "default")
+    assert (first["lock_key"], first["producer"], first["queue"]) == ("k", "job:42", None)
+    # Not declared in this process: the finish statement fills queue, priority,
+    # max_attempts, timeout and lease from the task's defaults in the database.
+    assert first["defaults_of"] == "a"
     assert (second["seq"], second["producer"], second["delay_s"]) == (1, "me", 1.5)
     assert len(buffer) == 2
 

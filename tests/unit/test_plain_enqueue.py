@@ -49,7 +49,7 @@ def test_calls_with_other_args_do_not_share_them() -> None:
 
 
 def test_registered_defaults_apply_and_a_new_registration_is_seen() -> None:
-    assert ops.plain_enqueue("plain.registered", None, None)[0].queue == "default"
+    assert ops.plain_enqueue("plain.registered", None, None)[0].defaults_of == "plain.registered"
 
     @task("plain.registered", queue="etl.load", max_attempts=9, timeout_s=600)
     def first(args: dict[str, object]) -> None:
@@ -57,6 +57,7 @@ def test_registered_defaults_apply_and_a_new_registration_is_seen() -> None:
 
     spec, params = ops.plain_enqueue("plain.registered", None, None)
     assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("etl.load", 9, 600)
+    assert spec.defaults_of is None
     assert (params["queue"], params["max_attempts"], params["timeout_s"]) == ("etl.load", 9, 600)
     registry.unregister("plain.registered")
 
@@ -67,7 +68,8 @@ def test_registered_defaults_apply_and_a_new_registration_is_seen() -> None:
     spec, _ = ops.plain_enqueue("plain.registered", None, None)
     assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("etl.other", 2, None)
     registry.unregister("plain.registered")
-    assert ops.plain_enqueue("plain.registered", None, None)[0].queue == "default"
+    spec, _ = ops.plain_enqueue("plain.registered", None, None)
+    assert (spec.queue, spec.defaults_of) == (None, "plain.registered")
 
 
 @pytest.mark.parametrize(
@@ -155,3 +157,42 @@ def test_inserted_job_is_the_job_built_by_keyword() -> None:
         node=None,
         pending_parents=None,
     )
+
+
+def test_the_statement_is_chosen_by_what_is_left_to_fill() -> None:
+    unset = ops.job_spec("plain.unknown", queue="q")
+    assert ops.plain_query_name(unset) == "enqueue_plain_defaults"
+    everything = ops.job_spec(
+        "plain.unknown", queue="q", priority=1, max_attempts=1, timeout_s=1, lease_ttl_s=1
+    )
+    assert ops.plain_query_name(everything) == "enqueue_plain"
+
+
+def test_inserted_job_takes_what_the_database_filled() -> None:
+    # enqueue_plain_defaults answers the five options the task's defaults filled.
+    spec = ops.job_spec("t", args={"a": 1}, lock_key="lk")
+    available_at = datetime(2030, 1, 1, tzinfo=UTC)
+    created_at = datetime(2029, 12, 31, tzinfo=UTC)
+    job = ops.inserted_job(spec, (42, available_at, created_at, "email", 7, 3, 30, None))
+    assert (job.queue, job.priority, job.max_attempts, job.timeout_s, job.lease_ttl_s) == (
+        "email",
+        7,
+        3,
+        30,
+        None,
+    )
+    assert (job.id, job.task, job.args, job.lock_key) == (42, "t", {"a": 1}, "lk")
+
+
+def test_a_batch_looks_up_only_when_some_row_leaves_options_to_the_database() -> None:
+    def statement(*items: dict[str, Any]) -> str:
+        specs = ops.enqueue_many_specs(items)
+        return ops.enqueue_many_statement("queue_engine", specs).query
+
+    given = {"queue": "q", "priority": 1, "max_attempts": 1, "timeout_s": 1, "lease_ttl_s": 1}
+    plain = statement({"task": "bulk.a", **given}, {"task": "bulk.b", **given})
+    assert plain == ops.queries.query("enqueue_many_plain", "queue_engine")
+    assert "task_defaults" not in plain
+    mixed = statement({"task": "bulk.a", **given}, {"task": "bulk.b"})
+    assert mixed == ops.queries.query("enqueue_many_plain_defaults", "queue_engine")
+    assert statement({"task": "bulk.a"}) == mixed

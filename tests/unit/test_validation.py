@@ -180,18 +180,60 @@ def test_build_spec_applies_args_rules() -> None:
 # --- numeric ranges --------------------------------------------------------------
 
 
-def test_defaults_without_a_registered_task() -> None:
+def test_without_a_registered_task_the_database_fills_what_is_unset() -> None:
+    # The task's defaults live in the database (published by its workers):
+    # the spec leaves the five options unset and names the task to look up.
     spec = build_spec("some.task")
-    assert spec.queue == DEFAULT_QUEUE == "default"
-    assert spec.priority == DEFAULT_PRIORITY == 100
-    assert spec.max_attempts == DEFAULT_MAX_ATTEMPTS == 5
+    assert (spec.queue, spec.priority, spec.max_attempts) == (None, None, None)
+    assert (spec.timeout_s, spec.lease_ttl_s) == (None, None)
+    assert spec.defaults_of == "some.task"
+    assert spec.params()["defaults_of"] == "some.task"
     assert spec.args_json == "{}"
-    assert spec.timeout_s is None
-    assert spec.lease_ttl_s is None
     assert spec.run_at is None
     assert spec.delay_s is None
     for key in ("idempotency_key", "dedupe_key", "lock_key", "partition_key", "producer"):
         assert getattr(spec, key) is None
+    # One option given leaves the others to the database.
+    assert build_spec("some.task", queue="q").defaults_of == "some.task"
+
+
+def test_all_five_options_given_leave_nothing_to_look_up() -> None:
+    spec = build_spec(
+        "some.task", queue="q", priority=3, max_attempts=2, timeout_s=10, lease_ttl_s=20
+    )
+    assert spec.defaults_of is None
+    assert (spec.queue, spec.priority, spec.max_attempts, spec.timeout_s, spec.lease_ttl_s) == (
+        "q",
+        3,
+        2,
+        10,
+        20,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    queue: str = DEFAULT_QUEUE
+    priority: int = DEFAULT_PRIORITY
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    timeout_s: int | None = None
+    lease_ttl_s: int | None = None
+
+
+def test_a_declaration_in_this_process_fills_every_option_and_nothing_is_looked_up() -> None:
+    declared = Declared(queue="email", priority=7, max_attempts=3, timeout_s=30)
+    spec = build_spec("email.send", declared=declared)
+    assert (spec.queue, spec.priority, spec.max_attempts, spec.timeout_s, spec.lease_ttl_s) == (
+        "email",
+        7,
+        3,
+        30,
+        None,  # declared without a lease: the worker's, not the database's
+    )
+    assert spec.defaults_of is None
+    # What the caller gives wins over the declaration.
+    spec = build_spec("email.send", declared=declared, queue="urgent", max_attempts=9)
+    assert (spec.queue, spec.priority, spec.max_attempts) == ("urgent", 7, 9)
 
 
 @pytest.mark.parametrize("priority", [0, 1, 100, 999, 1000])
@@ -359,6 +401,7 @@ def test_spec_params_bind_every_enqueue_parameter() -> None:
         "partition_key": "p",
         "producer": "me",
         "affinity_key": "warm",
+        "defaults_of": None,
     }
 
 
@@ -385,9 +428,10 @@ def test_explicit_options_override_registered_defaults() -> None:
     assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("other", 2, 5)
 
 
-def test_unregistered_task_gets_global_defaults() -> None:
+def test_an_unregistered_task_leaves_its_defaults_to_the_database() -> None:
     spec = ops.job_spec("defaults.unknown")
-    assert (spec.queue, spec.max_attempts, spec.timeout_s) == ("default", 5, None)
+    assert (spec.queue, spec.max_attempts, spec.timeout_s) == (None, None, None)
+    assert spec.defaults_of == "defaults.unknown"
 
 
 def test_registered_defaults_without_timeout_leave_timeout_unset() -> None:
@@ -482,8 +526,8 @@ def test_enqueue_many_specs_apply_registered_defaults() -> None:
         return None
 
     specs = ops.enqueue_many_specs([{"task": "defaults.many"}, {"task": "other"}])
-    assert (specs[0].queue, specs[0].max_attempts) == ("bulk", 3)
-    assert (specs[1].queue, specs[1].max_attempts) == ("default", 5)
+    assert (specs[0].queue, specs[0].max_attempts, specs[0].defaults_of) == ("bulk", 3, None)
+    assert (specs[1].queue, specs[1].max_attempts, specs[1].defaults_of) == (None, None, "other")
 
 
 def test_with_args_json_keeps_every_other_field() -> None:

@@ -156,13 +156,18 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 
 def spawn_worker(
-    dsn: str, *args: str, log_file: Path | None = None, **env: str
+    dsn: str,
+    *args: str,
+    log_file: Path | None = None,
+    queue: str = "wt",
+    app: str = "qe_worker_tasks",
+    **env: str,
 ) -> subprocess.Popen[bytes]:
-    """Start ``queue-claim-worker --queue=wt --app qe_worker_tasks --dsn DSN *args``."""
+    """Start ``queue-claim-worker --queue=QUEUE --app APP --dsn DSN *args`` (wt, qe_worker_tasks)."""
     out = open(log_file, "wb") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(
-            [str(WORKER_BIN), "--queue=wt", "--app", "qe_worker_tasks", "--dsn", dsn, *args],
+            [str(WORKER_BIN), f"--queue={queue}", "--app", app, "--dsn", dsn, *args],
             env=worker_env(**env),
             stdout=out,
             stderr=subprocess.STDOUT,

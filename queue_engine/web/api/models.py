@@ -75,9 +75,13 @@ class JobCreate(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=RUN_AT_OR_DELAY)
 
     task: TaskName = Field(description="the task name a worker's app registered")
-    queue: QueueName | None = Field(None, description="default: `default`")
+    queue: QueueName | None = Field(
+        None, description="default: the task's, as its workers published it, else `default`"
+    )
     args: JsonObject | None = Field(None, description="a JSON object (at most 1 MiB)")
-    priority: Priority | None = Field(None, description="lower runs first (default 100)")
+    priority: Priority | None = Field(
+        None, description="lower runs first (default: the task's, else 100)"
+    )
     run_at: Time | None = Field(
         None, description="run not before (with an offset; years 1-9999 in UTC)"
     )
