@@ -155,7 +155,8 @@ class WebSettings:
         secret = table.WEB_SESSION_SECRET.read(environ)
         if secret:
             values["session_secret"] = secret
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        # An empty --dsn is no DSN: the one resolved above (the local fleet's, say) stays.
+        values.update({k: v for k, v in overrides.items() if v is not None and v != ""})
         values["schema"] = resolve_schema(values["schema"])
         return cls(**values)
 

@@ -162,3 +162,23 @@ def test_the_runtime_folder_is_the_setting_then_xdg_then_temp() -> None:
     assert localfleet.runtime_dir({"QUEUE_ENGINE_RUNTIME_DIR": "/a"}) == Path("/a")
     assert localfleet.runtime_dir({"XDG_RUNTIME_DIR": "/b"}) == Path("/b/queue-engine")
     assert localfleet.runtime_dir({}).name == f"queue-engine-{os.geteuid()}"
+
+
+def test_each_daemons_settings_take_the_fleet_when_given_an_empty_dsn(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their console scripts pass ``--dsn``'s default, "", when none was given."""
+    from queue_engine.orchestrator.orchestrator import OrchestratorConfig
+    from queue_engine.scheduler.scheduler import SchedulerConfig
+    from queue_engine.web.settings import WebSettings
+    from queue_engine.worker.settings import WorkerSettings
+
+    for name in ("QUEUE_ENGINE_DSN", *localfleet.LIBPQ_TARGET_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("QUEUE_ENGINE_RUNTIME_DIR", env["QUEUE_ENGINE_RUNTIME_DIR"])
+    with _held(env, pid=1, dsn=DSN, schema="queue_engine"):
+        assert WebSettings.from_env(dsn="").dsn == DSN
+        assert WorkerSettings.from_env(dsn="", queue="q", app="a").dsn == DSN
+        assert OrchestratorConfig.from_env("", "queue_engine").dsn == DSN
+        assert SchedulerConfig.from_env("", "queue_engine", None).dsn == DSN
+        assert WebSettings.from_env(dsn="postgresql:///given").dsn == "postgresql:///given"
