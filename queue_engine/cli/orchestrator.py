@@ -38,11 +38,8 @@ from queue_engine.logs import setup_logging
 @dsn_option
 @schema_option
 @log_options
-@setting_option(
-    table.HTTP_PORT,
-    help="Serve Prometheus /metrics and /health on this port (needs queue-engine[metrics]).",
-)
-@setting_option(table.HTTP_HOST, help="Address the metrics server binds to.")
+@setting_option(table.HTTP_PORT)
+@setting_option(table.HTTP_HOST)
 @click.version_option(package_name="queue-engine", prog_name="queue-orchestrator")
 def orchestrator(
     dsn: str, schema: str, log_format: str, log_level: str, http_port: int | None, http_host: str

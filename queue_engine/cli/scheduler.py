@@ -35,10 +35,7 @@ PROG = "queue-scheduler"
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @dsn_option
 @schema_option
-@setting_option(
-    table.APP,
-    help="Module declaring schedules with @periodic; synced into the schedules table at start.",
-)
+@setting_option(table.APP)
 @log_options
 @click.version_option(package_name="queue-engine", prog_name=PROG)
 def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level: str) -> int:

@@ -11,6 +11,9 @@ Checked here, without a database:
   ``RECONNECT_MAX_S`` default and one heartbeat minimum for the three daemons,
   ``DEAD_AFTER_S`` following the heartbeat in the views as in the
   orchestrator, ``PREFETCH`` honoured by ``WorkerSettings.from_env``;
+- the help of an option that is a setting is the setting's doc;
+- one duration grammar: every command-line option that takes a duration reads
+  it as the settings do (``2w`` is two weeks everywhere);
 - ``docs/reference/configuration.md`` lists exactly the table's variables,
   with the table's defaults, readers and options.
 """
@@ -22,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from qe_ctl import console_commands, walk_commands
 
@@ -239,7 +243,9 @@ def _same(shown: str, expected: str) -> bool:
         return shown == expected
 
 
-def test_click_options_take_their_variable_and_default_from_the_table() -> None:
+def test_click_options_take_their_variable_default_and_help_from_the_table() -> None:
+    from queue_engine.cli.common import option_help
+
     used: set[str] = set()
     for prog, root in console_commands().items():
         for path, command in walk_commands(root, prog):
@@ -254,6 +260,7 @@ def test_click_options_take_their_variable_and_default_from_the_table() -> None:
                 if type(default).__name__ == "Sentinel":  # click >= 8.3: no default given
                     default = None
                 assert default == setting.default, f"{path} {setting.option}"
+                assert param.help == option_help(setting), f"{path} {setting.option}"
                 used.add(setting.name)
             for setting, default in re.findall(
                 r"(QUEUE_ENGINE_[A-Z_]+) \(([^)]*)\)", command.help or ""
@@ -262,6 +269,82 @@ def test_click_options_take_their_variable_and_default_from_the_table() -> None:
                 assert _same(default, shown), f"{path} help: {setting} ({default}), table: {shown}"
     with_option = {s.name for s in table.SETTINGS.values() if s.option is not None}
     assert used == with_option
+
+
+def test_an_options_help_is_its_settings_doc() -> None:
+    from queue_engine.cli.common import option_help, setting_option
+
+    assert option_help(table.HTTP_HOST) == "Address the metrics server binds to."
+    assert option_help(table.QUEUE) == "The queue the worker serves (required)."
+    with pytest.raises(TypeError, match="the help comes from the table"):
+        setting_option(table.HTTP_HOST, help="Where to listen.")
+
+
+# -- one duration grammar ---------------------------------------------------------------------
+
+#: Every command-line option that takes a duration: (command path, option).
+DURATION_OPTIONS = [
+    ("queue-claim-worker", "--max-age"),
+    ("queue-ctl list", "--older-than"),
+    ("queue-ctl prune", "--older-than"),
+]
+
+
+def _option(path: str, flag: str) -> tuple[click.Command, click.Parameter]:
+    for prog, root in console_commands().items():
+        for command_path, command in walk_commands(root, prog):
+            if command_path == path:
+                for param in command.params:
+                    if flag in param.opts:
+                        return command, param
+    raise LookupError(f"{path} {flag}")
+
+
+@pytest.mark.parametrize(("path", "flag"), DURATION_OPTIONS)
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [("2w", 14 * 86400.0), ("1.5W", 1.5 * 7 * 86400), ("36h", 36 * 3600.0), ("90", 90.0)],
+)
+def test_every_duration_option_reads_the_settings_grammar(
+    path: str, flag: str, raw: str, seconds: float
+) -> None:
+    # Before: `queue-claim-worker --max-age 2w` was refused ("use s, m, h or d") while
+    # `queue-ctl prune --older-than 2w` meant two weeks; `list --older-than 1.5W` was refused.
+    command, param = _option(path, flag)
+    assert param.process_value(click.Context(command), raw) == seconds == table.parse_duration(raw)
+
+
+@pytest.mark.parametrize(("path", "flag"), DURATION_OPTIONS)
+def test_a_bad_duration_option_is_one_line_naming_the_grammar(path: str, flag: str) -> None:
+    command, param = _option(path, flag)
+    with pytest.raises(click.BadParameter) as info:
+        param.process_value(click.Context(command), "2 weeks")
+    message = info.value.format_message()
+    assert flag in message and "'2 weeks' is not a duration: use seconds" in message
+    assert "\n" not in message
+
+
+def test_a_duration_option_of_a_setting_keeps_its_bounds() -> None:
+    command, param = _option("queue-claim-worker", "--max-age")
+    ctx = click.Context(command)
+    with pytest.raises(click.BadParameter, match=r"'0.5s' must be at least 1 \(or 0 to turn"):
+        param.process_value(ctx, "0.5s")
+    assert param.process_value(ctx, "0") == 0.0  # off
+    assert param.process_value(ctx, "") is None  # empty is unset, as in the environment
+
+
+def test_no_other_option_takes_a_duration() -> None:
+    from queue_engine.cli.common import Duration
+
+    found = set()
+    for prog, root in console_commands().items():
+        for path, command in walk_commands(root, prog):
+            for param in command.params:
+                help_text = getattr(param, "help", None) or ""
+                if isinstance(param.type, Duration) or table.DURATION_FORMS in help_text:
+                    assert isinstance(param.type, Duration), f"{path} {param.opts[0]}"
+                    found.add((path, param.opts[0]))
+    assert found == set(DURATION_OPTIONS)
 
 
 # -- the table drives the reference page ------------------------------------------------------
