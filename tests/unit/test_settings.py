@@ -5,8 +5,9 @@ Checked here, without a database:
 - the table itself is well formed, and a setting parses and bounds its value
   with a one-line ConfigError naming the variable;
 - the settings objects (worker, orchestrator, scheduler, retention) and the
-  click options take their defaults from it, and the modules' default
-  constants agree with it;
+  click options take their defaults from it, and no module keeps a literal
+  copy of a default (``SWEEP_DEFAULT_S = 5.0``): a module's default constant
+  reads the table;
 - the disagreements the table was built to end stay ended: one
   ``RECONNECT_MAX_S`` default and one heartbeat minimum for the three daemons,
   ``DEAD_AFTER_S`` following the heartbeat in the views as in the
@@ -20,6 +21,7 @@ Checked here, without a database:
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,27 +210,81 @@ def test_the_table_names_every_process_that_reads_a_setting(
         assert process in setting.read_by, f"{setting.env} ({field}) is read by {process}"
 
 
-def test_module_default_constants_agree_with_the_table() -> None:
-    from queue_engine import logs
-    from queue_engine.daemon import heartbeat, runtime
-    from queue_engine.orchestrator import dead_workers, fast_recovery, leader, reaper
-    from queue_engine.scheduler import ticker
-    from queue_engine.worker import watchdog
+def _literal(node: ast.expr) -> object:
+    """The value of a literal number (``3600.0``, ``7 * 86400``) or tuple of texts; else None."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, str):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand)
+        return -value if isinstance(value, int | float) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
+        left, right = _literal(node.left), _literal(node.right)
+        if isinstance(left, int | float) and isinstance(right, int | float):
+            return left * right if isinstance(node.op, ast.Mult) else left + right
+        return None
+    if isinstance(node, ast.Tuple):
+        items = [_literal(item) for item in node.elts]
+        return tuple(items) if all(isinstance(i, str) for i in items) else None
+    return None
 
-    assert table.DEFAULT_TIMEOUT_S.default == watchdog.DEFAULT_TIMEOUT_S
-    assert table.SHUTDOWN_GRACE_S.default == watchdog.SHUTDOWN_GRACE_DEFAULT_S
-    assert table.CANCEL_GRACE_S.default == watchdog.CANCEL_GRACE_DEFAULT_S
-    assert table.ZOMBIE_GRACE_S.default == watchdog.ZOMBIE_GRACE_DEFAULT_S
-    assert table.HEARTBEAT_S.default == heartbeat.HEARTBEAT_DEFAULT_S
-    assert table.CONNECT_RETRY_S.default == runtime.CONNECT_RETRY_DEFAULT_S
-    assert table.ELECT_S.default == leader.ELECT_INTERVAL_DEFAULT_S
-    assert table.RECONNECT_MAX_S.default == leader.RECONNECT_BACKOFF_MAX_S
-    assert table.RECONNECT_MAX_S.default == ticker.RECONNECT_MAX_DEFAULT_S
-    assert table.SWEEP_S.default == reaper.SWEEP_DEFAULT_S
-    assert table.RECOVERY_S.default == fast_recovery.RECOVERY_DEFAULT_S
-    assert dead_workers.DEAD_AFTER_BEATS == table.DEAD_AFTER_BEATS
-    assert table.dead_after_s({}) == dead_workers.DEAD_AFTER_DEFAULT_S
-    assert tuple(logs.LOG_FORMATS) == table.LOG_FORMAT.choices
+
+def _copies_of_the_table(tree: ast.Module) -> Iterator[tuple[str, int, str]]:
+    """Module constants holding a literal copy of a setting's default or choices.
+
+    A copy is a constant named after a setting (``SWEEP_DEFAULT_S`` or
+    ``DEFAULT_SWEEP_S`` for ``SWEEP_S``; the table's own ``DEAD_AFTER_BEATS``)
+    with the same literal value, or a tuple of texts equal to a setting's choices.
+    """
+    constants = {n: v for n, v in vars(table).items() if n.isupper() and isinstance(v, int)}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value_node = getattr(node, "value", None)
+        if not isinstance(target, ast.Name) or value_node is None:
+            continue
+        name, value = target.id, _literal(value_node)
+        if value is None:
+            continue
+        if isinstance(value, tuple):
+            for setting in table.SETTINGS.values():
+                if setting.choices and value == setting.choices:
+                    yield name, node.lineno, f"the choices of {setting.env}"
+            continue
+        stem = "_".join(word for word in name.split("_") if word != "DEFAULT")
+        setting = table.SETTINGS.get(name) or table.SETTINGS.get(stem)
+        if setting is not None and setting.default == value:
+            yield name, node.lineno, f"the default of {setting.env}"
+        elif constants.get(name) == value:
+            yield name, node.lineno, f"settings.{name}"
+
+
+def test_modules_read_their_defaults_from_the_table() -> None:
+    # Before: CONNECT_RETRY_DEFAULT_S = 10.0 in three modules and nine more literal copies
+    # (SWEEP_DEFAULT_S, HEARTBEAT_DEFAULT_S, the watchdog's graces, DEAD_AFTER_BEATS,
+    # LOG_FORMATS, ...), held to the table one by one by a 14-assert test.
+    package = REPO_ROOT / "queue_engine"
+    copies = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {name} copies {what}; read it from the table"
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "settings.py"
+        for name, line, what in _copies_of_the_table(ast.parse(path.read_text()))
+    ]
+    assert not copies, "\n".join(copies)
+
+
+def test_a_copy_of_the_table_is_recognised() -> None:
+    copies = "CONNECT_RETRY_DEFAULT_S = 10.0\nDEFAULT_TIMEOUT_S = 3600\nDEAD_AFTER_BEATS = 3\n"
+    copies += "RETAIN = 7 * 86400\nRETAIN_SUCCEEDED_S: float = 7 * 86400.0\nF = ('text', 'json')\n"
+    found = [name for name, _, _ in _copies_of_the_table(ast.parse(copies))]
+    assert found == [
+        "CONNECT_RETRY_DEFAULT_S",
+        "DEFAULT_TIMEOUT_S",
+        "DEAD_AFTER_BEATS",
+        "RETAIN_SUCCEEDED_S",
+        "F",
+    ]
+    # Another value under a setting's name is another thing (queue-web's poll is not the worker's).
+    unrelated = "POLL_DEFAULT_S = 10.0\nSWEEP_DEFAULT_S = table.SWEEP_S.default\n"
+    assert list(_copies_of_the_table(ast.parse(unrelated))) == []
 
 
 # -- the table drives the command lines ---------------------------------------------------------
