@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 import click
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option, setting_option
 from queue_engine.config import validate_schema
 from queue_engine.daemon.signals import StopSignals
@@ -56,7 +57,7 @@ class ListenError(QueueEngineError):
 @setting_option(table.WEB_READ_DSN)
 @setting_option(table.WEB_PRODUCER_DSN)
 @setting_option(table.WEB_READ_ONLY)
-@click.version_option(package_name="queue-engine", prog_name="queue-web")
+@click.version_option(__version__, prog_name="queue-web")
 def web(
     dsn: str,
     schema: str,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import click
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.cli.common import (
     dsn_option,
     log_options,
@@ -40,7 +41,7 @@ PROG = "queue-claim-worker"
 @setting_option(table.MAX_RSS_MB, type=click.IntRange(0), metavar="MB")
 @setting_option(table.MAX_AGE)
 @log_options
-@click.version_option(package_name="queue-engine", prog_name=PROG)
+@click.version_option(__version__, prog_name=PROG)
 def worker(
     queue: str | None,
     app: str | None,

@@ -37,6 +37,7 @@ from typing import Any
 
 from queue_engine import metrics
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
 from queue_engine.db import connect
@@ -308,8 +309,6 @@ class Orchestrator:
         return state
 
     def _telemetry(self) -> dict[str, Any]:
-        from queue_engine import __version__
-
         return {"version": __version__, "sweep_s": self.config.sweep_s}
 
     def migrate(self) -> list[Migration]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, DaemonRuntime
 from queue_engine.db import connect
@@ -160,8 +161,6 @@ class Scheduler:
         return self.runtime.row_state()
 
     def _telemetry(self) -> dict[str, Any]:
-        from queue_engine import __version__
-
         result = self.ticker.last_result
         return {
             "version": __version__,
