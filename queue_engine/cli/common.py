@@ -167,8 +167,11 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
         self.setting = setting
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """Seconds from ``value``; a number (a default) passes as it is, and for a
-        setting an empty text means unset, as it does in the environment."""
+        """Seconds from ``value``.
+
+        A number (a default) passes as it is; for a setting, an empty text
+        means unset, as it does in the environment.
+        """
         if not isinstance(value, str):
             return value
         if self.setting is not None and not value.strip():
