@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from queue_engine._version import __version__
     from queue_engine.async_client import AsyncClient
     from queue_engine.client import Client
     from queue_engine.errors import (
@@ -40,10 +41,9 @@ if TYPE_CHECKING:
     from queue_engine.workflows import After, Workflow, WorkflowInfo, WorkflowState, finished
     from queue_engine.workflows.refs import result_of
 
-__version__ = "0.1.0"
-
 #: Each public name and the module it comes from (the imports above, as data).
 _PUBLIC: dict[str, str] = {
+    "__version__": "queue_engine._version",
     "AsyncClient": "queue_engine.async_client",
     "Client": "queue_engine.client",
     **dict.fromkeys(

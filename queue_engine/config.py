@@ -1,16 +1,15 @@
-"""Connection and schema resolution, and small readers of ``QUEUE_ENGINE_*`` variables.
+"""Connection and schema resolution: the two settings every process needs.
 
 Every setting has one name, ``QUEUE_ENGINE_<NAME>``, and the same meaning in
 every process; command-line options override the environment. The names,
-defaults and bounds live in one table, :mod:`queue_engine.settings`; this
-module resolves the two every process needs (the DSN and the schema) and
-keeps the generic ``env_str``/``env_float`` readers for code outside the table.
+defaults and bounds live in one table, :mod:`queue_engine.settings`, and every
+variable is read through it; this module resolves the DSN (explicit, the
+environment, else the local fleet's) and checks the schema name.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 
 from queue_engine import localfleet, settings
@@ -20,26 +19,6 @@ DEFAULT_SCHEMA = settings.SCHEMA.default
 log = logging.getLogger("queue_engine.config")
 
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
-
-
-def env_str(name: str, default: str | None = None) -> str | None:
-    """Return ``QUEUE_ENGINE_<name>`` or the default when unset or empty."""
-    value = os.environ.get(f"QUEUE_ENGINE_{name}", "")
-    return value if value != "" else default
-
-
-def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
-    """Return a numeric setting, refusing non-numbers and values below ``minimum``."""
-    raw = env_str(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"QUEUE_ENGINE_{name}={raw!r} is not a number") from None
-    if value < minimum:
-        raise ConfigError(f"QUEUE_ENGINE_{name}={raw!r} must be at least {minimum:g}")
-    return value
 
 
 def validate_schema(schema: str) -> str:

@@ -17,10 +17,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from queue_engine import settings
+
 #: A key containing any of these (case-insensitive) has its value logged as ``***``.
 SECRET_KEY_PARTS = ("password", "passwd", "token", "secret", "key", "authorization")
 MASK = "***"
-LOG_FORMATS = ("text", "json")
+LOG_FORMATS = settings.LOG_FORMAT.choices
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 

@@ -83,22 +83,28 @@ def parse_int(raw: str) -> int:
     return int(value)
 
 
-#: Seconds per unit of a duration (``90s``, ``30m``, ``12h``, ``2d``; no unit: seconds).
-DURATION_UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+#: Seconds per unit of a duration (``90s``, ``30m``, ``12h``, ``2d``, ``2w``; no unit: seconds).
+DURATION_UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: The grammar of a duration in words, for help texts and error messages.
+DURATION_FORMS = "seconds, or a number followed by s, m, h, d or w (90s, 30m, 12h, 2d, 2w)"
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
 def parse_duration(raw: str) -> float:
-    """Seconds from ``90``, ``90s``, ``1.5m``, ``30m``, ``12h`` or ``2d``.
+    """Seconds from ``90``, ``90s``, ``1.5m``, ``30m``, ``12h``, ``2d`` or ``2w``.
 
-    Limits such as a worker's maximum age are hours or days long, which an
-    operator writes as ``12h`` rather than ``43200``; plain seconds still work.
+    The one grammar of every duration the engine reads: a setting such as
+    ``QUEUE_ENGINE_MAX_AGE`` and every command-line option that takes one
+    (``queue-claim-worker --max-age``, ``queue-ctl prune --older-than``,
+    ``queue-ctl list --older-than``), so a value that one accepts the others
+    accept too. Limits and retentions are hours to weeks long, which an
+    operator writes as ``12h`` or ``2w`` rather than ``43200``; plain seconds
+    still work. A bad value raises ValueError with the rest of a sentence
+    (``is not a duration: use ...``) for the caller to prefix with what was read.
     """
     match = _DURATION_RE.match(raw)
     if match is None or match.group(2).lower() not in DURATION_UNITS_S:
-        raise ValueError(
-            "is not a duration: use seconds, or a number followed by s, m, h or d (90s, 30m, 12h)"
-        )
+        raise ValueError(f"is not a duration: use {DURATION_FORMS}")
     return float(match.group(1)) * DURATION_UNITS_S[match.group(2).lower()]
 
 
@@ -238,7 +244,7 @@ def optional_integer(
 def optional_duration(
     name: str, read_by: tuple[str, ...], doc: str, **bounds: Any
 ) -> Setting[float | None]:
-    """A length of time in seconds, written as ``90``, ``90s``, ``30m``, ``12h`` or ``2d``; unset by default."""
+    """A length of time in seconds, written as :func:`parse_duration` reads it; unset by default."""
     return Setting(
         name=name, default=None, parse=parse_duration, read_by=read_by, doc=doc, **bounds
     )
@@ -284,7 +290,8 @@ DSN = text(
     "DSN",
     "",
     (*EVERYWHERE, WEB),
-    "libpq connection string or URI; unset: libpq's defaults and PG* variables",
+    "database to connect to, as a libpq connection string or URI; unset: the running local "
+    "fleet's (queue-ctl up) unless a PG* variable names a server, else libpq's defaults",
     option="--dsn",
 )
 RUNTIME_DIR = optional_text(
@@ -298,7 +305,7 @@ SCHEMA = text(
     "SCHEMA",
     "queue_engine",
     (*EVERYWHERE, WEB),
-    "Postgres schema of the engine's tables and prefix of its NOTIFY channels",
+    "Postgres schema holding the engine's tables, and prefix of its NOTIFY channels",
     option="--schema",
 )
 DEBUG = optional_text(
@@ -311,7 +318,7 @@ LOG_LEVEL = choice(
     "INFO",
     ("DEBUG", "INFO", "WARNING", "ERROR"),
     (*DAEMONS, WEB),
-    "log verbosity",
+    "log verbosity (the log goes to stderr)",
     fold=str.upper,
     option="--log-level",
 )
@@ -356,14 +363,15 @@ QUEUE = optional_text(
 APP = optional_text(
     "APP",
     (WORKER, SCHEDULER),
-    "module to import: the worker's tasks (required), the scheduler's @periodic schedules",
+    "module to import: the tasks a worker runs (required by queue-claim-worker), or the "
+    "@periodic schedules queue-scheduler syncs into the schedules table at start",
     option="--app",
 )
 PREFETCH = integer(
     "PREFETCH",
     1,
     (WORKER,),
-    "claimed jobs a worker holds at once (run one after another)",
+    "claimed jobs a worker holds at once (run one after another; outcomes flushed in batches)",
     minimum=1,
     maximum=1000,
     option="--prefetch",
@@ -438,7 +446,8 @@ HARD_DEADLINE_GRACE_S = number(
 WARM_KEY = optional_text(
     "WARM_KEY",
     (WORKER,),
-    "affinity key the worker starts warm for",
+    "affinity key the worker starts warm for (a preloaded model, say): it prefers jobs "
+    "naming it; after each job with an affinity key it is warm for that key",
     minimum=1,
     maximum=255,
     option="--warm-key",
@@ -453,7 +462,8 @@ AFFINITY_WAIT_S = number(
 MAX_JOBS = optional_integer(
     "MAX_JOBS",
     (WORKER,),
-    "recycle the worker (exit 79) after this many jobs; unset or 0: no limit",
+    "recycle the worker after this many jobs: it finishes the job, gives back prefetched ones "
+    "and exits 79, and its supervisor starts a fresh process; unset or 0: no limit",
     minimum=1,
     zero_is_off=True,
     option="--max-jobs",
@@ -461,7 +471,8 @@ MAX_JOBS = optional_integer(
 MAX_RSS_MB = optional_integer(
     "MAX_RSS_MB",
     (WORKER,),
-    "recycle the worker (exit 79) when its RSS, checked after each job, reaches this many MiB",
+    "recycle the worker (exit 79) when its RSS, checked after each job, reaches this many MiB; "
+    "unset or 0: no limit",
     minimum=1,
     zero_is_off=True,
     option="--max-rss",
@@ -469,7 +480,9 @@ MAX_RSS_MB = optional_integer(
 MAX_AGE = optional_duration(
     "MAX_AGE",
     (WORKER,),
-    "recycle the worker (exit 79) between jobs once it has run this long (90s, 30m, 12h)",
+    f"recycle the worker (exit 79) between jobs once it has run this long: {DURATION_FORMS}; "
+    "unset or 0: no limit. Each recycling limit is lowered by up to 10% at random, so that a "
+    "fleet does not recycle at once",
     minimum=1,
     zero_is_off=True,
     option="--max-age",
@@ -567,7 +580,7 @@ RETAIN_WORKERS_S = number(
 HTTP_PORT = optional_integer(
     "HTTP_PORT",
     (ORCHESTRATOR,),
-    "serve Prometheus /metrics and /health on this port",
+    "serve Prometheus /metrics and /health on this port (needs queue-engine[metrics])",
     minimum=0,
     maximum=65535,
     option="--http-port",

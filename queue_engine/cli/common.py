@@ -150,18 +150,67 @@ def setup_logging(level: str = "INFO") -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# Not ``click.ParamType[float]``: the class is generic only in recent click, and we support 8.1.
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A length of time in seconds, in the one grammar of :func:`settings.parse_duration`.
+
+    Every command-line option that takes a duration uses this type, so
+    ``queue-claim-worker --max-age 2w`` and ``queue-ctl prune --older-than 2w``
+    read the same text the same way as ``QUEUE_ENGINE_MAX_AGE=2w`` does. With
+    a ``setting``, the value is also held to the setting's bounds; a bad value
+    is one line naming the option (exit 2).
+    """
+
+    name = "duration"
+
+    def __init__(self, setting: settings.Setting[Any] | None = None) -> None:
+        self.setting = setting
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Seconds from ``value``.
+
+        A number (a default) passes as it is; for a setting, an empty text
+        means unset, as it does in the environment.
+        """
+        if not isinstance(value, str):
+            return value
+        if self.setting is not None and not value.strip():
+            return None
+        try:
+            seconds = settings.parse_duration(value)
+        except ValueError as exc:
+            self.fail(f"{value!r} {exc}", param, ctx)
+        problem = None if self.setting is None else self.setting.problem(seconds)
+        if problem is not None:
+            self.fail(f"{value!r} {problem}", param, ctx)
+        return seconds
+
+
+def option_help(setting: settings.Setting[Any]) -> str:
+    """An option's help: its setting's doc as a sentence, so the help and the reference agree."""
+    text = setting.doc[:1].upper() + setting.doc[1:]
+    if setting.default_text == "required":
+        text += " (required)"
+    return text + "."
+
+
 def setting_option(
     setting: settings.Setting[Any], *param_decls: str, **attrs: Any
 ) -> Callable[[F], F]:
-    """A click option for a setting of the table: its flag, variable, default and bounds.
+    """A click option for a setting of the table: its flag, variable, default, bounds and help.
 
     The table (:mod:`queue_engine.settings`) is the one source of the option
-    name, ``envvar`` and default, so a command line and a settings object
-    cannot disagree about a default; ``attrs`` add the help text (and may
-    override, e.g. to drop the default of an option that must be passed).
+    name, ``envvar``, default and meaning (the help is the setting's doc, as
+    ``docs/reference/configuration.md`` states it), so a command line and a
+    settings object cannot disagree about a default, nor the help and the
+    reference about what the option does; ``attrs`` may add a ``metavar`` or a
+    narrower ``type``, never a help of its own.
     """
     if setting.option is None:
         raise ValueError(f"{setting.env} has no command-line option")
+    if "help" in attrs:
+        raise TypeError(f"{setting.option}: the help comes from the table's doc of {setting.env}")
+    attrs["help"] = option_help(setting)
     attrs.setdefault("envvar", setting.env)
     attrs.setdefault("show_envvar", True)
     if setting.default is not None:
@@ -175,21 +224,19 @@ def setting_option(
             "type",
             click.IntRange(None if low is None else int(low), None if high is None else int(high)),
         )
+    elif setting.parse is settings.parse_duration:
+        attrs.setdefault("type", Duration(setting))
     return click.option(setting.option, *param_decls, **attrs)
 
 
 def dsn_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--dsn`` (env ``QUEUE_ENGINE_DSN``; libpq ``PG*`` variables when neither is set)."""
-    option = setting_option(
-        settings.DSN, help="libpq connection string or URI; unset: libpq PG* variables."
-    )
-    return option(func)
+    return setting_option(settings.DSN)(func)
 
 
 def schema_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--schema`` (env ``QUEUE_ENGINE_SCHEMA``, default ``queue_engine``)."""
-    option = setting_option(settings.SCHEMA, help="Postgres schema holding the engine's tables.")
-    return option(func)
+    return setting_option(settings.SCHEMA)(func)
 
 
 LOG_LEVELS = settings.LOG_LEVEL.choices
@@ -197,8 +244,8 @@ LOG_LEVELS = settings.LOG_LEVEL.choices
 
 def log_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--log-format`` and ``--log-level``, the same for every daemon."""
-    func = setting_option(settings.LOG_LEVEL, help="Log verbosity (stderr).")(func)
-    return setting_option(settings.LOG_FORMAT, help="text, or one JSON object per line.")(func)
+    func = setting_option(settings.LOG_LEVEL)(func)
+    return setting_option(settings.LOG_FORMAT)(func)
 
 
 def embedded_folder_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import click
 
+from queue_engine._version import __version__
 from queue_engine.cli.common import dsn_option, run_cli, schema_option
 from queue_engine.cli.context import CliContext
 from queue_engine.cli.lazy import LazyCommand, LazyGroup
@@ -147,7 +148,7 @@ COMMANDS: dict[str, LazyCommand] = {
 )
 @dsn_option
 @schema_option
-@click.version_option(package_name="queue-engine", prog_name="queue-ctl")
+@click.version_option(__version__, prog_name="queue-ctl")
 @click.pass_context
 def ctl(ctx: click.Context, dsn: str, schema: str) -> None:
     """Operate a queue-engine database: migrations, jobs, and a local demo."""

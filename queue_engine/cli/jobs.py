@@ -13,11 +13,11 @@ from datetime import datetime
 import click
 
 from queue_engine.cli import render
-from queue_engine.cli.common import parse_json_args
+from queue_engine.cli.common import Duration, parse_json_args
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
-from queue_engine.errors import ConfigError
 from queue_engine.jobs import Job, JobStatus
+from queue_engine.settings import DURATION_FORMS
 
 
 def _echo_job(job: Job, as_json: bool) -> None:
@@ -134,18 +134,6 @@ def retry(cli: CliContext, job_id: int) -> None:
     click.echo(f"job {job_id} queued again")
 
 
-def _duration_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    """Turn ``30s``/``5m``/``2h``/``1d`` into seconds; a bad value is a usage error (exit 2)."""
-    if value is None:
-        return None
-    from queue_engine.orchestrator.pruner import parse_duration
-
-    try:
-        return parse_duration(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 @click.command(name="list")
 @click.option("--queue", "-q", help="Only this queue.")
 @click.option(
@@ -155,9 +143,8 @@ def _duration_option(ctx: click.Context, param: click.Parameter, value: str | No
 @click.option(
     "--older-than",
     "older_than_s",
-    callback=_duration_option,
-    metavar="DURATION",
-    help="Only jobs created longer ago than this: seconds, or 30s, 5m, 2h, 1d, 1w.",
+    type=Duration(),
+    help=f"Only jobs created longer ago than this: {DURATION_FORMS}.",
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as a JSON array.")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import click
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.cli.common import (
     dsn_option,
     log_options,
@@ -38,12 +39,9 @@ from queue_engine.logs import setup_logging
 @dsn_option
 @schema_option
 @log_options
-@setting_option(
-    table.HTTP_PORT,
-    help="Serve Prometheus /metrics and /health on this port (needs queue-engine[metrics]).",
-)
-@setting_option(table.HTTP_HOST, help="Address the metrics server binds to.")
-@click.version_option(package_name="queue-engine", prog_name="queue-orchestrator")
+@setting_option(table.HTTP_PORT)
+@setting_option(table.HTTP_HOST)
+@click.version_option(__version__, prog_name="queue-orchestrator")
 def orchestrator(
     dsn: str, schema: str, log_format: str, log_level: str, http_port: int | None, http_host: str
 ) -> int:

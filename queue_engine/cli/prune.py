@@ -11,26 +11,22 @@ from __future__ import annotations
 
 import click
 
+from queue_engine.cli.common import Duration
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json, prune_summary
-from queue_engine.errors import ConfigError
 from queue_engine.orchestrator.pruner import (
     BATCH_SIZE_DEFAULT,
     Retention,
-    parse_duration,
     prune_dry_run,
     prune_once,
 )
+from queue_engine.settings import DURATION_FORMS
 
 
-def _retention(older_than: str | None) -> Retention:
+def _retention(seconds: float | None) -> Retention:
     base = Retention.from_env()
-    if older_than is None:
+    if seconds is None:
         return base
-    try:
-        seconds = parse_duration(older_than)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="--older-than") from None
     if seconds <= 0:
         raise click.BadParameter("must be more than 0", param_hint="--older-than")
     return Retention.uniform(seconds, workers_s=base.workers_s)
@@ -40,8 +36,10 @@ def _retention(older_than: str | None) -> Retention:
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @click.option(
     "--older-than",
-    help="One retention for every final status (e.g. 7d, 12h, 3600), instead of "
-    "QUEUE_ENGINE_RETAIN_<STATUS>_S.",
+    "older_than_s",
+    type=Duration(),
+    help=f"One retention for every final status, instead of QUEUE_ENGINE_RETAIN_<STATUS>_S: "
+    f"{DURATION_FORMS}.",
 )
 @click.option(
     "--batch-size",
@@ -62,13 +60,13 @@ def _retention(older_than: str | None) -> Retention:
 def prune(
     cli: CliContext,
     dry_run: bool,
-    older_than: str | None,
+    older_than_s: float | None,
     batch_size: int,
     max_batches: int,
     as_json: bool,
 ) -> None:
     """Delete finished jobs and whole finished workflows past retention, and stale worker rows."""
-    retention = _retention(older_than)
+    retention = _retention(older_than_s)
     schema = cli.schema
     with cli.connect() as conn:
         if dry_run:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import click
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.cli.common import (
     dsn_option,
     log_options,
@@ -35,12 +36,9 @@ PROG = "queue-scheduler"
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @dsn_option
 @schema_option
-@setting_option(
-    table.APP,
-    help="Module declaring schedules with @periodic; synced into the schedules table at start.",
-)
+@setting_option(table.APP)
 @log_options
-@click.version_option(package_name="queue-engine", prog_name=PROG)
+@click.version_option(__version__, prog_name=PROG)
 def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level: str) -> int:
     """Enqueue the periodic jobs of every enabled schedule, each slot exactly once.
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 import click
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option, setting_option
 from queue_engine.config import validate_schema
 from queue_engine.daemon.signals import StopSignals
@@ -51,18 +52,12 @@ class ListenError(QueueEngineError):
 @dsn_option
 @schema_option
 @log_options
-@setting_option(table.WEB_HOST, help="Address to listen on (default: loopback only).")
-@setting_option(table.WEB_PORT, help="Port to listen on.")
-@setting_option(
-    table.WEB_READ_DSN, help="DSN of a read-only (monitor) role for read-scope requests."
-)
-@setting_option(
-    table.WEB_PRODUCER_DSN, help="DSN of an enqueue-only (producer) role for producer tokens."
-)
-@setting_option(
-    table.WEB_READ_ONLY, help="on: nothing can be changed through this server, whatever the token."
-)
-@click.version_option(package_name="queue-engine", prog_name="queue-web")
+@setting_option(table.WEB_HOST)
+@setting_option(table.WEB_PORT)
+@setting_option(table.WEB_READ_DSN)
+@setting_option(table.WEB_PRODUCER_DSN)
+@setting_option(table.WEB_READ_ONLY)
+@click.version_option(__version__, prog_name="queue-web")
 def web(
     dsn: str,
     schema: str,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import click
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.cli.common import (
     dsn_option,
     log_options,
@@ -29,60 +30,18 @@ from queue_engine.logs import setup_logging
 PROG = "queue-claim-worker"
 
 
-def parse_max_age(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    """``--max-age`` in seconds: ``90`` or ``90s``, ``30m``, ``12h``, ``2d``; a one-line usage error otherwise."""
-    if value is None or value == "":
-        return None
-    try:
-        seconds = table.parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r} {exc}") from None
-    problem = table.MAX_AGE.problem(seconds)
-    if problem is not None:
-        raise click.BadParameter(f"{value!r} {problem}")
-    return seconds
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@setting_option(table.QUEUE, help="The queue to work (required).")
-@setting_option(
-    table.APP,
-    help="Module to import that registers the tasks with @queue_engine.task (required).",
-)
+@setting_option(table.QUEUE)
+@setting_option(table.APP)
 @dsn_option
 @schema_option
-@setting_option(
-    table.PREFETCH,
-    help="Claimed jobs held at once (run one after another; outcomes flushed in batches).",
-)
-@setting_option(
-    table.WARM_KEY,
-    help="Affinity key this worker starts warm for (e.g. a preloaded model): it prefers "
-    "jobs naming it. After each job with an affinity key it is warm for that key.",
-)
-@setting_option(
-    table.MAX_JOBS,
-    type=click.IntRange(0),
-    metavar="N",
-    help="Recycle after N jobs: finish the job, give back prefetched ones, exit 79 "
-    "(the supervisor starts a fresh process). 0: no limit.",
-)
-@setting_option(
-    table.MAX_RSS_MB,
-    type=click.IntRange(0),
-    metavar="MB",
-    help="Recycle when the process's RSS (MiB), checked after each job, reaches MB. 0: no limit.",
-)
-@setting_option(
-    table.MAX_AGE,
-    callback=parse_max_age,
-    metavar="DURATION",
-    help="Recycle between jobs once the worker has run this long: 90 or 90s, 30m, 12h, 2d. "
-    "0: no limit. Each limit is lowered by up to 10% at random so a fleet does not "
-    "recycle at once.",
-)
+@setting_option(table.PREFETCH)
+@setting_option(table.WARM_KEY)
+@setting_option(table.MAX_JOBS, type=click.IntRange(0), metavar="N")
+@setting_option(table.MAX_RSS_MB, type=click.IntRange(0), metavar="MB")
+@setting_option(table.MAX_AGE)
 @log_options
-@click.version_option(package_name="queue-engine", prog_name=PROG)
+@click.version_option(__version__, prog_name=PROG)
 def worker(
     queue: str | None,
     app: str | None,

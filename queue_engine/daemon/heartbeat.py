@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import psutil
 
+from queue_engine import settings as table
 from queue_engine import sql as queries
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
@@ -49,7 +50,7 @@ from queue_engine.service import (
 from queue_engine.telemetry import GpuProbe, host_telemetry
 
 #: Heartbeat cadence (seconds); ``QUEUE_ENGINE_HEARTBEAT_S``.
-HEARTBEAT_DEFAULT_S = 10.0
+HEARTBEAT_DEFAULT_S = table.HEARTBEAT_S.default
 
 log = logging.getLogger("queue_engine.heartbeat")
 

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from queue_engine import settings as table
 from queue_engine.daemon.heartbeat import HEARTBEAT_DEFAULT_S, BeatTarget, Heartbeat, WorkersRow
 from queue_engine.daemon.identity import process_id
 from queue_engine.daemon.notify import SystemdLink
@@ -57,7 +58,7 @@ STOP_TIMEOUT_S = 10.0
 #: How often the main thread re-reads the status line for ``STATUS=``.
 STATUS_POLL_S = 0.5
 #: Default of ``QUEUE_ENGINE_CONNECT_RETRY_S``: how long start-up retries an unreachable database.
-CONNECT_RETRY_DEFAULT_S = 10.0
+CONNECT_RETRY_DEFAULT_S = table.CONNECT_RETRY_S.default
 
 log = logging.getLogger("queue_engine.daemon")
 

@@ -30,16 +30,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
+from queue_engine import settings as table
 from queue_engine import sql as queries
 from queue_engine.orchestrator.reaper import SWEEP_DEFAULT_S
 from queue_engine.orchestrator.sweep import SweepOptions, SweepService
 from queue_engine.service import log_event, logged_ids
 
-#: Heartbeats a worker may miss before it is flagged (``QUEUE_ENGINE_DEAD_AFTER_S``
-#: defaults to this many times ``QUEUE_ENGINE_HEARTBEAT_S``).
-DEAD_AFTER_BEATS = 3
-#: Default ``QUEUE_ENGINE_DEAD_AFTER_S`` with the default 10 s heartbeat.
-DEAD_AFTER_DEFAULT_S = 30.0
+#: Default ``QUEUE_ENGINE_DEAD_AFTER_S`` with the default heartbeat (three of them).
+DEAD_AFTER_DEFAULT_S = table.dead_after_s({})
 #: Workers flagged per run; the rest are flagged next run.
 BATCH_SIZE_DEFAULT = 100
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import psycopg
 
+from queue_engine import settings as table
 from queue_engine import sql as queries
 from queue_engine.db import RECONNECT_OR_UNREACHABLE, first_line
 from queue_engine.outage import OutageProbe
@@ -63,9 +64,9 @@ from queue_engine.service import (
 )
 
 #: Standby retry and leader self-check cadence (seconds).
-ELECT_INTERVAL_DEFAULT_S = 1.0
+ELECT_INTERVAL_DEFAULT_S = table.ELECT_S.default
 #: Cap of the reconnect backoff after the election connection failed.
-RECONNECT_BACKOFF_MAX_S = 10.0
+RECONNECT_BACKOFF_MAX_S = table.RECONNECT_MAX_S.default
 
 
 log = logging.getLogger("queue_engine.orchestrator")

@@ -37,13 +37,14 @@ from typing import Any
 
 from queue_engine import metrics
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
 from queue_engine.db import connect
 from queue_engine.migrate import Migration, Migrator
 from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.archiver import Archiver
-from queue_engine.orchestrator.dead_workers import DEAD_AFTER_BEATS, DeadWorkerSweep
+from queue_engine.orchestrator.dead_workers import DeadWorkerSweep
 from queue_engine.orchestrator.fast_recovery import RECOVERY_DEFAULT_S, FastRecovery
 from queue_engine.orchestrator.input_timeouts import InputTimeouts
 from queue_engine.orchestrator.leader import (
@@ -63,10 +64,6 @@ from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.service import Service, log_event
 from queue_engine.systemd import SystemdNotifier
 
-#: How long start-up keeps retrying an unreachable database before exiting 69
-#: (``QUEUE_ENGINE_CONNECT_RETRY_S``, the same setting as the worker's).
-CONNECT_RETRY_DEFAULT_S = 10.0
-
 log = logging.getLogger("queue_engine.orchestrator")
 
 
@@ -80,7 +77,7 @@ class OrchestratorConfig:
     elect_s: float = ELECT_INTERVAL_DEFAULT_S
     heartbeat_s: float = HEARTBEAT_DEFAULT_S
     reconnect_max_s: float = RECONNECT_BACKOFF_MAX_S
-    connect_retry_s: float = CONNECT_RETRY_DEFAULT_S
+    connect_retry_s: float = table.CONNECT_RETRY_S.default
     reap_batch: int = BATCH_SIZE_DEFAULT
     #: Heartbeat age at which a worker owning a running job is flagged (None: 3 beats).
     dead_after_s: float | None = None
@@ -97,7 +94,7 @@ class OrchestratorConfig:
         """``dead_after_s``, or three heartbeats when unset."""
         if self.dead_after_s is not None:
             return self.dead_after_s
-        return DEAD_AFTER_BEATS * self.heartbeat_s
+        return table.DEAD_AFTER_BEATS * self.heartbeat_s
 
     @classmethod
     def from_env(
@@ -312,8 +309,6 @@ class Orchestrator:
         return state
 
     def _telemetry(self) -> dict[str, Any]:
-        from queue_engine import __version__
-
         return {"version": __version__, "sweep_s": self.config.sweep_s}
 
     def migrate(self) -> list[Migration]:

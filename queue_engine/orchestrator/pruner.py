@@ -44,7 +44,6 @@ the full interval, so a backlog is worked off in short bites.
 from __future__ import annotations
 
 import logging
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,7 +56,6 @@ from psycopg import sql
 from queue_engine import metrics
 from queue_engine import settings as table
 from queue_engine import sql as queries
-from queue_engine.errors import ConfigError
 from queue_engine.jobs import JobStatus
 from queue_engine.orchestrator.sweep import (
     CATCH_UP_DEFAULT_S,
@@ -66,7 +64,6 @@ from queue_engine.orchestrator.sweep import (
     run_batches,
 )
 
-DAY_S = 86400.0
 #: Default retention per final status (seconds), from the settings table.
 RETAIN_DEFAULTS_S: dict[JobStatus, float] = {
     JobStatus.SUCCEEDED: table.RETAIN_SUCCEEDED_S.default,
@@ -84,20 +81,6 @@ BATCH_SIZE_DEFAULT = 1000
 MAX_BATCHES_DEFAULT = 20
 
 log = logging.getLogger("queue_engine.pruner")
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
-_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
-
-
-def parse_duration(text: str) -> float:
-    """Parse ``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` into seconds."""
-    match = _DURATION.match(text)
-    if match is None:
-        raise ConfigError(
-            f"invalid duration {text!r}: use a number of seconds or a number with s, m, h, d "
-            "or w, e.g. 7d or 12h"
-        )
-    return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
 
 
 @dataclass(frozen=True, slots=True)

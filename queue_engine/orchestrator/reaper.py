@@ -29,12 +29,13 @@ from typing import Any
 
 import psycopg
 
+from queue_engine import settings as table
 from queue_engine import sql as queries
 from queue_engine.orchestrator.sweep import SweepService
 from queue_engine.service import log_event, logged_ids
 
 #: How often the leader sweeps (seconds); ``QUEUE_ENGINE_SWEEP_S``.
-SWEEP_DEFAULT_S = 5.0
+SWEEP_DEFAULT_S = table.SWEEP_S.default
 #: Rows moved per statement.
 BATCH_SIZE_DEFAULT = 1000
 #: Batches per run; what is left waits for the next sweep.

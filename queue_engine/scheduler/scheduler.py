@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import settings as table
+from queue_engine._version import __version__
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, DaemonRuntime
 from queue_engine.db import connect
@@ -49,8 +50,6 @@ from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.scheduler")
 
-#: How long start-up retries an unreachable database before exiting 69.
-CONNECT_RETRY_DEFAULT_S = 10.0
 #: The watchdog is pinged only if the ticker's loop ran within this many seconds.
 TICKER_STALE_S = 60.0
 #: The migration that creates the schedules tables (its number may change; its name does not).
@@ -76,7 +75,7 @@ class SchedulerConfig:
     max_sleep_s: float = MAX_SLEEP_DEFAULT_S
     heartbeat_s: float = HEARTBEAT_DEFAULT_S
     reconnect_max_s: float = RECONNECT_MAX_DEFAULT_S
-    connect_retry_s: float = CONNECT_RETRY_DEFAULT_S
+    connect_retry_s: float = table.CONNECT_RETRY_S.default
     runs_keep_s: float = RUNS_KEEP_DEFAULT_S
 
     @classmethod
@@ -162,8 +161,6 @@ class Scheduler:
         return self.runtime.row_state()
 
     def _telemetry(self) -> dict[str, Any]:
-        from queue_engine import __version__
-
         result = self.ticker.last_result
         return {
             "version": __version__,

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib.metadata import version
 
 from fastapi import FastAPI
 
+from queue_engine._version import __version__
 from queue_engine.service import log_event
 from queue_engine.web import openapi, problems
 from queue_engine.web.api import router as api_router
@@ -56,7 +56,7 @@ def create_app(settings: WebSettings, *, sign_in_link: SignInLink | None = None)
 
     app = FastAPI(
         title="queue-engine",
-        version=version("queue-engine"),
+        version=__version__,
         description=API_DESCRIPTION,
         lifespan=lifespan,
         # Swagger UI loads its scripts from a CDN into this origin, where the

@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from queue_engine import settings as table
 from queue_engine.exit_codes import ExitCode
 from queue_engine.service import log_event
 from queue_engine.worker.deadline import HardDeadline
@@ -63,15 +64,15 @@ EXIT_HARD_STOP = ExitCode.HARD_STOP
 EXIT_GIVEN_BACK = ExitCode.OK
 
 #: Budget of a job when neither the job nor its task sets ``timeout_s``.
-DEFAULT_TIMEOUT_S = 3600.0
+DEFAULT_TIMEOUT_S = table.DEFAULT_TIMEOUT_S.default
 #: A suggested stall timeout; the stall watchdog runs only for tasks that set one.
 STALL_TIMEOUT_DEFAULT_S = 120.0
 #: How long a handler may ignore a cancel before the worker hard-stops.
-CANCEL_GRACE_DEFAULT_S = 30.0
+CANCEL_GRACE_DEFAULT_S = table.CANCEL_GRACE_S.default
 #: How long a zombie (lease lost) may run on before the worker hard-stops.
-ZOMBIE_GRACE_DEFAULT_S = 10.0
+ZOMBIE_GRACE_DEFAULT_S = table.ZOMBIE_GRACE_S.default
 #: How long SIGTERM waits for the running job before giving it back.
-SHUTDOWN_GRACE_DEFAULT_S = 30.0
+SHUTDOWN_GRACE_DEFAULT_S = table.SHUTDOWN_GRACE_S.default
 #: How often the thread looks (the precision of every deadline).
 TICK_S = 0.1
 

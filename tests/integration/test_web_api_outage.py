@@ -5,6 +5,7 @@ from __future__ import annotations
 from psycopg.conninfo import make_conninfo
 from web_client import OPERATOR, PRODUCER, READ, is_problem, web_client
 
+from queue_engine._version import __version__
 from queue_engine.testing.databases import TestServer
 
 
@@ -28,6 +29,7 @@ def test_database_down_answers_503_and_health_stays_200(dsn: str) -> None:
             assert "database" in problem["detail"]
         info = api.get("/info").json()
         assert info["schema_version"] is None and info["uptime_s"] >= 0
+        assert info["version"] == __version__ == api.get("/openapi.json").json()["info"]["version"]
 
 
 def test_unmigrated_database_is_not_ready(empty_dsn: str) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from queue_engine._version import __version__
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +80,7 @@ def test_wheel_metadata_and_console_scripts(wheel: Path) -> None:
         metadata = Parser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
     assert "queue-ctl = queue_engine.cli.ctl:main" in entry_points
     assert metadata["Name"] == "queue-engine"
+    assert metadata["Version"] == __version__  # hatchling read queue_engine/_version.py
     requires = " ".join(metadata.get_all("Requires-Dist") or [])
     for dependency in ("psycopg", "psycopg-pool", "click", "psutil"):
         assert dependency in requires

@@ -25,8 +25,9 @@ The layers (a module's layer comes from its path):
 - ``web``: ``queue_engine.web.*``, the HTTP API and dashboard of ``queue-web``, a top
   layer like ``cli``: may import anything but ``cli``, and only ``cli`` imports it;
 - ``daemon``: ``worker``, ``orchestrator``, ``scheduler`` and the shared
-  ``daemon`` runtime; may import core, the public API and the shared ``daemon``
-  package, never ``cli`` nor another daemon's package;
+  ``daemon`` runtime; may import core and the shared ``daemon`` package, never
+  ``cli``, the public API (it sits above: it re-exports the scheduler's
+  ``@periodic``) nor another daemon's package;
 - ``api``: ``queue_engine/__init__``, the public facade; may import core and
   the schedule declarations (``@periodic``);
 - ``core``: every other module; may import only core.
@@ -216,6 +217,8 @@ def violation(source: str, target: str) -> str | None:
     if dst == "web":
         return f"{src} module imports the web layer (only the command line may)"
     if src == "daemon":
+        if dst == "api":
+            return "daemon module imports the public API (the package root is above the daemons)"
         own = _daemon_package(source)
         if dst == "daemon" and _daemon_package(target) not in (own, SHARED_DAEMON_PACKAGE):
             return f"daemon package {own!r} imports another daemon's package"
@@ -286,6 +289,8 @@ def test_no_import_cycles() -> None:
         ("queue_engine.worker.loop", "queue_engine.cli.common", False),
         ("queue_engine.scheduler.ticker", "queue_engine.orchestrator.heartbeat", False),
         ("queue_engine.scheduler.ticker", "queue_engine.daemon.heartbeat", True),
+        ("queue_engine.scheduler.scheduler", "queue_engine", False),
+        ("queue_engine.orchestrator.orchestrator", "queue_engine._version", True),
         ("queue_engine.client", "queue_engine.worker.store", False),
         ("queue_engine.stats", "queue_engine.cli.views", False),
         ("queue_engine", "queue_engine.scheduler.schedules", True),
@@ -360,7 +365,7 @@ def test_public_names_are_listed_once_in_three_places() -> None:
     """
     public = queue_engine._PUBLIC
     assert _type_checking_imports() == public
-    assert sorted(queue_engine.__all__) == sorted([*public, "__version__"])
+    assert sorted(queue_engine.__all__) == sorted(public)
     for name, module in public.items():
         assert getattr(queue_engine, name) is getattr(importlib.import_module(module), name)
     assert set(public) <= set(dir(queue_engine))

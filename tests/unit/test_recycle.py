@@ -251,11 +251,16 @@ def test_the_recycle_exit_code_is_its_own() -> None:
         ("90", 90.0),
         ("90s", 90.0),
         ("1.5m", 90.0),
+        ("15m", 900.0),
         ("30m", 1800.0),
         ("12h", 43200.0),
         ("12H", 43200.0),
         (" 2d ", 172800.0),
+        ("7d", 604800.0),
+        ("2w", 1209600.0),
+        ("1.5w", 1.5 * 604800),
         ("0.5", 0.5),
+        (".5", 0.5),
         ("0", 0.0),
     ],
 )
@@ -263,7 +268,9 @@ def test_a_duration_is_seconds_or_a_number_with_a_unit(raw: str, seconds: float)
     assert table.parse_duration(raw) == seconds
 
 
-@pytest.mark.parametrize("raw", ["", "h", "12x", "-5", "1e3", "12 hours", "1h30m", "inf", "nan"])
+@pytest.mark.parametrize(
+    "raw", ["", "h", "12x", "-5", "1e3", "12 hours", "7 days", "1h30m", "inf", "nan"]
+)
 def test_a_bad_duration_is_one_line_naming_the_variable(raw: str) -> None:
     with pytest.raises(ValueError, match="is not a duration"):
         table.parse_duration(raw)
@@ -278,6 +285,8 @@ def test_a_bad_duration_is_one_line_naming_the_variable(raw: str) -> None:
 def test_the_limits_are_read_from_the_environment_with_bounds() -> None:
     env = {"QUEUE_ENGINE_MAX_AGE": "12h", "QUEUE_ENGINE_MAX_JOBS": "500"}
     assert table.MAX_AGE.read(env) == 43200.0
+    # Before: refused, while `queue-ctl prune --older-than 2w` took weeks.
+    assert table.MAX_AGE.read({"QUEUE_ENGINE_MAX_AGE": "2w"}) == 14 * 86400.0
     assert table.MAX_JOBS.read(env) == 500
     assert table.MAX_RSS_MB.read(env) is None
     assert table.MAX_JOBS.read({"QUEUE_ENGINE_MAX_JOBS": "0"}) == 0  # off

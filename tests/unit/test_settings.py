@@ -5,23 +5,29 @@ Checked here, without a database:
 - the table itself is well formed, and a setting parses and bounds its value
   with a one-line ConfigError naming the variable;
 - the settings objects (worker, orchestrator, scheduler, retention) and the
-  click options take their defaults from it, and the modules' default
-  constants agree with it;
+  click options take their defaults from it, and no module keeps a literal
+  copy of a default (``SWEEP_DEFAULT_S = 5.0``): a module's default constant
+  reads the table;
 - the disagreements the table was built to end stay ended: one
   ``RECONNECT_MAX_S`` default and one heartbeat minimum for the three daemons,
   ``DEAD_AFTER_S`` following the heartbeat in the views as in the
   orchestrator, ``PREFETCH`` honoured by ``WorkerSettings.from_env``;
+- the help of an option that is a setting is the setting's doc;
+- one duration grammar: every command-line option that takes a duration reads
+  it as the settings do (``2w`` is two weeks everywhere);
 - ``docs/reference/configuration.md`` lists exactly the table's variables,
   with the table's defaults, readers and options.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from qe_ctl import console_commands, walk_commands
 
@@ -204,27 +210,81 @@ def test_the_table_names_every_process_that_reads_a_setting(
         assert process in setting.read_by, f"{setting.env} ({field}) is read by {process}"
 
 
-def test_module_default_constants_agree_with_the_table() -> None:
-    from queue_engine import logs
-    from queue_engine.daemon import heartbeat, runtime
-    from queue_engine.orchestrator import dead_workers, fast_recovery, leader, reaper
-    from queue_engine.scheduler import ticker
-    from queue_engine.worker import watchdog
+def _literal(node: ast.expr) -> object:
+    """The value of a literal number (``3600.0``, ``7 * 86400``) or tuple of texts; else None."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, str):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand)
+        return -value if isinstance(value, int | float) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
+        left, right = _literal(node.left), _literal(node.right)
+        if isinstance(left, int | float) and isinstance(right, int | float):
+            return left * right if isinstance(node.op, ast.Mult) else left + right
+        return None
+    if isinstance(node, ast.Tuple):
+        items = [_literal(item) for item in node.elts]
+        return tuple(items) if all(isinstance(i, str) for i in items) else None
+    return None
 
-    assert table.DEFAULT_TIMEOUT_S.default == watchdog.DEFAULT_TIMEOUT_S
-    assert table.SHUTDOWN_GRACE_S.default == watchdog.SHUTDOWN_GRACE_DEFAULT_S
-    assert table.CANCEL_GRACE_S.default == watchdog.CANCEL_GRACE_DEFAULT_S
-    assert table.ZOMBIE_GRACE_S.default == watchdog.ZOMBIE_GRACE_DEFAULT_S
-    assert table.HEARTBEAT_S.default == heartbeat.HEARTBEAT_DEFAULT_S
-    assert table.CONNECT_RETRY_S.default == runtime.CONNECT_RETRY_DEFAULT_S
-    assert table.ELECT_S.default == leader.ELECT_INTERVAL_DEFAULT_S
-    assert table.RECONNECT_MAX_S.default == leader.RECONNECT_BACKOFF_MAX_S
-    assert table.RECONNECT_MAX_S.default == ticker.RECONNECT_MAX_DEFAULT_S
-    assert table.SWEEP_S.default == reaper.SWEEP_DEFAULT_S
-    assert table.RECOVERY_S.default == fast_recovery.RECOVERY_DEFAULT_S
-    assert dead_workers.DEAD_AFTER_BEATS == table.DEAD_AFTER_BEATS
-    assert table.dead_after_s({}) == dead_workers.DEAD_AFTER_DEFAULT_S
-    assert tuple(logs.LOG_FORMATS) == table.LOG_FORMAT.choices
+
+def _copies_of_the_table(tree: ast.Module) -> Iterator[tuple[str, int, str]]:
+    """Module constants holding a literal copy of a setting's default or choices.
+
+    A copy is a constant named after a setting (``SWEEP_DEFAULT_S`` or
+    ``DEFAULT_SWEEP_S`` for ``SWEEP_S``; the table's own ``DEAD_AFTER_BEATS``)
+    with the same literal value, or a tuple of texts equal to a setting's choices.
+    """
+    constants = {n: v for n, v in vars(table).items() if n.isupper() and isinstance(v, int)}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value_node = getattr(node, "value", None)
+        if not isinstance(target, ast.Name) or value_node is None:
+            continue
+        name, value = target.id, _literal(value_node)
+        if value is None:
+            continue
+        if isinstance(value, tuple):
+            for setting in table.SETTINGS.values():
+                if setting.choices and value == setting.choices:
+                    yield name, node.lineno, f"the choices of {setting.env}"
+            continue
+        stem = "_".join(word for word in name.split("_") if word != "DEFAULT")
+        setting = table.SETTINGS.get(name) or table.SETTINGS.get(stem)
+        if setting is not None and setting.default == value:
+            yield name, node.lineno, f"the default of {setting.env}"
+        elif constants.get(name) == value:
+            yield name, node.lineno, f"settings.{name}"
+
+
+def test_modules_read_their_defaults_from_the_table() -> None:
+    # Before: CONNECT_RETRY_DEFAULT_S = 10.0 in three modules and nine more literal copies
+    # (SWEEP_DEFAULT_S, HEARTBEAT_DEFAULT_S, the watchdog's graces, DEAD_AFTER_BEATS,
+    # LOG_FORMATS, ...), held to the table one by one by a 14-assert test.
+    package = REPO_ROOT / "queue_engine"
+    copies = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {name} copies {what}; read it from the table"
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "settings.py"
+        for name, line, what in _copies_of_the_table(ast.parse(path.read_text()))
+    ]
+    assert not copies, "\n".join(copies)
+
+
+def test_a_copy_of_the_table_is_recognised() -> None:
+    copies = "CONNECT_RETRY_DEFAULT_S = 10.0\nDEFAULT_TIMEOUT_S = 3600\nDEAD_AFTER_BEATS = 3\n"
+    copies += "RETAIN = 7 * 86400\nRETAIN_SUCCEEDED_S: float = 7 * 86400.0\nF = ('text', 'json')\n"
+    found = [name for name, _, _ in _copies_of_the_table(ast.parse(copies))]
+    assert found == [
+        "CONNECT_RETRY_DEFAULT_S",
+        "DEFAULT_TIMEOUT_S",
+        "DEAD_AFTER_BEATS",
+        "RETAIN_SUCCEEDED_S",
+        "F",
+    ]
+    # Another value under a setting's name is another thing (queue-web's poll is not the worker's).
+    unrelated = "POLL_DEFAULT_S = 10.0\nSWEEP_DEFAULT_S = table.SWEEP_S.default\n"
+    assert list(_copies_of_the_table(ast.parse(unrelated))) == []
 
 
 # -- the table drives the command lines ---------------------------------------------------------
@@ -239,7 +299,9 @@ def _same(shown: str, expected: str) -> bool:
         return shown == expected
 
 
-def test_click_options_take_their_variable_and_default_from_the_table() -> None:
+def test_click_options_take_their_variable_default_and_help_from_the_table() -> None:
+    from queue_engine.cli.common import option_help
+
     used: set[str] = set()
     for prog, root in console_commands().items():
         for path, command in walk_commands(root, prog):
@@ -254,6 +316,7 @@ def test_click_options_take_their_variable_and_default_from_the_table() -> None:
                 if type(default).__name__ == "Sentinel":  # click >= 8.3: no default given
                     default = None
                 assert default == setting.default, f"{path} {setting.option}"
+                assert param.help == option_help(setting), f"{path} {setting.option}"
                 used.add(setting.name)
             for setting, default in re.findall(
                 r"(QUEUE_ENGINE_[A-Z_]+) \(([^)]*)\)", command.help or ""
@@ -262,6 +325,82 @@ def test_click_options_take_their_variable_and_default_from_the_table() -> None:
                 assert _same(default, shown), f"{path} help: {setting} ({default}), table: {shown}"
     with_option = {s.name for s in table.SETTINGS.values() if s.option is not None}
     assert used == with_option
+
+
+def test_an_options_help_is_its_settings_doc() -> None:
+    from queue_engine.cli.common import option_help, setting_option
+
+    assert option_help(table.HTTP_HOST) == "Address the metrics server binds to."
+    assert option_help(table.QUEUE) == "The queue the worker serves (required)."
+    with pytest.raises(TypeError, match="the help comes from the table"):
+        setting_option(table.HTTP_HOST, help="Where to listen.")
+
+
+# -- one duration grammar ---------------------------------------------------------------------
+
+#: Every command-line option that takes a duration: (command path, option).
+DURATION_OPTIONS = [
+    ("queue-claim-worker", "--max-age"),
+    ("queue-ctl list", "--older-than"),
+    ("queue-ctl prune", "--older-than"),
+]
+
+
+def _option(path: str, flag: str) -> tuple[click.Command, click.Parameter]:
+    for prog, root in console_commands().items():
+        for command_path, command in walk_commands(root, prog):
+            if command_path == path:
+                for param in command.params:
+                    if flag in param.opts:
+                        return command, param
+    raise LookupError(f"{path} {flag}")
+
+
+@pytest.mark.parametrize(("path", "flag"), DURATION_OPTIONS)
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [("2w", 14 * 86400.0), ("1.5W", 1.5 * 7 * 86400), ("36h", 36 * 3600.0), ("90", 90.0)],
+)
+def test_every_duration_option_reads_the_settings_grammar(
+    path: str, flag: str, raw: str, seconds: float
+) -> None:
+    # Before: `queue-claim-worker --max-age 2w` was refused ("use s, m, h or d") while
+    # `queue-ctl prune --older-than 2w` meant two weeks; `list --older-than 1.5W` was refused.
+    command, param = _option(path, flag)
+    assert param.process_value(click.Context(command), raw) == seconds == table.parse_duration(raw)
+
+
+@pytest.mark.parametrize(("path", "flag"), DURATION_OPTIONS)
+def test_a_bad_duration_option_is_one_line_naming_the_grammar(path: str, flag: str) -> None:
+    command, param = _option(path, flag)
+    with pytest.raises(click.BadParameter) as info:
+        param.process_value(click.Context(command), "2 weeks")
+    message = info.value.format_message()
+    assert flag in message and "'2 weeks' is not a duration: use seconds" in message
+    assert "\n" not in message
+
+
+def test_a_duration_option_of_a_setting_keeps_its_bounds() -> None:
+    command, param = _option("queue-claim-worker", "--max-age")
+    ctx = click.Context(command)
+    with pytest.raises(click.BadParameter, match=r"'0.5s' must be at least 1 \(or 0 to turn"):
+        param.process_value(ctx, "0.5s")
+    assert param.process_value(ctx, "0") == 0.0  # off
+    assert param.process_value(ctx, "") is None  # empty is unset, as in the environment
+
+
+def test_no_other_option_takes_a_duration() -> None:
+    from queue_engine.cli.common import Duration
+
+    found = set()
+    for prog, root in console_commands().items():
+        for path, command in walk_commands(root, prog):
+            for param in command.params:
+                help_text = getattr(param, "help", None) or ""
+                if isinstance(param.type, Duration) or table.DURATION_FORMS in help_text:
+                    assert isinstance(param.type, Duration), f"{path} {param.opts[0]}"
+                    found.add((path, param.opts[0]))
+    assert found == set(DURATION_OPTIONS)
 
 
 # -- the table drives the reference page ------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from queue_engine import stats
 from queue_engine.metrics import DURATION_BUCKETS_S, histogram_buckets
-from queue_engine.orchestrator.pruner import Retention, parse_duration
+from queue_engine.orchestrator.pruner import Retention
 
 
 def test_rate_per_s() -> None:
@@ -87,14 +87,7 @@ def test_histogram_buckets_are_cumulative_and_end_with_inf() -> None:
         histogram_buckets([1, 2])
 
 
-def test_parse_duration_and_retention_groups() -> None:
-    assert parse_duration("90") == 90
-    assert parse_duration("15m") == 900
-    assert parse_duration("12h") == 43200
-    assert parse_duration("7d") == 604800
-    assert parse_duration("1.5w") == 1.5 * 604800
-    with pytest.raises(Exception, match="invalid duration"):
-        parse_duration("7 days")
+def test_retention_groups() -> None:
     assert Retention().groups() == [
         (7 * 86400.0, ["succeeded"]),
         (30 * 86400.0, ["failed", "lost", "canceled"]),

@@ -10,7 +10,6 @@ runs. None of them needs a credential, and none says anything secret.
 
 from __future__ import annotations
 
-from importlib.metadata import version
 from typing import Any
 
 import psycopg
@@ -18,6 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from queue_engine._version import __version__
 from queue_engine.errors import QueueEngineError
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, schema_version
 from queue_engine.web.state import WebState
@@ -105,7 +105,7 @@ def info(request: Request) -> Any:
     except (QueueEngineError, psycopg.Error):  # a database that is down is what /info reports
         found = None
     return Info(
-        version=version("queue-engine"),
+        version=__version__,
         schema_name=state.schema,
         schema_version=found,
         schema_required=ENGINE_SCHEMA_VERSION,
