@@ -12,7 +12,8 @@ Two steps, both on text and both done once per statement, schema and variant
   statements: psycopg then converts nothing on each execute.
 
 Which variant to send, and sending it, are the worker store's
-(:mod:`queue_engine.worker.store`).
+(:mod:`queue_engine.worker.store`). docs/internals/sql.md explains the tags and
+the other ways a statement's text is composed.
 """
 
 from __future__ import annotations

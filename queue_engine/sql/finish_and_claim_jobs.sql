@@ -22,7 +22,7 @@
 -- only in the statement of a worker with a warm key, lines tagged --@cold only
 -- in the others', so workers without one pay nothing for the preference. The
 -- tags are read by queue_engine/sql/compiler.py, which also drops the comments
--- and numbers the placeholders $n; the worker chooses
+-- and numbers the placeholders $n (docs/internals/sql.md); the worker chooses
 -- the variant of each batch in queue_engine/worker/store.py.
 --
 -- A third tag, --@followups (the "-- @followups begin/end" block), marks what
