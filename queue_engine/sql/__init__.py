@@ -41,7 +41,7 @@ def query(name: str, schema: str) -> LiteralString:
 
 
 def plain(name: str) -> LiteralString:
-    """Return a statement that names no engine object (no ``__SCHEMA__``): advisory locks, the ledger."""
+    """Return a statement that names no engine object (no ``__SCHEMA__``): locks, the ledger."""
     return source(name)
 
 

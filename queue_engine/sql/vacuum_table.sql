@@ -1,7 +1,8 @@
 -- Remove the dead row versions of one engine table and their index entries
--- ({table}: its name, a quoted identifier composed by queue_engine/statistics.py). The leader's vacuumer runs it on jobs during a
--- drain (orchestrator/vacuumer.py): every claim leaves a dead entry at the head
--- of jobs_claimable_idx, which every later claim walks until a VACUUM removes it.
+-- ({table}: its name, a quoted identifier composed by queue_engine/statistics.py).
+-- The leader's vacuumer runs it on jobs during a drain (orchestrator/vacuumer.py):
+-- every claim leaves a dead entry at the head of jobs_claimable_idx, which every
+-- later claim walks until a VACUUM removes it.
 --   INDEX_CLEANUP ON  always run the index pass: with few dead rows against a
 --                     big table, VACUUM would otherwise skip it, and the index
 --                     entries are what this is for.

@@ -1,4 +1,4 @@
-"""Every named SQL file is used, every name the code asks for has a file, each loaded as it is written.
+"""Every named SQL file is used, every name asked for has a file, each loaded as it is written.
 
 The files of ``queue_engine/sql/`` are the catalogue of the engine's
 statements (docs/internals/sql.md). Nothing checks a name at import time: a
@@ -154,7 +154,7 @@ class Asked:
 
 @dataclass
 class Resolved:
-    """The literal names an expression can be, with where each is written, and what is not known."""
+    """The literal names an expression can be (each with where it is written), and what is not."""
 
     names: list[tuple[str, Path, ast.AST]]
     unresolved: list[str]
@@ -163,7 +163,7 @@ class Resolved:
 def _argument(
     call: ast.Call, function: ast.FunctionDef | ast.AsyncFunctionDef, param: str
 ) -> ast.expr | None:
-    """The expression ``call`` passes for ``function``'s parameter ``param`` (its default if none)."""
+    """What ``call`` passes for ``function``'s parameter ``param`` (its default if nothing)."""
     for kw in call.keywords:
         if kw.arg == param:
             return kw.value
