@@ -41,6 +41,7 @@ from typing import Any
 import psycopg
 
 from queue_engine import Client
+from queue_engine.sql import compiler
 from queue_engine.worker import store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -80,8 +81,8 @@ def claim_part(admin: str, n: int) -> None:
         )
         statements = {
             "engine's idle claim": statement(store.worker_tags(0, 1)),
-            "bare UPDATE of jobs": store.RawStatement(BARE_CLAIM, ("worker_id", "queue")),
-            "one-column table": store.RawStatement(FLOOR_CLAIM, ()),
+            "bare UPDATE of jobs": compiler.RawStatement(BARE_CLAIM, ("worker_id", "queue")),
+            "one-column table": compiler.RawStatement(FLOOR_CLAIM, ()),
         }
         times: dict[tuple[str, str], list[float]] = {
             (name, pause): [] for name in statements for pause in PAUSES_S
@@ -95,7 +96,7 @@ def claim_part(admin: str, n: int) -> None:
                         client.enqueue("cold", queue=QUEUE)
                     time.sleep(pause_s)
                     t = time.perf_counter()
-                    rows = claim.execute(conn, params).fetchall()
+                    rows = store.execute_raw(conn, claim, params).fetchall()
                     took = time.perf_counter() - t
                     assert rows, f"{name} claimed nothing"
                     if i >= 10:  # the first ones prepare the statements

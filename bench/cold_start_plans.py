@@ -25,6 +25,7 @@ import psycopg
 from queue_engine import Client
 from queue_engine.embedded import EmbeddedPostgres
 from queue_engine.migrate import Migrator
+from queue_engine.sql import compiler
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
 
@@ -36,7 +37,7 @@ N_JOBS = 10_000
 def explain(conn: psycopg.Connection[Any], job_id: int, attempt: int) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) the prepared statement for one finish + one claim, rolled back."""
     # A prefetch-1 worker's statement.
-    statement = store.raw_statement("finish_and_claim_jobs", SCHEMA, store.worker_tags(1, 1))
+    statement = compiler.raw_statement("finish_and_claim_jobs", SCHEMA, store.worker_tags(1, 1))
     row = conn.execute(
         "SELECT name FROM pg_prepared_statements WHERE statement = %s", [statement.text]
     ).fetchone()

@@ -70,7 +70,7 @@ import psycopg
 from queue_engine import Client
 
 if TYPE_CHECKING:
-    from queue_engine.worker.store import RawStatement
+    from queue_engine.sql.compiler import RawStatement
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker_bench import (
@@ -321,9 +321,10 @@ def explain(admin: str, loops: int, batch: int = 1) -> None:
     Each statement finishes the ``batch`` jobs the previous one claimed and
     claims ``batch`` more (``--prefetch``: a prefetching worker's statement).
     """
+    from queue_engine.sql import compiler
     from queue_engine.worker import store
 
-    text = store.raw_statement(
+    text = compiler.raw_statement(
         "finish_and_claim_jobs",
         "queue_engine",
         store.worker_tags(batch, batch),

@@ -51,6 +51,7 @@ from queue_engine import Client
 from queue_engine import sql as queries
 from queue_engine.embedded import EmbeddedPostgres
 from queue_engine.migrate import Migrator
+from queue_engine.sql import compiler
 from queue_engine.worker import store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,21 +67,21 @@ def downs(*versions: int) -> str:
     return "\n".join(texts)
 
 
-def statement(tags: tuple[str, ...], sql_file: str | None = None) -> store.RawStatement:
+def statement(tags: tuple[str, ...], sql_file: str | None = None) -> compiler.RawStatement:
     """The ``tags`` form of the worker's statement: this build's, or that of a
     candidate text of ``finish_and_claim_jobs.sql`` (another build's, say)."""
     if sql_file is None:
-        return store.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
+        return compiler.raw_statement("finish_and_claim_jobs", "queue_engine", tags)
     text = queries.render(Path(sql_file).read_text(), "queue_engine")
-    return store.compile_statement(store.select_variant(text, tags), sql_file)
+    return compiler.compile_statement(compiler.select_variant(text, tags), sql_file)
 
 
-def without_claim_event(worker: store.RawStatement) -> store.RawStatement:
+def without_claim_event(worker: compiler.RawStatement) -> compiler.RawStatement:
     """The statement without its ``claim_events`` CTE (the last one): a knock-out."""
     return knocked_out(worker, ", claim_events AS (", " SELECT true AS is_claim", "")
 
 
-def variants(prefetch: int = 1) -> dict[str, tuple[store.RawStatement, str]]:
+def variants(prefetch: int = 1) -> dict[str, tuple[compiler.RawStatement, str]]:
     """Label -> (statement, DDL applied to its data folder first).
 
     "this build" is the statement a worker with this ``prefetch`` sends at
@@ -114,16 +115,16 @@ BARE_CLAIM = (
 
 
 def knocked_out(
-    statement: store.RawStatement, start: str, end: str, instead: str
-) -> store.RawStatement:
+    statement: compiler.RawStatement, start: str, end: str, instead: str
+) -> compiler.RawStatement:
     """``statement`` with the text from ``start`` up to (not including) ``end`` replaced."""
     text = statement.text
     first = text.index(start)
     last = text.index(end, first) if end else len(text)
-    return store.RawStatement(text[:first] + instead + text[last:], statement.names)
+    return compiler.RawStatement(text[:first] + instead + text[last:], statement.names)
 
 
-def idle_variants() -> dict[str, tuple[store.RawStatement, str]]:
+def idle_variants() -> dict[str, tuple[compiler.RawStatement, str]]:
     """The idle worker's claim and its knock-outs (label -> statement, DDL)."""
     idle = statement(store.worker_tags(0, 1))
     # The gate's probes of queues and worker_parks, without changing the parameters used.
@@ -150,7 +151,7 @@ def idle_variants() -> dict[str, tuple[store.RawStatement, str]]:
             "",
         ),
         "a bare UPDATE ... SKIP LOCKED of jobs": (
-            store.RawStatement(BARE_CLAIM, ("worker_id", "queue")),
+            compiler.RawStatement(BARE_CLAIM, ("worker_id", "queue")),
             "",
         ),
     }

@@ -49,6 +49,7 @@ from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single, sta
 from statement_cost import execute as finish
 
 from queue_engine import Client, Workflow
+from queue_engine.sql import compiler
 from queue_engine.worker import store
 from queue_engine.worker.handover import HandoverPolicy
 from queue_engine.worker.outcomes import Outcome
@@ -83,7 +84,9 @@ def execute(name: str, names: tuple[str, ...], finished: int | None) -> str:
     return finish(name, names, [] if finished is None else [succeeded(finished)])
 
 
-def worker_statements() -> tuple[store.RawStatement, store.RawStatement, store.RawStatement]:
+def worker_statements() -> tuple[
+    compiler.RawStatement, compiler.RawStatement, compiler.RawStatement
+]:
     """A prefetch-1 worker's statements: plain, with the hand-over, and ``solo``.
 
     Each finishes one job and claims one (``store.worker_tags``: ``onefinish``

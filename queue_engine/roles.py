@@ -40,7 +40,7 @@ def roles_sql(
     monitor: str = MONITOR_ROLE,
 ) -> str:
     """The role template for ``schema`` with the given group role names."""
-    text = queries.render(queries.source("roles"), schema)
+    text: str = queries.query("roles", schema)
     for placeholder, name in (
         ("__WORKER_ROLE__", worker),
         ("__PRODUCER_ROLE__", producer),

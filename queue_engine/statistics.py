@@ -62,9 +62,7 @@ def table_statistics(
 def analyze(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
     """ANALYZE one table of the engine schema."""
     conn.execute(
-        sql.SQL(queries.plain("analyze_table")).format(
-            table=sql.Identifier(validate_schema(schema), table)
-        )
+        sql.SQL(queries.query("analyze_table", schema)).format(table=sql.Identifier(table))
     )
 
 
@@ -73,11 +71,7 @@ def vacuum(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
 
     ``conn`` must be in autocommit mode (VACUUM cannot run in a transaction).
     """
-    conn.execute(
-        sql.SQL(queries.plain("vacuum_table")).format(
-            table=sql.Identifier(validate_schema(schema), table)
-        )
-    )
+    conn.execute(sql.SQL(queries.query("vacuum_table", schema)).format(table=sql.Identifier(table)))
 
 
 def analyze_schema(conn: psycopg.Connection[Any], schema: str) -> list[str]:

@@ -256,8 +256,8 @@ def prune_once(
     pending = deque(range(len(groups)))
     prune_jobs = sql.SQL(queries.query("prune_jobs", schema))
     statements: dict[str, sql.SQL | sql.Composed] = {
-        "jobs": prune_jobs.format(table=sql.Identifier(schema, "jobs")),
-        "archive": prune_jobs.format(table=sql.Identifier(schema, "jobs_archive")),
+        "jobs": prune_jobs.format(table=sql.Identifier("jobs")),
+        "archive": prune_jobs.format(table=sql.Identifier("jobs_archive")),
         "workflows": sql.SQL(queries.query("prune_workflows", schema)),
     }
 

@@ -119,7 +119,7 @@ def _params(spec: ScheduleSpec, app: str | None) -> dict[str, Any]:
 
 def _notify(conn: Connection, schema: str, name: str) -> None:
     conn.execute(
-        queries.query("schedule_notify", schema),
+        queries.plain("schedule_notify"),
         {"channel": schedules_channel(schema), "name": name},
     )
 

@@ -2,8 +2,11 @@
 
 All of queue-engine's runtime SQL lives in this folder so it can be read and
 reviewed in one place. Files use psycopg's ``%(name)s`` parameters for every
-value; the only thing substituted textually is ``__SCHEMA__``, replaced by the
-quoted, validated engine schema identifier.
+value. What a parameter cannot carry is put into the text in one of three ways
+(docs/internals/sql.md): ``__SCHEMA__``, replaced here by the quoted, validated
+engine schema identifier; ``{name}`` placeholders for an identifier chosen per
+call, filled by the caller with psycopg's ``sql.Identifier``; and the line tags
+of a statement with several variants, read by :mod:`queue_engine.sql.compiler`.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def query(name: str, schema: str) -> LiteralString:
 
 
 def plain(name: str) -> LiteralString:
-    """Return a statement that names no engine table (advisory locks, ledger templates)."""
+    """Return a statement that names no engine object (no ``__SCHEMA__``): locks, the ledger."""
     return source(name)
 
 

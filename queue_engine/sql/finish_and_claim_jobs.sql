@@ -21,8 +21,9 @@
 -- Two variants: lines tagged --@warm (and the "-- @warm begin/end" block) are
 -- only in the statement of a worker with a warm key, lines tagged --@cold only
 -- in the others', so workers without one pay nothing for the preference. The
--- worker sends the variant without comments through a raw cursor ($n
--- placeholders, converted once): see queue_engine/worker/store.py.
+-- tags are read by queue_engine/sql/compiler.py, which also drops the comments
+-- and numbers the placeholders $n (docs/internals/sql.md); the worker chooses
+-- the variant of each batch in queue_engine/worker/store.py.
 --
 -- A third tag, --@followups (the "-- @followups begin/end" block), marks what
 -- only the statement of a batch carrying follow-ups has: a handler's buffered

@@ -1,8 +1,8 @@
 -- Retention (leader only): delete one bounded batch of finished jobs of the given
 -- statuses that finished before %(cutoff)s, and their job_events, in one statement.
--- {table} (a quoted, schema-qualified identifier composed by
--- orchestrator/pruner.py) is jobs, or jobs_archive: the succeeded jobs the
--- archiver moved (migration 0027), pruned by the same statement.
+-- {table} (a quoted identifier composed by orchestrator/pruner.py) is jobs, or
+-- jobs_archive: the succeeded jobs the archiver moved (migration 0027), pruned
+-- by the same statement.
 --   * the table's finished_at index drives the scan, oldest first; %(after)s (NULL at the
 --     start of a run) is the newest finished_at of the previous batch, so rows
 --     this statement skips (other statuses, locked rows) are not walked again
@@ -19,7 +19,7 @@
 -- newest finished_at scanned (the next batch's %(after)s).
 WITH doomed AS MATERIALIZED (
     SELECT j.id, j.finished_at
-    FROM {table} j
+    FROM __SCHEMA__.{table} j
     WHERE j.finished_at < %(cutoff)s::timestamptz
       AND j.finished_at >= coalesce(%(after)s::timestamptz, '-infinity'::timestamptz)
       AND j.status = ANY (%(statuses)s::text[])
@@ -29,7 +29,7 @@ WITH doomed AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ),
 del AS (
-    DELETE FROM {table} j
+    DELETE FROM __SCHEMA__.{table} j
     USING doomed d
     WHERE j.id = d.id AND j.status = ANY (%(statuses)s::text[])
     RETURNING j.id, j.status

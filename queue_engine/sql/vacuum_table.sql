@@ -1,8 +1,8 @@
 -- Remove the dead row versions of one engine table and their index entries
--- ({table}: a quoted, schema-qualified identifier composed by
--- queue_engine/statistics.py). The leader's vacuumer runs it on jobs during a
--- drain (orchestrator/vacuumer.py): every claim leaves a dead entry at the head
--- of jobs_claimable_idx, which every later claim walks until a VACUUM removes it.
+-- ({table}: its name, a quoted identifier composed by queue_engine/statistics.py).
+-- The leader's vacuumer runs it on jobs during a drain (orchestrator/vacuumer.py):
+-- every claim leaves a dead entry at the head of jobs_claimable_idx, which every
+-- later claim walks until a VACUUM removes it.
 --   INDEX_CLEANUP ON  always run the index pass: with few dead rows against a
 --                     big table, VACUUM would otherwise skip it, and the index
 --                     entries are what this is for.
@@ -11,4 +11,4 @@
 --   SKIP_LOCKED       when another VACUUM (autovacuum's) holds the table, skip
 --                     it instead of waiting: that one does the same work.
 -- Its SHARE UPDATE EXCLUSIVE lock blocks no read or write of the rows.
-VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF, SKIP_LOCKED) {table}
+VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF, SKIP_LOCKED) __SCHEMA__.{table}

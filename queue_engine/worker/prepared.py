@@ -29,7 +29,7 @@ session's time zone). What it does itself:
 
 It needs an autocommit connection (the worker's): each execute is its own
 transaction, as through the cursor. It refuses any other, whose caller
-expects psycopg to open a transaction first (``RawStatement.rows`` sends
+expects psycopg to open a transaction first (``store.raw_rows`` sends
 through the cursor then).
 """
 

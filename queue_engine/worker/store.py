@@ -1,10 +1,11 @@
 """The worker's statements, one function each, on the worker's single connection.
 
-Why this module is long: it is the worker's whole SQL surface, and the
-finish-and-claim statement's variants (warm or cold, follow-ups, hand-over,
-solo, the one-job forms) are chosen here, beside the raw-statement
-preparation they share; split up, each piece would need the others' private
-helpers.
+Why this module is a little long: it is the worker's whole SQL surface. Most
+of it is the finish-and-claim statement: which of its variants a batch sends
+(warm or cold, follow-ups, hand-over, solo, the one-job forms), its
+parameters, and its rows read back. The variants are compiled from
+``finish_and_claim_jobs.sql`` by :mod:`queue_engine.sql.compiler`; the choice
+stays here, beside the outcomes it is made from.
 
 Every function runs one named query (``queue_engine/sql``) as a prepared
 statement: the worker runs the same few statements thousands of times, so
@@ -14,7 +15,6 @@ parsing and planning them once per connection is a measurable saving.
 from __future__ import annotations
 
 import json
-import re
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ from psycopg.types.json import set_json_loads
 from queue_engine import sql as queries
 from queue_engine.context import ClaimedJob
 from queue_engine.db import raw_cursor
+from queue_engine.sql.compiler import RawStatement, raw_statement
 from queue_engine.worker import prepared
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import DEFAULT_AFFINITY_WAIT_S
@@ -93,118 +94,39 @@ def followups_json(outcomes: Sequence[Outcome]) -> str | None:
     return "[" + ",".join(items) + "]" if items else None
 
 
-@dataclass(frozen=True, slots=True)
-class RawStatement:
-    """A named query as sent to the server: ``$n`` placeholders and the parameter order."""
+def execute_raw(
+    conn: Connection, statement: RawStatement, params: dict[str, Any]
+) -> psycopg.Cursor[Any]:
+    """Run ``statement`` as a prepared statement on a raw cursor: no client-side query conversion.
 
-    text: str
-    names: tuple[str, ...]
+    psycopg converts ``%(name)s`` placeholders on every execute and caches
+    the conversion only for texts under 4 kB; the finish-and-claim
+    statement is longer, and converting it cost about 27 us a job. A raw
+    cursor sends the ``$n`` text as it is.
+    """
+    return raw_cursor(conn).execute(
+        statement.text, [params[name] for name in statement.names], prepare=True
+    )
 
-    def execute(self, conn: Connection, params: dict[str, Any]) -> psycopg.Cursor[Any]:
-        """Run as a prepared statement on a raw cursor: no client-side query conversion.
 
-        psycopg converts ``%(name)s`` placeholders on every execute and caches
-        the conversion only for texts under 4 kB; the finish-and-claim
-        statement is longer, and converting it cost about 27 us a job. A raw
-        cursor sends the ``$n`` text as it is.
-        """
-        return raw_cursor(conn).execute(
-            self.text, [params[name] for name in self.names], prepare=True
-        )
+def raw_rows(
+    conn: Connection, statement: RawStatement, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Run ``statement`` as a prepared statement straight through libpq; return the rows.
 
-    def rows(self, conn: Connection, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run as a prepared statement straight through libpq; return the rows.
-
-        The worker's finish-and-claim statement, once per job, goes this way:
-        without a cursor it costs the worker a quarter less CPU
-        (:mod:`queue_engine.worker.prepared`). On a connection that is not in
-        autocommit mode (a caller's own transaction: tests, benches) it goes
-        through the cursor, which opens the transaction as psycopg does.
-        """
-        if not conn.autocommit:
-            return self.execute(conn, params).fetchall()
-        return prepared.fetch_rows(conn, self.text, [params[name] for name in self.names])
+    The worker's finish-and-claim statement, once per job, goes this way:
+    without a cursor it costs the worker a quarter less CPU
+    (:mod:`queue_engine.worker.prepared`). On a connection that is not in
+    autocommit mode (a caller's own transaction: tests, benches) it goes
+    through the cursor, which opens the transaction as psycopg does.
+    """
+    if not conn.autocommit:
+        return execute_raw(conn, statement, params).fetchall()
+    return prepared.fetch_rows(conn, statement.text, [params[name] for name in statement.names])
 
 
 #: The jobs channel of a schema (validated once, not on every job).
 _jobs_channel = cache(queries.jobs_channel)
-
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-
-
-_BLOCK_TAG = re.compile(r"--\s*@(!?\w+)\s+(begin|end)\s*$")
-_LINE_TAG = re.compile(r"--@(!?\w+(?:\+!?\w+)*)\s*$")
-
-
-def select_variant(text: str, variant: str | tuple[str, ...] | None) -> str:
-    """Keep the lines of ``text`` that belong to ``variant`` (a tag, or several).
-
-    A line ending in ``--@name`` and the lines between ``-- @name begin`` and
-    ``-- @name end`` belong to variant ``name`` only; other lines to every
-    variant. One file then holds every variant of a statement, side by side.
-    Tags combine: ``("cold", "followups")`` keeps the lines of either tag. A
-    line ending in ``--@a+b`` belongs to a variant with both tags only (a line
-    of one block that only matters when another block is there too). A tag
-    ``!name`` (``-- @!name begin``, ``--@a+!name``) is the opposite: the lines
-    belong to every variant *without* ``name``. Blocks nest, and a line is
-    kept only when every block around it and its own tag agree: the one-job
-    claim's lines (``oneclaim``) sit inside the claim's ``!solo`` block.
-    """
-    tags = (variant,) if isinstance(variant, str) else (variant or ())
-    kept: list[str] = []
-    blocks: list[str] = []
-    for line in text.splitlines():
-        marker = _BLOCK_TAG.fullmatch(line.strip())
-        if marker is not None:
-            if marker.group(2) == "begin":
-                blocks.append(marker.group(1))
-            elif not blocks or blocks.pop() != marker.group(1):
-                raise ValueError(f"unbalanced block tag: {line.strip()}")
-            continue
-        tagged = _LINE_TAG.search(line)
-        needed = blocks + (tagged.group(1).split("+") if tagged is not None else [])
-        if all(_has(tags, tag) for tag in needed):
-            kept.append(line)
-    if blocks:
-        raise ValueError(f"block tag never ended: @{blocks[-1]}")
-    return "\n".join(kept)
-
-
-def _has(tags: tuple[str, ...], tag: str) -> bool:
-    """Whether a variant with ``tags`` keeps lines tagged ``tag`` (``!name``: without name)."""
-    return tag[1:] not in tags if tag.startswith("!") else tag in tags
-
-
-@cache
-def raw_statement(
-    name: str, schema: str, variant: str | tuple[str, ...] | None = None
-) -> RawStatement:
-    """The named query's ``variant``, without comments and runs of whitespace, with ``$n``.
-
-    Each distinct ``%(name)s`` becomes one ``$n`` (a name used twice is sent once).
-    """
-    return compile_statement(select_variant(queries.query(name, schema), variant), name)
-
-
-def compile_statement(text: str, name: str) -> RawStatement:
-    """``text`` without comments and runs of whitespace, its ``%(name)s`` as ``$n``.
-
-    ``name`` only names the query in an error. The benches compile candidate
-    texts of a statement with it (bench/job_cost.py ``--sql-ab``).
-    """
-    lines = (line.split("--", 1)[0].strip() for line in text.splitlines())
-    compact = " ".join(line for line in lines if line)
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    text = _PLACEHOLDER.sub(number, compact)
-    if "%" in text:  # a literal % would need the %% escape of the psycopg form
-        raise ValueError(f"query {name} has a % that is not a placeholder")
-    return RawStatement(text, tuple(names))
 
 
 def configure_session(conn: Connection, *, synchronous_commit: str) -> None:
@@ -393,7 +315,7 @@ def finish_and_claim(
         if solo_handover(outcomes, claim_limit, gate.warm_key):
             variant.append("solo")
     statement = raw_statement("finish_and_claim_jobs", schema, tuple(variant))
-    rows = statement.rows(conn, params)
+    rows = raw_rows(conn, statement, params)
     result = FinishClaimResult(solo="solo" in variant)
     claimed = result.claimed.append
     for row in rows:
@@ -479,28 +401,25 @@ def heartbeat(
     None keeps the stored one and publishes nothing (a beat that only writes
     progress).
     """
-    row = (
-        raw_statement("worker_heartbeat", schema)
-        .execute(
-            conn,
-            {
-                "worker_id": worker_id,
-                "state": state,
-                "current_job_id": current_job_id,
-                "rss_bytes": rss_bytes,
-                "cpu_percent": cpu_percent,
-                "telemetry": telemetry,
-                "telemetry_channel": queries.telemetry_channel(schema),
-                "publish": publish,
-                "ids": [h[0] for h in held],
-                "attempts": [h[1] for h in held],
-                "progress": [h[2] for h in held],
-                "lease_ttl_s": lease_ttl_s,
-                "warm_key": warm_key,
-            },
-        )
-        .fetchone()
-    )
+    row = execute_raw(
+        conn,
+        raw_statement("worker_heartbeat", schema),
+        {
+            "worker_id": worker_id,
+            "state": state,
+            "current_job_id": current_job_id,
+            "rss_bytes": rss_bytes,
+            "cpu_percent": cpu_percent,
+            "telemetry": telemetry,
+            "telemetry_channel": queries.telemetry_channel(schema),
+            "publish": publish,
+            "ids": [h[0] for h in held],
+            "attempts": [h[1] for h in held],
+            "progress": [h[2] for h in held],
+            "lease_ttl_s": lease_ttl_s,
+            "warm_key": warm_key,
+        },
+    ).fetchone()
     assert row is not None
     return HeartbeatResult(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
 

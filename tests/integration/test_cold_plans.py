@@ -23,6 +23,7 @@ from qe_plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
 from queue_engine.migrate import Migrator
+from queue_engine.sql import compiler
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.store import ClaimGate
@@ -63,7 +64,7 @@ def _explain_prepared(
 ) -> list[dict[str, Any]]:
     """The plan nodes of the worker statement ``variant`` that this session
     prepared (its generic plan, kept since it was made)."""
-    text = store.raw_statement("finish_and_claim_jobs", SCHEMA, variant)
+    text = compiler.raw_statement("finish_and_claim_jobs", SCHEMA, variant)
     found = conn.execute(
         "SELECT name FROM pg_prepared_statements WHERE statement = %s", [text.text]
     ).fetchone()

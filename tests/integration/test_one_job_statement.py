@@ -19,6 +19,7 @@ from psycopg import sql
 
 from queue_engine import Client
 from queue_engine import sql as queries
+from queue_engine.sql import compiler
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 
@@ -28,7 +29,7 @@ Q = "one"
 
 def _claim_rows(conn: psycopg.Connection[Any], tags: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """(is_claim, id) rows of one claim of at most one job with the statement ``tags``, rolled back."""
-    statement = store.raw_statement("finish_and_claim_jobs", S, tags)
+    statement = compiler.raw_statement("finish_and_claim_jobs", S, tags)
     params = store.statement_params(
         S,
         worker_id="w",
@@ -39,7 +40,7 @@ def _claim_rows(conn: psycopg.Connection[Any], tags: tuple[str, ...]) -> list[tu
         gate=store.ClaimGate(host="h"),
     )
     with conn.transaction(force_rollback=True):
-        rows = statement.execute(conn, params).fetchall()
+        rows = store.execute_raw(conn, statement, params).fetchall()
     return sorted(((row[0], row[1]) for row in rows), key=repr)
 
 

@@ -10,6 +10,7 @@ import pytest
 from psycopg import errors
 
 from queue_engine.db import CursorKeepingConnection, connect
+from queue_engine.sql.compiler import RawStatement
 from queue_engine.worker import prepared, store
 
 TYPES = """
@@ -99,12 +100,12 @@ def test_a_lost_connection_raises_operational_error(
 
 
 def test_a_transaction_of_the_callers_is_left_to_the_cursor(dsn: str) -> None:
-    statement = store.RawStatement("SELECT $1::int", ("n",))
+    statement = RawStatement("SELECT $1::int", ("n",))
     with psycopg.connect(dsn) as conn:  # not autocommit
         with pytest.raises(errors.ProgrammingError, match="autocommit"):
             prepared.fetch_rows(conn, statement.text, [1])
         conn.rollback()
-        assert statement.rows(conn, {"n": 1}) == [(1,)]
+        assert store.raw_rows(conn, statement, {"n": 1}) == [(1,)]
         # psycopg opened a transaction for it, as the worker's statement in a test's
         # own transaction expects: it stays open until the caller ends it.
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS

@@ -23,6 +23,7 @@ from qe_worker_helpers import running_worker, wait_until
 
 from queue_engine import After, Client, Workflow
 from queue_engine.controls import pause_queue
+from queue_engine.sql import compiler
 from queue_engine.tasks import TaskDefinition, TaskRegistry
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
@@ -345,7 +346,7 @@ def test_every_combination_of_the_finish_statements_variants_prepares(conn: Conn
             (("handover", "solo"), ("followups", "handover", "solo")) if claim_tag == "cold" else ()
         )
         for extra in ((), ("followups",), ("handover",), ("followups", "handover"), *solo):
-            statement = store.raw_statement("finish_and_claim_jobs", S, (claim_tag, *extra))
+            statement = compiler.raw_statement("finish_and_claim_jobs", S, (claim_tag, *extra))
             name = "_".join(("v", claim_tag, *extra))
             conn.execute(f"PREPARE {name} AS {statement.text}")  # type: ignore[arg-type]
             conn.execute(f"DEALLOCATE {name}")  # type: ignore[arg-type]

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from queue_engine.sql.compiler import RawStatement, raw_statement, select_variant
 from queue_engine.worker import store
-from queue_engine.worker.store import RawStatement, raw_statement, select_variant
 
 TEXT = """SELECT 1
 -- @warm begin
