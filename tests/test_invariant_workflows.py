@@ -39,7 +39,6 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -49,12 +48,8 @@ from typing import Any
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "worker_apps"))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "process"))
-
-from orchestrator_procs import spawn as spawn_orchestrator
-from qe_worker_helpers import WORKER_BIN, kill_all, wait_until, worker_env
+from support.orchestrators import spawn as spawn_orchestrator
+from support.workers import WORKER_BIN, kill_all, wait_until, worker_env
 
 from queue_engine import After, Client, Workflow
 from queue_engine.testing.databases import TestServer

@@ -13,7 +13,7 @@ from threading import Thread
 from typing import Any
 
 import psycopg
-from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
+from support.browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
     OPERATOR,
     VIEWER,
     WebServer,
@@ -27,7 +27,7 @@ from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/
     web_server_fixture,
     worker_fixture,
 )
-from qe_worker_helpers import wait_until
+from support.workers import wait_until
 
 from queue_engine import Client
 from queue_engine.controls import pause_queue, resume_queue

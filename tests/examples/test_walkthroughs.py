@@ -30,8 +30,8 @@ from typing import IO
 
 import psycopg
 import pytest
-from qe_ctl import BIN, clean_env
-from qe_up import read, wait
+from support.ctl import BIN, clean_env
+from support.up import read, wait
 
 from queue_engine import localfleet
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
 
 from queue_engine import AsyncClient, Client
 from queue_engine import operations as ops

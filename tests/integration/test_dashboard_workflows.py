@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from web_client import web_client
+from support.web import web_client
 
 from queue_engine import Client
 from queue_engine.web.pages import graph

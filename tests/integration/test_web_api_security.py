@@ -13,7 +13,7 @@ import pytest
 from fastapi import Depends, Request
 from fastapi.testclient import TestClient
 from psycopg.conninfo import make_conninfo
-from web_client import (
+from support.web import (
     OPERATOR,
     OPERATOR_TOKEN,
     PRODUCER,

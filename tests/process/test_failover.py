@@ -36,17 +36,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import count_in
-from orchestrator_procs import spawn as spawn_orchestrator
-from qe_ctl import ok, queue_ctl
-from replication import ReplicatedPair, missing_tools
+from support.ctl import ok, queue_ctl
+from support.orchestrators import count_in
+from support.orchestrators import spawn as spawn_orchestrator
+from support.replication import ReplicatedPair, missing_tools
+from support.workers import WORKER_BIN, kill_all, stop_process, wait_until, worker_env
 
 from queue_engine import Client
 from queue_engine.migrate import Migrator
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import WORKER_BIN, kill_all, stop_process, wait_until, worker_env
 
 BIN = Path(sys.executable).parent
 BACKLOG = 1200

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from orchestrator_procs import BIN, WAIT_S, count_in, procs, role_of, spawn, wait_for
+from support.orchestrators import BIN, WAIT_S, count_in, procs, role_of, spawn, wait_for
 
 from queue_engine.orchestrator import fast_recovery
 

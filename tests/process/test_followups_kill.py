@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from orchestrator_procs import BIN, WAIT_S, procs, role_of, spawn, wait_for
+from support.orchestrators import BIN, WAIT_S, procs, role_of, spawn, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import WAIT_S, procs, role_of, spawn, wait_for
+from support.orchestrators import WAIT_S, procs, role_of, spawn, wait_for
 from test_fast_recovery import event_kinds, idle_workers, job, owner_pid, spawn_worker
 
 from queue_engine.worker.deadline import EXIT_HARD_DEADLINE

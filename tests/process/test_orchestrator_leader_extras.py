@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from orchestrator_procs import BIN, WAIT_S, wait_for
+from support.orchestrators import BIN, WAIT_S, wait_for
 
 from queue_engine import Client
 

@@ -30,13 +30,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import ok, queue_ctl
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from orchestrator_procs import spawn as spawn_orchestrator
-from qe_worker_helpers import spawn_worker, stop_process, wait_until
+from support.ctl import ok, queue_ctl
+from support.orchestrators import spawn as spawn_orchestrator
+from support.workers import spawn_worker, stop_process, wait_until
 
 BIN = Path(sys.executable).parent
 #: How long each outage lasts: the old backoff (0.2 s doubling to 10 s) has grown past 2 s by then.

@@ -28,8 +28,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import BIN, procs, role_of, spawn, wait_for
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
+from support.orchestrators import BIN, procs, role_of, spawn, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import queue_ctl
+from support.ctl import queue_ctl
 
 BIN = Path(sys.executable).parent
 WAIT_S = 30.0

@@ -22,10 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import worker_env
+from support.workers import worker_env
 
 BIN = Path(sys.executable).parent
 RETRY_S = 3.0

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import schemathesis
-from orchestrator_procs import procs, wait_for
 from schemathesis.engine import Status, events
+from support.orchestrators import procs, wait_for
 from test_web_process import TOKEN, free_port, get, spawn
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here

@@ -18,9 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import wait_until
+from support.workers import wait_until
 
 WEB_BIN = Path(sys.executable).parent / "queue-web"
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestrator_procs import BIN, WAIT_S, procs, wait_for
 from psycopg.conninfo import make_conninfo
+from support.orchestrators import BIN, WAIT_S, procs, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 

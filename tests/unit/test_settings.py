@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from qe_ctl import console_commands, walk_commands
+from support.ctl import console_commands, walk_commands
 
 from queue_engine import settings as table
 from queue_engine import stats

@@ -24,8 +24,10 @@ from queue_engine.worker import Worker, WorkerSettings
 from queue_engine.worker.connection import WorkerConnection
 from queue_engine.worker.jobs import HeldJobs
 
-APPS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = APPS_DIR.parent.parent
+TESTS_DIR = Path(__file__).resolve().parent.parent
+#: The task apps a worker runs (``--app qe_worker_tasks``), put on its PYTHONPATH.
+APPS_DIR = TESTS_DIR / "worker_apps"
+REPO_ROOT = TESTS_DIR.parent
 WORKER_BIN = Path(sys.executable).parent / "queue-claim-worker"
 LOG_TABLE_DDL = (
     "CREATE TABLE IF NOT EXISTS worker_test_log (job_id bigint, lock_key text, what text,"
