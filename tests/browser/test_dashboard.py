@@ -20,13 +20,13 @@ from support.browser import (  # fixtures too: a conftest.py here would shadow t
     browser_fixture,
     chromium_fixture,
     click,
-    free_port,
     login,
     screenshot,
     wait_for,
     web_server_fixture,
     worker_fixture,
 )
+from support.ports import free_port
 from support.workers import wait_until
 
 from queue_engine import Client

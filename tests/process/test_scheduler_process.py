@@ -16,9 +16,8 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,20 +25,11 @@ from typing import Any
 import psycopg
 import pytest
 from support.ctl import queue_ctl
+from support.orchestrators import BIN, WAIT_S, procs
 
-BIN = Path(sys.executable).parent
-WAIT_S = 30.0
+__all__ = ["procs"]  # a fixture: imported so that pytest finds it here
+
 Conn = psycopg.Connection[Any]
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
 
 
 def spawn(

@@ -38,7 +38,8 @@ from typing import Any
 import schemathesis
 from schemathesis.engine import Status, events
 from support.orchestrators import procs, wait_for
-from test_web_process import TOKEN, free_port, get, spawn
+from support.ports import free_port
+from support.web_process import TOKEN, get, spawn
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 

@@ -26,7 +26,6 @@ import base64
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -38,6 +37,7 @@ from typing import Any
 import pytest
 
 from queue_engine import settings
+from support.ports import free_port
 from support.workers import kill_all, spawn_worker, stop_process, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -81,13 +81,6 @@ def chromium_fixture() -> Path:
     except ImportError:
         pytest.skip("selenium is not installed (pip install -e '.[test]')")
     return CHROMIUM
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (loopback)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _healthy(url: str) -> bool:

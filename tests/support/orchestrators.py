@@ -1,4 +1,9 @@
-"""Helpers for the orchestrator process tests: spawn, poll with a bound, read logs."""
+"""Helpers for the daemon process tests: spawn, poll with a bound, read logs.
+
+The ``procs`` fixture (whatever a test started is killed at its end) and
+:func:`wait_for` serve every daemon's tests; :func:`spawn` starts
+``queue-orchestrator`` with fast cadences.
+"""
 
 from __future__ import annotations
 

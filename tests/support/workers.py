@@ -55,6 +55,16 @@ def statuses(dsn: str) -> dict[int, str]:
         return dict(conn.execute("SELECT id, status FROM queue_engine.jobs_all").fetchall())
 
 
+def idle_workers(conn: psycopg.Connection[Any], queue: str | None = None) -> int:
+    """How many live workers (on ``queue``, or on any) wait idle: a fleet is up when all do."""
+    row = conn.execute(
+        "SELECT count(*) FROM queue_engine.workers WHERE role = 'worker' AND state = 'idle'"
+        " AND stopped_at IS NULL AND (%s::text IS NULL OR queue = %s)",
+        (queue, queue),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def all_in(dsn: str, wanted: set[str]) -> Callable[[], bool]:
     """A condition: every job is in one of ``wanted`` (and there is at least one job)."""
 
@@ -161,15 +171,26 @@ def spawn_worker(
     dsn: str,
     *args: str,
     log_file: Path | None = None,
+    append: bool = False,
     queue: str = "wt",
     app: str = "qe_worker_tasks",
+    log_level: str | None = None,
     **env: str,
 ) -> subprocess.Popen[bytes]:
-    """Start ``queue-claim-worker --queue=QUEUE --app APP --dsn DSN *args`` (wt, qe_worker_tasks)."""
-    out = open(log_file, "wb") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115
+    """Start ``queue-claim-worker --queue=QUEUE --app APP --dsn DSN *args`` (wt, qe_worker_tasks).
+
+    Its output goes to ``log_file`` (after what is there with ``append``: a
+    restarted worker's log), or nowhere; ``log_level`` adds ``--log-level``;
+    ``env`` goes on top of :func:`worker_env`. The one way tests start a worker
+    process: a test module that starts many alike binds its queue, app and
+    cadences once with ``functools.partial``.
+    """
+    level = ("--log-level", log_level) if log_level is not None else ()
+    mode = "ab" if append else "wb"
+    out = open(log_file, mode) if log_file is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(
-            [str(WORKER_BIN), f"--queue={queue}", "--app", app, "--dsn", dsn, *args],
+            [str(WORKER_BIN), f"--queue={queue}", "--app", app, *level, "--dsn", dsn, *args],
             env=worker_env(**env),
             stdout=out,
             stderr=subprocess.STDOUT,
