@@ -25,15 +25,20 @@ from types import ModuleType
 
 import psycopg
 import pytest
-from qe_ctl import RUNTIME_DIR_VARIABLE
+from support.ctl import RUNTIME_DIR_VARIABLE
 
 from queue_engine import AsyncClient, Client
 from queue_engine.testing.databases import TestServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = Path(__file__).resolve().parent
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
+#: Importable by every test module: ``support`` (tests/support, the shared helpers) from
+#: tests/, and the task apps of tests/worker_apps (``qe_worker_tasks``, ...), which tests
+#: import as the worker subprocesses do (they get the folder on PYTHONPATH:
+#: ``support.workers.worker_env``).
+for _folder in (TESTS_DIR / "worker_apps", TESTS_DIR):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 #: The session's server: the testing kit's own harness (queue_engine.testing), which
@@ -141,7 +146,7 @@ def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     Without it, a test's ``up`` with no DSN would be the local fleet that every
     other test's command run with no DSN finds (queue_engine/localfleet.py),
     and a developer's own ``queue-ctl up`` would be found by the suite.
-    ``qe_ctl.clean_env`` passes it on to the commands tests run.
+    ``support.ctl.clean_env`` passes it on to the commands tests run.
     """
     folder = tmp_path_factory.mktemp("runtime")
     folder.chmod(0o700)

@@ -23,13 +23,10 @@ import threading
 from pathlib import Path
 
 import psycopg
+from support.workers import kill_all, spawn_worker, wait_until
 
 from queue_engine import Client
 from queue_engine.orchestrator.archiver import Cursor, archive_once
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, wait_until
 
 BIN = Path(sys.executable).parent
 SCHEMA = "queue_engine"

@@ -8,16 +8,10 @@ is busy is skipped by the claim, not run into a failure and retried.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "worker_apps"))
-
 import itertools
 
-from qe_worker_helpers import (
+import psycopg
+from support.workers import (
     all_in,
     create_log_table,
     kill_all,

@@ -16,10 +16,7 @@ import time
 from pathlib import Path
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, wait_until
+from support.workers import kill_all, spawn_worker, wait_until
 
 BIN = Path(sys.executable).parent
 JOBS = 40

@@ -11,17 +11,12 @@ and the whole run spans at least (50 - burst) / rate seconds.
 
 from __future__ import annotations
 
-import sys
 from contextlib import ExitStack
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "worker_apps"))
-
-from qe_worker_helpers import all_in, running_worker, wait_until
+from support.workers import all_in, running_worker, wait_until
 
 from queue_engine import Client
 

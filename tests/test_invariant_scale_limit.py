@@ -9,16 +9,11 @@ advisory locks: exclusive, never handed over while their holder lives).
 
 from __future__ import annotations
 
-import sys
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "worker_apps"))
-
-from qe_worker_helpers import all_in, create_log_table, running_worker, wait_until
+from support.workers import all_in, create_log_table, running_worker, wait_until
 
 from queue_engine import Client
 

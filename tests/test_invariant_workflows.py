@@ -39,22 +39,19 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "worker_apps"))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "process"))
-
-from orchestrator_procs import spawn as spawn_orchestrator
-from qe_worker_helpers import WORKER_BIN, kill_all, wait_until, worker_env
+import support.workers
+from support.orchestrators import spawn as spawn_orchestrator
+from support.workers import idle_workers, kill_all, wait_until
 
 from queue_engine import After, Client, Workflow
 from queue_engine.testing.databases import TestServer
@@ -162,15 +159,9 @@ def random_shape(rng: random.Random, name: str, n: int) -> Shape:
 # --------------------------------------------------------------------------- processes
 
 
-def spawn_worker(dsn: str, queue: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    """``queue-claim-worker --app wf_app`` on ``queue``, prefetch 1."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [str(WORKER_BIN), f"--queue={queue}", "--app", "wf_app", "--dsn", dsn],
-            env=worker_env(**{**WORKER_ENV, **env}),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+#: ``spawn_worker(dsn, queue=..., log_file=...)``: a ``wf_app`` worker (prefetch 1) appending
+#: to its log.
+spawn_worker = partial(support.workers.spawn_worker, app="wf_app", append=True, **WORKER_ENV)
 
 
 #: One test process starts the module's fleet of six workers once (pytest-xdist).
@@ -193,7 +184,7 @@ def fleet(
     name = pg_server.clone(template_db)
     dsn = pg_server.dsn_for(name)
     tmp = tmp_path_factory.mktemp("wf-fleet")
-    procs = [spawn_worker(dsn, QUEUES[i % 2], tmp / f"w{i}.log") for i in range(6)]
+    procs = [spawn_worker(dsn, queue=QUEUES[i % 2], log_file=tmp / f"w{i}.log") for i in range(6)]
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             wait_until(
@@ -203,14 +194,6 @@ def fleet(
     finally:
         kill_all(procs)
         pg_server.drop(name)
-
-
-def idle_workers(conn: Conn) -> int:
-    row = conn.execute(
-        "SELECT count(*) FROM queue_engine.workers WHERE role = 'worker' AND state = 'idle'"
-        " AND stopped_at IS NULL"
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 # --------------------------------------------------------------------------- checks
@@ -628,7 +611,7 @@ def test_sigkilled_workers_mid_dag_every_workflow_still_ends(dsn: str, tmp_path:
             procs.append(orch)
             for i in range(4):
                 queue = QUEUES[i % 2]
-                w = spawn_worker(dsn, queue, tmp_path / f"w{i}.log")
+                w = spawn_worker(dsn, queue=queue, log_file=tmp_path / f"w{i}.log")
                 workers.append((queue, w))
                 procs.append(w)
             wait_until(lambda: idle_workers(conn) == 4, timeout=60, what="four workers idle")
@@ -663,7 +646,7 @@ def test_sigkilled_workers_mid_dag_every_workflow_still_ends(dsn: str, tmp_path:
                 victim.send_signal(signal.SIGKILL)
                 victim.wait(10)
                 kills += 1
-                fresh = spawn_worker(dsn, queue, tmp_path / f"w-{kills}.log")
+                fresh = spawn_worker(dsn, queue=queue, log_file=tmp_path / f"w-{kills}.log")
                 workers[index] = (queue, fresh)
                 procs.append(fresh)
 

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
 
 from queue_engine import Client
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from qe_ctl import queue_ctl
+from support.ctl import queue_ctl
 
 
 def jobs_and_schedules(dsn: str) -> tuple[int, int]:

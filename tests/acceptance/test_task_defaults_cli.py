@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
 
 from queue_engine.retry import FixedBackoff
 from queue_engine.task_publications import publish

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
 
 
 def seed(conn: Any) -> int:

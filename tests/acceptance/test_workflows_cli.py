@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
 
 from queue_engine import Client, Permanent, Workflow, finished
 from queue_engine.context import JobContext

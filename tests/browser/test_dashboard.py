@@ -13,21 +13,21 @@ from threading import Thread
 from typing import Any
 
 import psycopg
-from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
+from support.browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
     OPERATOR,
     VIEWER,
     WebServer,
     browser_fixture,
     chromium_fixture,
     click,
-    free_port,
     login,
     screenshot,
     wait_for,
     web_server_fixture,
     worker_fixture,
 )
-from qe_worker_helpers import wait_until
+from support.ports import free_port
+from support.workers import wait_until
 
 from queue_engine import Client
 from queue_engine.controls import pause_queue, resume_queue

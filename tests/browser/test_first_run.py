@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
+from support.browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
     WebServer,
     browser_fixture,
     chromium_fixture,

@@ -1,6 +1,6 @@
 """Every page of the dashboard at a laptop's 1366x768, with the data of a real day.
 
-The scene (``qe_scene.build_scene``) is built through the real paths: three
+The scene (``support.scene.build_scene``) is built through the real paths: three
 real workers, real failures with long errors, schedules, delayed jobs, a
 workflow with a fan-out, a fan-in and an input node, running jobs with
 progress. The tour opens every page, checks that nothing is cut off at this
@@ -18,7 +18,7 @@ import urllib.request
 from typing import Any
 
 import psycopg
-from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
+from support.browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
     OPERATOR,
     WebServer,
     browser_fixture,
@@ -30,7 +30,7 @@ from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/
     wait_for,
     web_server_fixture,
 )
-from qe_scene import Scene, build_scene, past_hour_fixture
+from support.scene import Scene, build_scene, past_hour_fixture
 
 from queue_engine import Client
 

@@ -12,7 +12,7 @@ import subprocess
 from typing import Any
 
 import psycopg
-from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
+from support.browser import (  # fixtures too: a conftest.py here would shadow tests/conftest.py
     OPERATOR,
     VIEWER,
     WebServer,
@@ -25,8 +25,8 @@ from qe_browser import (  # fixtures too: a conftest.py here would shadow tests/
     web_server_fixture,
     worker_fixture,
 )
-from qe_scene import awaiting_approval, nightly_etl
-from qe_worker_helpers import wait_until
+from support.scene import awaiting_approval, nightly_etl
+from support.workers import wait_until
 
 from queue_engine import Client
 from queue_engine.workflows import Workflow

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
-from qe_up import alive, cleanup, read, start_up, wait, workers
+from support.up import alive, cleanup, read, start_up, wait, workers
 
 from queue_engine import Client
 from queue_engine.cli.up import build_config, read_file

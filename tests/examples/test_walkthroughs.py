@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 from collections import Counter
@@ -30,8 +29,9 @@ from typing import IO
 
 import psycopg
 import pytest
-from qe_ctl import BIN, clean_env
-from qe_up import read, wait
+from support.ctl import BIN, clean_env
+from support.ports import free_port
+from support.up import read, wait
 
 from queue_engine import localfleet
 
@@ -65,12 +65,6 @@ def blocks(page: str) -> list[Block]:
     """The marked blocks of ``page``, in order."""
     text = (REPO / page).read_text()
     return [Block(kind, script) for kind, script in MARKER.findall(text)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env() -> dict[str, str]:
@@ -125,7 +119,7 @@ def _background(script: str, env: dict[str, str]) -> tuple[subprocess.Popen[byte
 
 @pytest.mark.parametrize("page", list(PAGES))
 def test_the_page_followed_literally_works(page: str) -> None:
-    port = str(_free_port())
+    port = str(free_port())
     env = _env()
     started: list[tuple[subprocess.Popen[bytes], IO[bytes], str]] = []
     finished = False

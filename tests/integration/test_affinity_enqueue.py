@@ -18,7 +18,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
+from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
 from queue_engine import operations as ops
@@ -36,10 +37,6 @@ def stored_keys(conn: Conn, ids: list[int]) -> list[str | None]:
     ).fetchall()
     by_id = dict(rows)
     return [by_id[i] for i in ids]
-
-
-def count_jobs(conn: Conn) -> int:
-    return conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()[0]
 
 
 def assert_one_line(exc: pytest.ExceptionInfo[ValidationError], prefix: str = "") -> None:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import psycopg
 import pytest
+from support.jobs import count_jobs
 
 from queue_engine import AsyncClient
 from queue_engine.errors import InvalidTransition, JobNotFound, ValidationError
@@ -31,10 +32,6 @@ def run_with_client(dsn: str, body: Callable[[AsyncClient], Awaitable[T]]) -> T:
             return await body(client)
 
     return asyncio.run(main())
-
-
-def count_jobs(conn: Conn) -> int:
-    return conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()[0]
 
 
 def test_enqueue_defaults_and_options(dsn: str, conn: Conn) -> None:

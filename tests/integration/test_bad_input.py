@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
 from queue_engine.errors import ValidationError
@@ -22,12 +23,6 @@ from queue_engine.scheduler.schedules import ScheduleSpec
 
 Conn = psycopg.Connection[Any]
 NUL_ARGS = [{"a": "x\u0000y"}, {"x\u0000y": 1}, {"outer": {"inner": ["ok", "\u0000"]}}]
-
-
-def count_jobs(conn: Conn) -> int:
-    row = conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 @pytest.mark.parametrize("args", NUL_ARGS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from qe_tables import table_options
+from support.tables import table_options
 
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
 

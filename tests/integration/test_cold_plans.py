@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import PgServer
-from qe_plans import plan_nodes, reads_all_of
+from support.plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
 from queue_engine.migrate import Migrator

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 import psycopg
-from web_client import READ, web_client
+from support.web import READ, web_client
 
 from queue_engine import Client
 from queue_engine.workflows import Workflow

@@ -9,23 +9,17 @@ cross-site post changes nothing.
 
 from __future__ import annotations
 
-import base64
 import time
 from typing import Any
 
 import psycopg
 import pytest
-from web_client import web_client
+from support.web import basic, web_client
 
 from queue_engine import Client
 from queue_engine.web.pages import reads
 
 S = "queue_engine"
-
-
-def basic(name: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{name}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
 
 
 ADA = basic("ada", "ada-password-42")  # operator

@@ -9,13 +9,12 @@ nothing.
 
 from __future__ import annotations
 
-import base64
 import re
 from typing import Any
 
 import psycopg
 import pytest
-from web_client import web_client
+from support.web import basic, web_client
 
 from queue_engine import Client
 from queue_engine.web.pages import graph
@@ -24,11 +23,6 @@ from queue_engine.web.pages.workflows import TIMES
 from queue_engine.workflows import Workflow, WorkflowInfo, finished
 
 S = "queue_engine"
-
-
-def basic(name: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{name}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
 
 
 ADA = basic("ada", "ada-password-42")  # operator

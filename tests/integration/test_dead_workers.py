@@ -23,10 +23,12 @@ import logging
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import psycopg
 import pytest
+from support import jobs
 
 from queue_engine.orchestrator import (
     DeadWorkerSweep,
@@ -37,6 +39,8 @@ from queue_engine.orchestrator import (
 
 SCHEMA = "queue_engine"
 Conn = psycopg.Connection[Any]
+#: ``running_job(conn, worker_id, ...)``: a job running for ``worker_id`` with a live lease.
+running_job = partial(jobs.running_job, task="live.ness", max_attempts=3)
 
 
 def add_worker(
@@ -55,31 +59,6 @@ def add_worker(
         "CASE WHEN %s THEN now() END)",
         (worker_id, backend_pid, heartbeat, stopped),
     )
-
-
-def running_job(
-    conn: Conn,
-    worker_id: str,
-    *,
-    queue: str = "q1",
-    attempt: int = 1,
-    max_attempts: int = 3,
-    cancel_requested: bool = False,
-) -> int:
-    """A job made running for ``worker_id`` with a live lease (direct SQL)."""
-    row = conn.execute(
-        "INSERT INTO queue_engine.jobs (queue, task, max_attempts) VALUES (%s, 'live.ness', %s) "
-        "RETURNING id",
-        (queue, max_attempts),
-    ).fetchone()
-    assert row is not None
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'running', attempt = %s, claimed_by = %s, "
-        "started_at = now(), heartbeat_at = now(), lease_expires_at = now() + interval '1 minute', "
-        "cancel_requested = %s WHERE id = %s",
-        (attempt, worker_id, cancel_requested, row[0]),
-    )
-    return int(row[0])
 
 
 def worker_row(conn: Conn, worker_id: str) -> dict[str, Any]:

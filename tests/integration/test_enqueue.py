@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
 from queue_engine.errors import InvalidTransition, JobNotFound, ValidationError
@@ -24,10 +25,6 @@ from queue_engine.jobs import Job, JobStatus
 
 Conn = psycopg.Connection[Any]
 TOLERANCE = timedelta(seconds=2)
-
-
-def count_jobs(conn: Conn) -> int:
-    return conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()[0]
 
 
 def db_now(conn: Conn) -> datetime:

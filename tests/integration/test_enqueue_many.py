@@ -16,15 +16,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.jobs import count_jobs
 
 from queue_engine import Client
 from queue_engine.errors import ValidationError
 
 Conn = psycopg.Connection[Any]
-
-
-def count_jobs(conn: Conn) -> int:
-    return conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()[0]
 
 
 def index_by_id(conn: Conn) -> dict[int, int]:

@@ -13,17 +13,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_ctl import queue_ctl
+from support.ctl import queue_ctl
 
 from queue_engine import Client, stats
 from queue_engine.controls import (

@@ -8,19 +8,14 @@ or a zombie finish, and bad options refused in the handler.
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
+import followups_app
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-import followups_app
 from followups_app import OUT, QUEUE
-from qe_worker_helpers import running_worker, wait_until
+from support.workers import running_worker, wait_until
 
 from queue_engine import Client
 from queue_engine import sql as queries

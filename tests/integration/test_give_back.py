@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from support import jobs
 
 Conn = psycopg.Connection[Any]
 GIVE_BACK = (
@@ -22,18 +23,11 @@ GIVE_BACK = (
 )
 
 
-def running_job(conn: Conn, queue: str = "g1", worker: str = "w-g") -> int:
-    row = conn.execute(
-        "INSERT INTO queue_engine.jobs (queue, task) VALUES (%s, 'give.back') RETURNING id",
-        (queue,),
-    ).fetchone()
-    assert row is not None
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'running', attempt = 1, claimed_by = %s, "
-        "started_at = now(), lease_expires_at = now() WHERE id = %s",
-        (worker, row[0]),
+def running_job(conn: Conn, queue: str = "g1") -> int:
+    """A job running for ``w-g`` on ``queue``, never beat, its lease ending now."""
+    return jobs.running_job(
+        conn, "w-g", queue=queue, task="give.back", heartbeat=None, lease="0 seconds"
     )
-    return int(row[0])
 
 
 def test_running_jobs_go_back_with_the_callers_event_and_one_notify_per_queue(

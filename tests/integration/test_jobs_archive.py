@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_history import finished_jobs
+from support.history import finished_jobs
 
 from queue_engine import Client, Workflow, stats
 from queue_engine.errors import InvalidTransition, JobNotFound
@@ -38,7 +38,7 @@ def finished(
     key: str | None = None,
     queue: str = "arch",
 ) -> list[int]:
-    """Finished jobs of this file's task (``qe_history.finished_jobs``)."""
+    """Finished jobs of this file's task (``support.history.finished_jobs``)."""
     return finished_jobs(conn, status, n, age, queue=queue, task="arch.task", key=key)
 
 

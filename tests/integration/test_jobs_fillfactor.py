@@ -12,7 +12,7 @@ restores 70.
 from __future__ import annotations
 
 import psycopg
-from qe_tables import table_options
+from support.tables import table_options
 
 from queue_engine.migrate import Migrator
 

@@ -13,15 +13,10 @@ pooled connection's kept cursor and answers the job it made.
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import worker_session
+from support.workers import worker_session
 
 from queue_engine import AsyncClient, Client, Job
 from queue_engine.context import ClaimedJob

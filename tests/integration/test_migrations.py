@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
-from qe_ctl import QUEUE_CTL, clean_env, queue_ctl
+from support.ctl import QUEUE_CTL, clean_env, queue_ctl
 
 from queue_engine.errors import MigrationError, SchemaMissing
 from queue_engine.migrate import (

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
 from psycopg.conninfo import make_conninfo
+from support.ports import free_port as closed_port
 
 from queue_engine.outage import OutageProbe, server_accepts
-
-
-def closed_port() -> int:
-    """A local TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_the_ping_tells_a_server_that_accepts_from_one_that_is_down(dsn: str) -> None:

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 import psycopg
-from qe_history import finished_jobs
+from support.history import finished_jobs
 
 from queue_engine import metrics
 from queue_engine.cli.ctl import main

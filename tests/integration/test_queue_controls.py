@@ -9,18 +9,13 @@ through NOTIFY well before their poll), then the CLI as an operator runs it.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_ctl import queue_ctl
-from qe_worker_helpers import running_worker, statuses, wait_until
+from support.ctl import queue_ctl
+from support.workers import running_worker, statuses, wait_until
 
 from queue_engine import Client, stats
 from queue_engine.controls import pause_queue, resume_queue

@@ -17,16 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import wait_until, worker_session
+from support.workers import wait_until, worker_session
 
 from queue_engine import AsyncClient, Client
 from queue_engine.db import connect

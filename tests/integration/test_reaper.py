@@ -14,40 +14,26 @@ pinned through the reaper's ``now`` where it matters.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import psycopg
 from psycopg import sql
+from support import jobs
 
 from queue_engine.orchestrator.reaper import Reaper
 
 SCHEMA = "queue_engine"
-
-
-def running_job(
-    conn: psycopg.Connection[Any],
-    *,
-    queue: str = "q1",
-    attempt: int = 1,
-    max_attempts: int = 3,
-    lease: str = "-1 minute",
-    worker: str = "w-1",
-    cancel_requested: bool = False,
-) -> int:
-    """Insert a job and make it running with a lease ``lease`` from now (direct SQL)."""
-    row = conn.execute(
-        "INSERT INTO queue_engine.jobs (queue, task, max_attempts) VALUES (%s, 'reap.me', %s) "
-        "RETURNING id",
-        (queue, max_attempts),
-    ).fetchone()
-    assert row is not None
-    conn.execute(
-        "UPDATE queue_engine.jobs SET status = 'running', attempt = %s, claimed_by = %s, "
-        "started_at = now() - interval '5 minutes', heartbeat_at = now() - interval '2 minutes', "
-        "lease_expires_at = now() + %s::interval, cancel_requested = %s WHERE id = %s",
-        (attempt, worker, lease, cancel_requested, row[0]),
-    )
-    return int(row[0])
+#: ``running_job(conn, worker=..., lease=...)``: a job claimed 5 minutes ago, last beat 2
+#: minutes ago, its lease expired a minute ago unless ``lease`` says otherwise.
+running_job = partial(
+    jobs.running_job,
+    task="reap.me",
+    max_attempts=3,
+    started="5 minutes",
+    heartbeat="2 minutes",
+    lease="-1 minute",
+)
 
 
 def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -309,8 +307,7 @@ def test_a_worker_that_may_not_publish_says_so_and_works(
     role_dsns, client, conn, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A worker role without 0028's grants (made before it, never granted since) still runs."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-    from qe_worker_helpers import running_worker, wait_until
+    from support.workers import running_worker, wait_until
 
     conn.execute(
         f"REVOKE ALL ON queue_engine.task_defaults, queue_engine.task_publications "

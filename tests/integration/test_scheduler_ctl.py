@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
 
 BIN = Path(sys.executable).parent
 Conn = psycopg.Connection[Any]

@@ -11,34 +11,23 @@ slot ledger; two tickers racing the same slots enqueue each exactly once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from support.scheduler import make_ticker
 
 from queue_engine.scheduler import store
 from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.scheduler.ticker import Ticker
 
+__all__ = ["make_ticker"]  # a fixture: imported so that pytest finds it here
+
 SCHEMA = "queue_engine"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 Conn = psycopg.Connection[Any]
-
-
-@pytest.fixture
-def make_ticker(dsn: str) -> Iterator[Callable[..., Ticker]]:
-    made: list[Ticker] = []
-
-    def make(scheduler_id: str = "ticker-1", **kwargs: Any) -> Ticker:
-        ticker = Ticker(dsn, SCHEMA, scheduler_id=scheduler_id, **kwargs)
-        made.append(ticker)
-        return ticker
-
-    yield make
-    for ticker in made:
-        ticker.db.reset()
 
 
 def add(

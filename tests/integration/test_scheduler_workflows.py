@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.scheduler import make_ticker
 
 from queue_engine import Client, Workflow
 from queue_engine.errors import ValidationError
@@ -31,6 +32,8 @@ from queue_engine.scheduler.schedules import (
     schedule_registry,
 )
 from queue_engine.scheduler.ticker import Ticker
+
+__all__ = ["make_ticker"]  # a fixture: imported so that pytest finds it here
 
 SCHEMA = "queue_engine"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -58,20 +61,6 @@ def _factories() -> Iterator[None]:
     built.clear()
     yield
     schedule_registry.clear()
-
-
-@pytest.fixture
-def make_ticker(dsn: str) -> Iterator[Callable[..., Ticker]]:
-    made: list[Ticker] = []
-
-    def make(scheduler_id: str = "ticker-1", **kwargs: Any) -> Ticker:
-        ticker = Ticker(dsn, SCHEMA, scheduler_id=scheduler_id, **kwargs)
-        made.append(ticker)
-        return ticker
-
-    yield make
-    for ticker in made:
-        ticker.db.reset()
 
 
 def declare(conn: Conn, name: str, expression: str, factory: Any = build_report, **kw: Any) -> None:

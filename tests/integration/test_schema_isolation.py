@@ -9,16 +9,11 @@ not hold back a ``'k'`` job of the other.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import sql
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import running_worker, wait_until
+from support.workers import running_worker, wait_until
 
 from queue_engine import Client
 from queue_engine.migrate import Migrator

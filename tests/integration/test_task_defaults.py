@@ -18,15 +18,13 @@ restores the column defaults.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from web_client import PRODUCER, web_client
+from support.web import PRODUCER, web_client
 
 from queue_engine import AsyncClient, Client, Workflow, task
 from queue_engine.kept_defaults import KEEP_S, KeptDefaults
@@ -36,8 +34,6 @@ from queue_engine.task_publications import publish, read
 from queue_engine.tasks import TaskDefinition
 from queue_engine.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
 from queue_engine.worker import store
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
 S = "queue_engine"
 Conn = psycopg.Connection[Any]
@@ -382,7 +378,7 @@ def test_an_idempotent_resend_is_the_same_job_though_the_defaults_changed(
 
 def test_a_handlers_followups_take_the_defaults(dsn: str, conn: Conn, client: Client) -> None:
     import followups_app
-    from qe_worker_helpers import running_worker, wait_until
+    from support.workers import running_worker, wait_until
 
     publish_as(conn, "host-d:404:dddddd", definition("td.child", **EMAIL))
     # followups_app sends its children to its own queue (explicit, so it wins).
@@ -492,7 +488,7 @@ def test_a_publication_goes_with_its_workers_row_and_the_defaults_stay(
 
 
 def test_a_worker_publishes_its_registry_when_it_starts(dsn: str, conn: Conn) -> None:
-    from qe_worker_helpers import running_worker, wait_until
+    from support.workers import running_worker, wait_until
 
     @task("td.started", queue="wt", priority=3, max_attempts=2, lease_ttl_s=40)
     def handler(args: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from web_client import OPERATOR, PRODUCER, READ, is_problem, web_client
+from support.web import OPERATOR, PRODUCER, READ, is_problem, web_client
 
 from queue_engine import Client
 from queue_engine.workflows import Workflow

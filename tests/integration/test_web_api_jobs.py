@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from web_client import OPERATOR, PRODUCER, READ, is_problem, web_client
+from support.jobs import count_jobs as job_count
+from support.web import OPERATOR, PRODUCER, READ, is_problem, web_client
 
 from queue_engine import Client
 
@@ -19,12 +19,6 @@ from queue_engine import Client
 def api(dsn: str) -> Iterator[TestClient]:
     with web_client(dsn) as c:
         yield c
-
-
-def job_count(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def test_create_answers_201_with_the_job_and_its_location(api: TestClient) -> None:

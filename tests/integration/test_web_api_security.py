@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 from collections.abc import Iterator
@@ -13,12 +12,14 @@ import pytest
 from fastapi import Depends, Request
 from fastapi.testclient import TestClient
 from psycopg.conninfo import make_conninfo
-from web_client import (
+from support.jobs import count_jobs as job_count
+from support.web import (
     OPERATOR,
     OPERATOR_TOKEN,
     PRODUCER,
     READ,
     SECRETS,
+    basic,
     bearer,
     is_problem,
     web_client,
@@ -33,16 +34,6 @@ SUFFIX = str(os.getpid())
 GROUPS = {"producer": f"qe_w_producer_{SUFFIX}", "monitor": f"qe_w_monitor_{SUFFIX}"}
 LOGINS = {kind: f"{name}_login" for kind, name in GROUPS.items()}
 ROLE_PASSWORD = "role-pw-9f8e7d6c5b4a"
-
-
-def basic(name: str, password: str) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{name}:{password}".encode()).decode()}
-
-
-def job_count(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 @pytest.fixture

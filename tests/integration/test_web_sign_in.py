@@ -13,7 +13,7 @@ import base64
 from typing import Any
 
 import psycopg
-from web_client import OPERATOR, is_problem, web_client
+from support.web import OPERATOR, is_problem, web_client
 
 from queue_engine.web.first_run import DOCS_URL, SignInLink
 

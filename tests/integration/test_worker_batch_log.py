@@ -11,14 +11,9 @@ their own lines.
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import all_in, running_worker, wait_until
+from support.workers import all_in, running_worker, wait_until
 
 from queue_engine import Client
 

@@ -10,17 +10,12 @@ cluster-wide limits under races in ``tests/test_invariant_scale_limit.py``.
 from __future__ import annotations
 
 import socket
-import sys
 import time
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import create_log_table, running_worker, wait_until
+from support.workers import create_log_table, running_worker, wait_until
 
 from queue_engine import Client
 from queue_engine.worker import Worker

@@ -7,12 +7,7 @@ connection from a pool of its own, returned after each job.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import all_in, running_worker, statuses, wait_until
+from support.workers import all_in, running_worker, statuses, wait_until
 
 from queue_engine import Client
 

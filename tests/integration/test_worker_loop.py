@@ -8,19 +8,15 @@ waiting for the schema.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-import itertools
-
 import qe_worker_tasks
-from qe_worker_helpers import all_in, running_worker, statuses, wait_until
+from support.workers import all_in, running_worker, statuses, wait_until
 
 from queue_engine import Client
 from queue_engine.migrate import Migrator
@@ -222,7 +218,7 @@ def test_worker_waits_for_migrations_then_works(empty_dsn: str) -> None:
 
 
 def test_prefetch_runs_all_jobs_one_at_a_time(dsn: str, client: Client, conn) -> None:
-    from qe_worker_helpers import create_log_table
+    from support.workers import create_log_table
 
     create_log_table(dsn)
     ids = client.enqueue_many(
@@ -245,7 +241,7 @@ def test_prefetch_runs_all_jobs_one_at_a_time(dsn: str, client: Client, conn) ->
 def test_stop_gives_back_unstarted_prefetched_jobs(
     dsn: str, client: Client, conn, prefetch: int
 ) -> None:
-    from qe_worker_helpers import create_log_table
+    from support.workers import create_log_table
 
     create_log_table(dsn)
     ids = client.enqueue_many(

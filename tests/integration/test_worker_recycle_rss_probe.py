@@ -7,15 +7,11 @@ recycles is known exactly.
 
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
 
 import pytest
 import qe_worker_tasks
-from qe_worker_helpers import statuses, wait_until
+from support.workers import statuses, wait_until
 
 from queue_engine import Client
 from queue_engine.exit_codes import ExitCode

@@ -9,13 +9,9 @@ jobs it holds often enough for the shortest lease among them.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import running_worker, statuses, wait_until
+from support.workers import running_worker, statuses, wait_until
 
 from queue_engine import Client
 from queue_engine.orchestrator.reaper import Reaper

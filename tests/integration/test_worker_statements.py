@@ -12,16 +12,11 @@ between jobs, in the process) add no statement.
 
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import running_worker, statuses, wait_until
+from support.workers import running_worker, statuses, wait_until
 
 from queue_engine import Client
 from queue_engine.db import CursorKeepingConnection

@@ -12,16 +12,11 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_ctl import ok, queue_ctl
-from qe_worker_helpers import running_worker, wait_until
+from support.ctl import ok, queue_ctl
+from support.workers import running_worker, wait_until
 
 from queue_engine import stats
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.nodes import statuses
 
 from queue_engine import Client, Workflow, finished, metrics
 from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
@@ -40,10 +41,6 @@ def tasks() -> TaskRegistry:
     reg = TaskRegistry()
     reg.register(TaskDefinition(name="ok", handler=ok, queue=Q, max_attempts=1))
     return reg
-
-
-def statuses(client: Client, workflow_id: int) -> dict[str, str]:
-    return {n.node: n.status for n in client.workflow_nodes(workflow_id)}
 
 
 def approval(name: str = "approval", timeout_s: int = 3600) -> Workflow:

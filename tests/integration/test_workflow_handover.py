@@ -11,15 +11,10 @@ a NOTIFY), and run a chain through a real worker loop.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import running_worker, wait_until
+from support.workers import running_worker, wait_until
 
 from queue_engine import After, Client, Workflow
 from queue_engine.controls import pause_queue

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 from psycopg import sql
-from qe_nodes import Q, claim, end, node_status, registry, succeed, tallies
+from support.nodes import Q, claim, end, node_status, registry, succeed, tallies
 
 from queue_engine import Client, Workflow
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from qe_plans import plan_nodes, reads_all_of
+from support.plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
 from queue_engine import sql as queries

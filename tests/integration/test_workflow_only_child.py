@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from qe_nodes import Q, claim, end, node_status, registry, succeed, tallies
+from support.nodes import Q, claim, end, node_status, registry, succeed, tallies
 
 from queue_engine import Client, Workflow, finished
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator

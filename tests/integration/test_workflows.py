@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.nodes import statuses
 
 from queue_engine import After, Client, Permanent, Skip, Workflow, finished, result_of
 from queue_engine.context import JobContext
@@ -32,10 +33,6 @@ def registry(**handlers: Any) -> TaskRegistry:
             TaskDefinition(name=name, handler=fn, queue=Q, max_attempts=1, wants_context=True)
         )
     return reg
-
-
-def statuses(client: Client, workflow_id: int) -> dict[str, str]:
-    return {n.node: n.status for n in client.workflow_nodes(workflow_id)}
 
 
 def ok(args: dict[str, Any], ctx: JobContext) -> Any:

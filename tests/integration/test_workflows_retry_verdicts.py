@@ -14,14 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from support.nodes import statuses
 
 from queue_engine import Client, Workflow, finished
 
 Conn = psycopg.Connection[Any]
-
-
-def statuses(client: Client, workflow_id: int) -> dict[str, str]:
-    return {n.node: n.status for n in client.workflow_nodes(workflow_id)}
 
 
 def end_running_node(conn: Conn, job_id: int, status: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from qe_ctl import queue_ctl
+from support.ctl import queue_ctl
 
 NUMBER = r"[\d,]+(?:\.\d+)?"
 

@@ -17,17 +17,13 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import psycopg
-from orchestrator_procs import spawn as spawn_orchestrator
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, wait_until
+from support.orchestrators import spawn as spawn_orchestrator
+from support.workers import kill_all, spawn_worker, wait_until
 
 JOBS = 3000
 WORKERS = 3

@@ -12,24 +12,22 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import IO
 
 import psutil
 import pytest
-from qe_ctl import queue_ctl
-from qe_up import alive, start_up
-from qe_up import cleanup as _cleanup
-from qe_up import read as _read
-from qe_up import wait as _wait
-from qe_up import workers as _workers
+from support.ctl import queue_ctl
+from support.up import alive, start_up
+from support.up import cleanup as _cleanup
+from support.up import read as _read
+from support.up import wait as _wait
+from support.up import workers as _workers
 
 from queue_engine.client import Client
 
 APPS = Path(__file__).resolve().parent.parent / "worker_apps"
-sys.path.insert(0, str(APPS))
 
 
 def _two_workers(up: psutil.Process, without: int = 0) -> set[int] | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import BIN, WAIT_S, count_in, procs, wait_for
+from support.orchestrators import BIN, WAIT_S, count_in, procs, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 

@@ -8,7 +8,7 @@ job), it prints the summary, stops every daemon with exit 0, and exits 0.
 
 from __future__ import annotations
 
-from qe_ctl import queue_ctl
+from support.ctl import queue_ctl
 
 
 def test_demo_runs_end_to_end_and_prints_the_summary(dsn: str, conn) -> None:

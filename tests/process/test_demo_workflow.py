@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qe_ctl import queue_ctl
+from support.ctl import queue_ctl
 
 
 def test_demo_workflow_runs_to_success_and_draws_the_dag(dsn: str, conn: Any) -> None:

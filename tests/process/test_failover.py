@@ -36,17 +36,15 @@ from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import count_in
-from orchestrator_procs import spawn as spawn_orchestrator
-from qe_ctl import ok, queue_ctl
-from replication import ReplicatedPair, missing_tools
+import support.workers
+from support.ctl import ok, queue_ctl
+from support.orchestrators import count_in
+from support.orchestrators import spawn as spawn_orchestrator
+from support.replication import ReplicatedPair, missing_tools
+from support.workers import kill_all, stop_process, wait_until
 
 from queue_engine import Client
 from queue_engine.migrate import Migrator
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import WORKER_BIN, kill_all, stop_process, wait_until, worker_env
 
 BIN = Path(sys.executable).parent
 BACKLOG = 1200
@@ -76,18 +74,15 @@ def spawn_worker(
     dsn: str, log: Path, runs: Path, synchronous_commit: str
 ) -> subprocess.Popen[bytes]:
     """A ``queue-claim-worker`` of the ``fo`` queue running ``failover_app``."""
-    env = worker_env(
+    return support.workers.spawn_worker(
+        dsn,
+        queue="fo",
+        app="failover_app",
+        log_file=log,
         QE_FAILOVER_RUNS=str(runs),
         QUEUE_ENGINE_RECONNECT_MAX_S="1",
         QUEUE_ENGINE_WORKER_SYNCHRONOUS_COMMIT=synchronous_commit,
     )
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(WORKER_BIN), "--queue=fo", "--app", "failover_app", "--dsn", dsn],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
 
 
 def spawn_scheduler(dsn: str, log: Path) -> subprocess.Popen[bytes]:

@@ -14,22 +14,20 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from orchestrator_procs import BIN, WAIT_S, count_in, procs, role_of, spawn, wait_for
+from support.jobs import event_kinds, job, owner_pid
+from support.liveness import QUEUE, idle_workers, spawn_worker
+from support.orchestrators import WAIT_S, count_in, procs, role_of, spawn, wait_for
 
 from queue_engine.orchestrator import fast_recovery
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 
-APPS = Path(__file__).resolve().parent.parent / "worker_apps"
-QUEUE = "liveness"
-WORKER_ARGS = ("--app", "liveness_app", "--log-level", "DEBUG")
 #: Defaults of the cadences that decide recovery time (worker and orchestrator).
 DEFAULTS = {
     "QUEUE_ENGINE_HEARTBEAT_S": "10",
@@ -41,31 +39,6 @@ DEFAULTS = {
 }
 
 
-def spawn_worker(dsn: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    """``queue-claim-worker --queue liveness --app liveness_app`` with ``env`` on top."""
-    full_env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(APPS), os.environ.get("PYTHONPATH")])),
-        **env,
-    }
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(BIN / "queue-claim-worker"), f"--queue={QUEUE}", *WORKER_ARGS, "--dsn", dsn],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=full_env,
-        )
-
-
-def idle_workers(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute(
-        "SELECT count(*) FROM queue_engine.workers WHERE role = 'worker' AND queue = %s "
-        "AND state = 'idle' AND stopped_at IS NULL",
-        (QUEUE,),
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def enqueue(conn: psycopg.Connection[Any], task: str, args: str = "{}") -> int:
     row = conn.execute(
         "INSERT INTO queue_engine.jobs (queue, task, args, max_attempts) "
@@ -74,33 +47,6 @@ def enqueue(conn: psycopg.Connection[Any], task: str, args: str = "{}") -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
-
-
-def owner_pid(conn: psycopg.Connection[Any], job_id: int) -> int | None:
-    """The OS pid of the worker process running the job, once it runs."""
-    row = conn.execute(
-        "SELECT w.pid FROM queue_engine.jobs j JOIN queue_engine.workers w ON w.id = j.claimed_by "
-        "WHERE j.id = %s AND j.status = 'running'",
-        (job_id,),
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
-def job(conn: psycopg.Connection[Any], job_id: int) -> tuple[str, int, Any]:
-    row = conn.execute(
-        "SELECT status, attempt, result FROM queue_engine.jobs WHERE id = %s", (job_id,)
-    ).fetchone()
-    assert row is not None
-    return str(row[0]), int(row[1]), row[2]
-
-
-def event_kinds(conn: psycopg.Connection[Any], job_id: int) -> list[str]:
-    return [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT kind FROM queue_engine.job_events WHERE job_id = %s ORDER BY id", (job_id,)
-        ).fetchall()
-    ]
 
 
 def db_now(conn: psycopg.Connection[Any]) -> datetime:
@@ -115,7 +61,7 @@ def test_a_sigkilled_workers_job_runs_again_on_another_worker(
     orch = spawn(dsn, tmp_path / "orchestrator.log", **DEFAULTS)
     procs.append(orch)
     wait_for("the orchestrator to lead", lambda: role_of(conn, orch.pid) == "leader", procs)
-    workers = [spawn_worker(dsn, tmp_path / f"worker{i}.log", **DEFAULTS) for i in (1, 2)]
+    workers = [spawn_worker(dsn, log_file=tmp_path / f"worker{i}.log", **DEFAULTS) for i in (1, 2)]
     procs.extend(workers)
     wait_for("both workers idle", lambda: idle_workers(conn) == 2, procs)
 
@@ -171,7 +117,7 @@ def test_a_worker_frozen_holding_the_gil_is_flagged_and_its_job_recovered_by_lea
     orch = spawn(dsn, orch_log, **fast)
     procs.append(orch)
     wait_for("the orchestrator to lead", lambda: role_of(conn, orch.pid) == "leader", procs)
-    workers = [spawn_worker(dsn, tmp_path / f"worker{i}.log", **fast) for i in (1, 2)]
+    workers = [spawn_worker(dsn, log_file=tmp_path / f"worker{i}.log", **fast) for i in (1, 2)]
     procs.extend(workers)
     wait_for("both workers idle", lambda: idle_workers(conn) == 2, procs)
 

@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import itertools
 import socket
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_ctl import ok, queue_ctl
-from qe_worker_helpers import create_log_table, kill_all, spawn_worker, wait_until
+from support.ctl import ok, queue_ctl
+from support.workers import create_log_table, kill_all, spawn_worker, wait_until
 
 from queue_engine import Client
 

@@ -10,40 +10,27 @@ again, and the follow-ups exist exactly once, made by the second attempt.
 
 from __future__ import annotations
 
-import os
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from orchestrator_procs import BIN, WAIT_S, procs, role_of, spawn, wait_for
+import support.workers
+from support.orchestrators import WAIT_S, procs, role_of, spawn, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 
-APPS = Path(__file__).resolve().parent.parent / "worker_apps"
 QUEUE = "fu"
 FAST = {
     "QUEUE_ENGINE_HEARTBEAT_S": "0.5",
     "QUEUE_ENGINE_POLL_S": "0.1",
     "QUEUE_ENGINE_SWEEP_S": "0.2",
 }
-
-
-def spawn_worker(dsn: str, log: Path, **extra: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(APPS), os.environ.get("PYTHONPATH")])),
-        **FAST,
-        **extra,
-    }
-    app = ("--app", "followups_app", "--log-level", "DEBUG")
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(BIN / "queue-claim-worker"), f"--queue={QUEUE}", *app, "--dsn", dsn],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+#: ``spawn_worker(dsn, log_file=..., **env)``: a ``followups_app`` worker on ``fu``, fast cadences.
+spawn_worker = partial(
+    support.workers.spawn_worker, queue=QUEUE, app="followups_app", log_level="DEBUG", **FAST
+)
 
 
 def one(conn: psycopg.Connection[Any], query: str, *params: object) -> Any:
@@ -71,7 +58,7 @@ def test_a_worker_killed_before_its_finish_commits_leaves_no_followups_and_the_r
     wait_for("the orchestrator to lead", lambda: role_of(conn, orch.pid) == "leader", procs)
     # The default heartbeat (10 s): a lease renewal blocked on the held row in
     # the instant before the finish is sent would keep the finish from being sent.
-    victim = spawn_worker(dsn, tmp_path / "worker1.log", QUEUE_ENGINE_HEARTBEAT_S="10")
+    victim = spawn_worker(dsn, log_file=tmp_path / "worker1.log", QUEUE_ENGINE_HEARTBEAT_S="10")
     procs.append(victim)
 
     go = tmp_path / "go"
@@ -155,7 +142,7 @@ def test_a_worker_killed_before_its_finish_commits_leaves_no_followups_and_the_r
         ),
         procs,
     )
-    procs.append(spawn_worker(dsn, tmp_path / "worker2.log"))
+    procs.append(spawn_worker(dsn, log_file=tmp_path / "worker2.log"))
     wait_for(
         "the retry to succeed",
         lambda: (

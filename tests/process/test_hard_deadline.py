@@ -9,7 +9,7 @@ orchestrator's fast recovery (the process's session ended) gives the job back
 and the second worker runs attempt 2 to success.
 
 The helpers (spawning ``liveness_app`` workers, reading jobs) are the ones of
-the fast-recovery tests, imported from there.
+the fast-recovery tests (``support.liveness``, ``support.jobs``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import WAIT_S, procs, role_of, spawn, wait_for
-from test_fast_recovery import event_kinds, idle_workers, job, owner_pid, spawn_worker
+from support.jobs import event_kinds, job, owner_pid
+from support.liveness import idle_workers, spawn_worker
+from support.orchestrators import WAIT_S, procs, role_of, spawn, wait_for
 
 from queue_engine.worker.deadline import EXIT_HARD_DEADLINE
 
@@ -58,7 +59,7 @@ def test_a_worker_frozen_holding_the_gil_past_its_budget_exits_with_a_stack_dump
     procs.append(orch)
     wait_for("the orchestrator to lead", lambda: role_of(conn, orch.pid) == "leader", procs)
     logs = {i: tmp_path / f"worker{i}.log" for i in (1, 2)}
-    workers = [spawn_worker(dsn, logs[i], **FAST) for i in (1, 2)]
+    workers = [spawn_worker(dsn, log_file=logs[i], **FAST) for i in (1, 2)]
     procs.extend(workers)
     wait_for("both workers idle", lambda: idle_workers(conn) == 2, procs)
 

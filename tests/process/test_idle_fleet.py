@@ -13,14 +13,9 @@ asserted, only that the jobs ran.
 from __future__ import annotations
 
 import signal
-import sys
-from pathlib import Path
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, statuses, stop_process, wait_until
+from support.workers import kill_all, spawn_worker, statuses, stop_process, wait_until
 
 from queue_engine import Client
 

@@ -28,8 +28,8 @@ from typing import IO
 import psutil
 import psycopg
 import pytest
-from qe_ctl import RUNTIME_DIR_VARIABLE, ok, queue_ctl
-from qe_up import cleanup, read, start_up, wait
+from support.ctl import RUNTIME_DIR_VARIABLE, ok, queue_ctl
+from support.up import cleanup, read, start_up, wait
 
 from queue_engine import localfleet
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import WAIT_S, count_in, procs, role_of, spawn, stop, wait_for
+from support.orchestrators import WAIT_S, count_in, procs, role_of, spawn, stop, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 

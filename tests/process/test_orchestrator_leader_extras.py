@@ -11,21 +11,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from orchestrator_procs import BIN, WAIT_S, wait_for
+from support.orchestrators import BIN, WAIT_S, wait_for
+from support.ports import free_port
 
 from queue_engine import Client
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -55,7 +49,7 @@ def test_leader_prunes_and_serves_metrics(dsn: str, conn: Any, tmp_path: Path) -
         "INSERT INTO queue_engine.job_events (job_id, kind) VALUES (%s, 'note'), (%s, 'note')",
         (old.id, fresh.id),
     )
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "QUEUE_ENGINE_SWEEP_S": "0.2",

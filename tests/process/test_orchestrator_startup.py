@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import psycopg
-from orchestrator_procs import BIN, count_in, role_of, spawn, stop, wait_for
+from support.orchestrators import BIN, count_in, role_of, spawn, stop, wait_for
 
 from queue_engine.migrate import Migrator
 

@@ -23,20 +23,18 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import ok, queue_ctl
+from support.ctl import ok, queue_ctl
+from support.orchestrators import procs
+from support.orchestrators import spawn as spawn_orchestrator
+from support.workers import spawn_worker, stop_process, wait_until
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from orchestrator_procs import spawn as spawn_orchestrator
-from qe_worker_helpers import spawn_worker, stop_process, wait_until
+__all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 
 BIN = Path(sys.executable).parent
 #: How long each outage lasts: the old backoff (0.2 s doubling to 10 s) has grown past 2 s by then.
@@ -56,16 +54,6 @@ SELECT EXISTS (
       AND l.objid::bigint = (key.k & 4294967295)
 )
 """
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
 
 
 def spawn_scheduler(dsn: str, log: Path) -> subprocess.Popen[bytes]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgbouncer import transaction_pooler
+from support.pgbouncer import transaction_pooler
 
 from queue_engine import AsyncClient, Client, Workflow
 from queue_engine.exit_codes import ExitCode

@@ -19,21 +19,21 @@ so it too ends ``lost`` without waiting for the lease.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from orchestrator_procs import BIN, procs, role_of, spawn, wait_for
-from qe_ctl import ok, queue_ctl
+import support.workers
+from support.ctl import ok, queue_ctl
+from support.orchestrators import procs, role_of, spawn, wait_for
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 
-APPS = Path(__file__).resolve().parent.parent / "worker_apps"
 QUEUE = "poison"
 #: Short cadences: a death is seen within about a second (session gone, then
 #: the 1 s minimum heartbeat age of fast recovery), never through the lease.
@@ -45,23 +45,11 @@ FAST = {
 }
 NORMAL_JOBS = 8
 DEADLINE_S = 60.0
-
-
-def spawn_worker(dsn: str, log: Path) -> subprocess.Popen[bytes]:
-    """``queue-claim-worker --queue poison --app poison_app``, appending to ``log``."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(APPS), os.environ.get("PYTHONPATH")])),
-        **FAST,
-    }
-    dsn_arg = f"--dsn={dsn}"
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [str(BIN / "queue-claim-worker"), f"--queue={QUEUE}", "--app=poison_app", dsn_arg],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+#: ``spawn_worker(dsn, log_file=...)``: a ``poison_app`` worker appending to its log.
+spawn_worker = partial(
+    support.workers.spawn_worker, queue=QUEUE, app="poison_app", append=True, **FAST
+)
+idle_workers = partial(support.workers.idle_workers, queue=QUEUE)
 
 
 def enqueue(conn: psycopg.Connection[Any], task: str, priority: int, max_attempts: int = 3) -> int:
@@ -81,15 +69,6 @@ def statuses(conn: psycopg.Connection[Any], ids: list[int]) -> dict[int, tuple[s
     return {int(r[0]): (str(r[1]), int(r[2])) for r in rows}
 
 
-def idle_workers(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute(
-        "SELECT count(*) FROM queue_engine.workers WHERE role = 'worker' AND queue = %s "
-        "AND state = 'idle' AND stopped_at IS NULL",
-        (QUEUE,),
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def test_a_job_that_kills_its_worker_every_time_ends_lost_and_the_fleet_keeps_working(
     dsn: str, conn, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -97,7 +76,7 @@ def test_a_job_that_kills_its_worker_every_time_ends_lost_and_the_fleet_keeps_wo
     procs.append(orch)
     wait_for("the orchestrator to lead", lambda: role_of(conn, orch.pid) == "leader", procs)
     logs = [tmp_path / f"worker{i}.log" for i in (1, 2)]
-    workers = [spawn_worker(dsn, log) for log in logs]
+    workers = [spawn_worker(dsn, log_file=log) for log in logs]
     procs.extend(workers)
     wait_for("both workers idle", lambda: idle_workers(conn) == 2, procs)
     first_pids = {w.pid for w in workers}
@@ -124,7 +103,7 @@ def test_a_job_that_kills_its_worker_every_time_ends_lost_and_the_fleet_keeps_wo
         for i, w in enumerate(workers):
             if w.poll() is not None:
                 exits.append(w.returncode)
-                workers[i] = spawn_worker(dsn, logs[i])
+                workers[i] = spawn_worker(dsn, log_file=logs[i])
                 procs.append(workers[i])
         time.sleep(0.05)
     took = time.monotonic() - started
@@ -176,7 +155,7 @@ def test_a_handler_that_calls_sys_exit_fails_its_attempts_and_the_worker_lives(
 ) -> None:
     """sys.exit() in a handler is a failed attempt (retried, then failed), not a dead worker."""
     log = tmp_path / "worker.log"
-    worker = spawn_worker(dsn, log)
+    worker = spawn_worker(dsn, log_file=log)
     procs.append(worker)
     wait_for("the worker idle", lambda: idle_workers(conn) == 1, procs)
     job = enqueue(conn, "poison.sys_exit", 0, max_attempts=2)

@@ -11,16 +11,12 @@ with ``QUEUE_ENGINE_TEST_DSN``, whose server the tests do not own).
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, stop_process, wait_until
+from support.workers import kill_all, spawn_worker, stop_process, wait_until
 
 JOBS = 2000
 WORKERS = 3

@@ -16,30 +16,22 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from qe_ctl import queue_ctl
+import support.orchestrators
+from support.ctl import queue_ctl
+from support.orchestrators import BIN, WAIT_S, procs
 
-BIN = Path(sys.executable).parent
-WAIT_S = 30.0
+__all__ = ["procs"]  # a fixture: imported so that pytest finds it here
+
 Conn = psycopg.Connection[Any]
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
+#: ``wait_for(what, predicate, procs)``: a scheduler killed with -9 by the test is no failure.
+wait_for = partial(support.orchestrators.wait_for, killed_ok=True)
 
 
 def spawn(
@@ -61,21 +53,6 @@ def spawn(
         )
     procs.append(proc)
     return proc
-
-
-def wait_for(what: str, predicate: Callable[[], Any], procs: list[subprocess.Popen[bytes]]) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        for p in procs:
-            if p.poll() is not None and p.returncode != -signal.SIGKILL:
-                pytest.fail(
-                    f"scheduler {p.pid} exited with {p.returncode} while waiting for {what}"
-                )
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {WAIT_S:g}s waiting for {what}")
 
 
 def running_schedulers(conn: Conn) -> int:

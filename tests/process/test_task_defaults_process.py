@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
-from qe_ctl import ok, queue_ctl
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, stop_process, wait_until
+from support.ctl import ok, queue_ctl
+from support.workers import kill_all, spawn_worker, stop_process, wait_until
 
 APP = "defaults_app"
 QUEUE = "td.mail"

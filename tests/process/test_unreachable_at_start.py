@@ -14,7 +14,6 @@ machine is not counted against the daemon.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -22,10 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import worker_env
+from support.ports import free_port as closed_port
+from support.workers import worker_env
 
 BIN = Path(sys.executable).parent
 RETRY_S = 3.0
@@ -33,13 +30,6 @@ RETRY_S = 3.0
 SLACK_S = 1.0
 #: The exit within window + slack must not depend on another test process beside it.
 pytestmark = pytest.mark.serial
-
-
-def closed_port() -> int:
-    """A local TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 COMMANDS = {

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import schemathesis
-from orchestrator_procs import procs, wait_for
 from schemathesis.engine import Status, events
-from test_web_process import TOKEN, free_port, get, spawn
+from support.orchestrators import procs, wait_for
+from support.ports import free_port
+from support.web_process import TOKEN, get, spawn
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
 

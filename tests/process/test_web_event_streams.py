@@ -12,23 +12,15 @@ import base64
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import wait_until
+from support.ports import free_port
+from support.workers import wait_until
 
 WEB_BIN = Path(sys.executable).parent / "queue-web"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def healthy(port: int) -> bool:

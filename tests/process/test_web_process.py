@@ -22,46 +22,14 @@ import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
-from orchestrator_procs import BIN, WAIT_S, procs, wait_for
 from psycopg.conninfo import make_conninfo
+from support.orchestrators import BIN, WAIT_S, procs, wait_for
+from support.ports import free_port
+from support.web_process import TOKEN, get, spawn
 
 __all__ = ["procs"]  # a fixture: imported so that pytest finds it here
-
-TOKEN = "operator-token-for-the-process-test"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def spawn(dsn: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    env["QUEUE_ENGINE_WEB_TOKENS"] = f"operator:{TOKEN}"
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(BIN / "queue-web"), "--dsn", dsn, "--port", str(port), "--log-format", "json"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-
-def get(port: int, path: str, token: str | None = None) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-    except OSError:
-        return 0, {}
 
 
 def events(log: Path) -> list[str]:

@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,10 +23,7 @@ from typing import Any
 
 import psycopg
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, wait_until
+from support.workers import kill_all, spawn_worker, wait_until
 
 from queue_engine import Client
 

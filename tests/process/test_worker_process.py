@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import (
+from support.workers import (
     WORKER_BIN,
     all_in,
     create_log_table,

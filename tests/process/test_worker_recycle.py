@@ -9,13 +9,10 @@ worker (the test plays the supervisor) finishes the rest.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
 import psycopg
-from qe_worker_helpers import (
+from support.workers import (
     all_in,
     create_log_table,
     kill_all,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from qe_ctl import clean_env
+from support.ctl import clean_env
 
 #: Modules the job commands have no use for: most of them were imported by every
 #: ``queue-ctl`` call before the group loaded its subcommands lazily; the web stack

@@ -2,7 +2,7 @@
 
 The page once filed most ``queue-ctl`` commands (``stats`` to ``workflows``) under
 the ``queue-orchestrator`` heading, where nobody looks for them. Held here against
-click's command tree (:func:`qe_ctl.console_commands`):
+click's command tree (:func:`support.ctl.console_commands`):
 
 - one level-2 heading per console script of ``[project.scripts]``, ``## `queue-ctl```,
   and no other level-2 heading;
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from qe_ctl import console_commands, walk_commands
+from support.ctl import console_commands, walk_commands
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = REPO_ROOT / "docs" / "reference" / "cli.md"

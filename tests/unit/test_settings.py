@@ -29,7 +29,7 @@ from typing import Any
 
 import click
 import pytest
-from qe_ctl import console_commands, walk_commands
+from support.ctl import console_commands, walk_commands
 
 from queue_engine import settings as table
 from queue_engine import stats

@@ -7,7 +7,7 @@ estimate or a lower bound; the renderers mark such figures (``~1.0M``,
 
 from __future__ import annotations
 
-from qe_stats import queue_stats as queue
+from support.stats import queue_stats as queue
 
 from queue_engine import stats
 from queue_engine.cli import render

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from qe_stats import queue_stats, worker_row
+from support.stats import queue_stats, worker_row
 
 from queue_engine.cli import render, top
 

@@ -7,7 +7,7 @@ import threading
 from dataclasses import replace
 
 import pytest
-from qe_stats import queue_stats as qs
+from support.stats import queue_stats as qs
 
 from queue_engine import stats
 from queue_engine.web import live

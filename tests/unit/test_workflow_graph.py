@@ -15,7 +15,7 @@ import itertools
 import re
 
 import pytest
-from qe_nodes import node
+from support.nodes import node
 
 from queue_engine.web.pages import graph
 from queue_engine.web.pages.graph import Link

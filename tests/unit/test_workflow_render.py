@@ -13,7 +13,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from qe_nodes import node
+from support.nodes import node
 
 from queue_engine.cli import workflow_render as wr
 from queue_engine.workflows.model import WorkflowInfo, WorkflowState

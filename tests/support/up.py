@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 import psutil
-from qe_ctl import QUEUE_CTL, clean_env
+from support.ctl import QUEUE_CTL, clean_env
 
 T = TypeVar("T")
 

@@ -8,6 +8,7 @@ credentials; :data:`SECRETS` lists every secret a body must never contain.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +41,12 @@ SECRETS = (
 def bearer(token: str) -> dict[str, str]:
     """The Authorization header of a token."""
     return {"Authorization": f"Bearer {token}"}
+
+
+def basic(name: str, password: str) -> dict[str, str]:
+    """The Authorization header of a sign-in by name and password (HTTP Basic)."""
+    token = base64.b64encode(f"{name}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
 
 
 READ = bearer(READ_TOKEN)

@@ -1,7 +1,7 @@
 """The dashboard in a real browser: headless Chromium (Debian's) driven by selenium.
 
 The fixtures and helpers of tests/browser (imported by the test modules: a
-``conftest.py`` in this folder would shadow ``tests/conftest.py`` for the
+``conftest.py`` in tests/browser would shadow ``tests/conftest.py`` for the
 modules that import it by name).
 
 Every test here runs a real ``queue-web`` process and, where it needs one, a
@@ -26,7 +26,6 @@ import base64
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -37,11 +36,9 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "worker_apps"))
-
-from qe_worker_helpers import kill_all, spawn_worker, stop_process, wait_until
-
 from queue_engine import settings
+from support.ports import free_port
+from support.workers import kill_all, spawn_worker, stop_process, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -84,13 +81,6 @@ def chromium_fixture() -> Path:
     except ImportError:
         pytest.skip("selenium is not installed (pip install -e '.[test]')")
     return CHROMIUM
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (loopback)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _healthy(url: str) -> bool:
@@ -181,7 +171,7 @@ def worker_fixture(dsn: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]
 
 @pytest.fixture(name="fleet")
 def fleet_fixture(dsn: str, tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Three ``queue-claim-worker`` processes on ``wt``: what ``qe_scene.build_scene`` needs."""
+    """Three ``queue-claim-worker`` processes on ``wt``: what ``support.scene.build_scene`` needs."""
     procs = [
         spawn_worker(dsn, log_file=tmp_path / f"worker-{i}.log", QUEUE_ENGINE_SHUTDOWN_GRACE_S="1")
         for i in range(3)

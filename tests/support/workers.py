@@ -24,8 +24,10 @@ from queue_engine.worker import Worker, WorkerSettings
 from queue_engine.worker.connection import WorkerConnection
 from queue_engine.worker.jobs import HeldJobs
 
-APPS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = APPS_DIR.parent.parent
+TESTS_DIR = Path(__file__).resolve().parent.parent
+#: The task apps a worker runs (``--app qe_worker_tasks``), put on its PYTHONPATH.
+APPS_DIR = TESTS_DIR / "worker_apps"
+REPO_ROOT = TESTS_DIR.parent
 WORKER_BIN = Path(sys.executable).parent / "queue-claim-worker"
 LOG_TABLE_DDL = (
     "CREATE TABLE IF NOT EXISTS worker_test_log (job_id bigint, lock_key text, what text,"
@@ -51,6 +53,16 @@ def statuses(dsn: str) -> dict[int, str]:
     """``{job id: status}`` of every job, archived ones included (migration 0027)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         return dict(conn.execute("SELECT id, status FROM queue_engine.jobs_all").fetchall())
+
+
+def idle_workers(conn: psycopg.Connection[Any], queue: str | None = None) -> int:
+    """How many live workers (on ``queue``, or on any) wait idle: a fleet is up when all do."""
+    row = conn.execute(
+        "SELECT count(*) FROM queue_engine.workers WHERE role = 'worker' AND state = 'idle'"
+        " AND stopped_at IS NULL AND (%s::text IS NULL OR queue = %s)",
+        (queue, queue),
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def all_in(dsn: str, wanted: set[str]) -> Callable[[], bool]:
@@ -159,15 +171,26 @@ def spawn_worker(
     dsn: str,
     *args: str,
     log_file: Path | None = None,
+    append: bool = False,
     queue: str = "wt",
     app: str = "qe_worker_tasks",
+    log_level: str | None = None,
     **env: str,
 ) -> subprocess.Popen[bytes]:
-    """Start ``queue-claim-worker --queue=QUEUE --app APP --dsn DSN *args`` (wt, qe_worker_tasks)."""
-    out = open(log_file, "wb") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115
+    """Start ``queue-claim-worker --queue=QUEUE --app APP --dsn DSN *args`` (wt, qe_worker_tasks).
+
+    Its output goes to ``log_file`` (after what is there with ``append``: a
+    restarted worker's log), or nowhere; ``log_level`` adds ``--log-level``;
+    ``env`` goes on top of :func:`worker_env`. The one way tests start a worker
+    process: a test module that starts many alike binds its queue, app and
+    cadences once with ``functools.partial``.
+    """
+    level = ("--log-level", log_level) if log_level is not None else ()
+    mode = "ab" if append else "wb"
+    out = open(log_file, mode) if log_file is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(
-            [str(WORKER_BIN), f"--queue={queue}", "--app", app, "--dsn", dsn, *args],
+            [str(WORKER_BIN), f"--queue={queue}", "--app", app, *level, "--dsn", dsn, *args],
             env=worker_env(**env),
             stdout=out,
             stderr=subprocess.STDOUT,

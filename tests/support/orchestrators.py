@@ -1,4 +1,9 @@
-"""Helpers for the orchestrator process tests: spawn, poll with a bound, read logs."""
+"""Helpers for the daemon process tests: spawn, poll with a bound, read logs.
+
+The ``procs`` fixture (whatever a test started is killed at its end) and
+:func:`wait_for` serve every daemon's tests; :func:`spawn` starts
+``queue-orchestrator`` with fast cadences.
+"""
 
 from __future__ import annotations
 
@@ -37,15 +42,25 @@ def spawn(dsn: str, log: Path, *, log_level: str = "DEBUG", **env: str) -> subpr
         )
 
 
-def wait_for(what: str, predicate: Callable[[], Any], procs: list[subprocess.Popen[bytes]]) -> Any:
-    """Poll ``predicate`` until truthy; fail (with the reason) after WAIT_S or if a process died."""
+def wait_for(
+    what: str,
+    predicate: Callable[[], Any],
+    procs: list[subprocess.Popen[bytes]],
+    *,
+    killed_ok: bool = False,
+) -> Any:
+    """Poll ``predicate`` until truthy; fail (with the reason) after WAIT_S or if a process died.
+
+    ``killed_ok``: a process the test killed with SIGKILL is no failure (the
+    test of a kill -9 keeps waiting on the survivors).
+    """
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         for p in procs:
-            if p.poll() is not None:
+            if p.poll() is not None and not (killed_ok and p.returncode == -signal.SIGKILL):
                 pytest.fail(f"process {p.pid} exited with {p.returncode} while waiting for {what}")
         time.sleep(0.05)
     pytest.fail(f"timed out after {WAIT_S:g}s waiting for {what}")

@@ -2,7 +2,8 @@
 
 A test of what a node's end does (the workflow trigger) claims and ends nodes
 with plain UPDATEs, as a worker's statement would, and compares a workflow's
-tally shards with a recount of its jobs. A test of a drawing (``queue-ctl
+tally shards with a recount of its jobs; a test through the client reads the
+nodes' statuses back with :func:`statuses`. A test of a drawing (``queue-ctl
 workflows show``, the dashboard's graph) builds the nodes it draws with
 :func:`node`, without a database.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from queue_engine import Client
 from queue_engine.context import JobContext
 from queue_engine.tasks import TaskDefinition, TaskRegistry
 from queue_engine.workflows.model import NodeInfo
@@ -94,6 +96,11 @@ def node_status(conn: Conn, workflow_id: int, node: str) -> str:
     ).fetchone()
     assert row is not None
     return str(row[0])
+
+
+def statuses(client: Client, workflow_id: int) -> dict[str, str]:
+    """``{node: status}`` of a workflow's nodes, as the client reads them back."""
+    return {n.node: n.status for n in client.workflow_nodes(workflow_id)}
 
 
 _ids = iter(range(1, 1_000_000))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from queue_engine.embedded import SYSTEM_USER
+from support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALLER = REPO / "scripts" / "install-system-packages"
@@ -46,12 +46,6 @@ def pgbouncer_binary() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def transaction_pooler(server_dsn: str, *, pool_size: int = 2) -> Iterator[str]:
     """Run PgBouncer (pool_mode=transaction) for the server of ``server_dsn``; yield its DSN.
@@ -62,7 +56,7 @@ def transaction_pooler(server_dsn: str, *, pool_size: int = 2) -> Iterator[str]:
     binary = pgbouncer_binary()
     target = conninfo_to_dict(server_dsn)
     folder = Path(tempfile.mkdtemp(prefix="qe-pgbouncer-"))
-    port = _free_port()
+    port = free_port()
     server = " ".join(
         f"{key}={target[key]}" for key in ("host", "port", "user", "password") if target.get(key)
     )

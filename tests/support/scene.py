@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from qe_worker_helpers import wait_until
+from support.workers import wait_until
 
 from queue_engine import Client
 from queue_engine.scheduler import store as schedule_store
