@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 import psutil
+
 from support.ctl import QUEUE_CTL, clean_env
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from qe_ctl import console_commands
+from support.ctl import console_commands
 
 import queue_engine
 from queue_engine._version import __version__
