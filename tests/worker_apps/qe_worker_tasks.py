@@ -306,6 +306,11 @@ NAMES = (
     "backend_pid",
 )
 _private: TaskRegistry | None = None
+#: The definitions as this module registered them at import. A test that imports the
+#: module for the first time inside its body (for a constant, say) sees its tasks
+#: unregistered again by the suite's ``_clean_registry`` afterwards; the private
+#: registry is built from these, not from what the global registry still holds.
+_DEFINITIONS = {name: registry.get(name) for name in NAMES}
 
 
 def private_registry() -> TaskRegistry:
@@ -318,8 +323,9 @@ def private_registry() -> TaskRegistry:
     if _private is None:
         _private = TaskRegistry()
         for name in NAMES:
-            definition = registry.get(name)
+            definition = _DEFINITIONS[name]
             assert definition is not None, name
             _private.register(definition)
-            registry.unregister(name)
+            if registry.get(name) is not None:
+                registry.unregister(name)
     return _private
