@@ -18,6 +18,7 @@ import signal
 from collections.abc import Callable, Iterator
 
 import pytest
+from support.timing import FakeTiming
 
 from queue_engine.daemon import (
     EXIT_INTERRUPTED,
@@ -50,6 +51,9 @@ class FakeTarget:
     def __init__(self, rec: Recorder, fail: bool = False) -> None:
         self.rec = rec
         self.fail = fail
+
+    def register(self) -> str:
+        return self.beat()
 
     def beat(self) -> str:
         if self.fail:
@@ -146,20 +150,7 @@ def test_process_id_formats_match_the_rows_operators_know() -> None:
 # -- waiting for the database ------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-def failing(clock: FakeClock, times: int, cost_s: float = 0.0) -> Callable[[], str]:
+def failing(clock: FakeTiming, times: int, cost_s: float = 0.0) -> Callable[[], str]:
     """A probe that fails ``times`` times (each attempt taking ``cost_s``), then answers."""
     calls = {"n": 0}
 
@@ -174,7 +165,7 @@ def failing(clock: FakeClock, times: int, cost_s: float = 0.0) -> Callable[[], s
 
 
 def test_wait_for_database_follows_the_startup_backoff() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     first: list[str] = []
     got = wait_for_database(
         failing(clock, 5),
@@ -191,7 +182,7 @@ def test_wait_for_database_follows_the_startup_backoff() -> None:
 
 
 def test_the_last_wait_is_cut_to_the_deadline() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     started = clock.now
     with pytest.raises(DatabaseUnavailable):
         wait_for_database(
@@ -208,7 +199,7 @@ def test_the_last_wait_is_cut_to_the_deadline() -> None:
 
 
 def test_slow_attempts_count_against_the_deadline() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     started = clock.now
     with pytest.raises(DatabaseUnavailable):
         wait_for_database(
@@ -224,14 +215,14 @@ def test_slow_attempts_count_against_the_deadline() -> None:
 
 
 def test_no_retry_window_fails_at_once() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     with pytest.raises(DatabaseUnavailable):
         wait_for_database(failing(clock, 1), retry_s=0.0, clock=clock, sleep=clock.sleep)
     assert clock.sleeps == []
 
 
 def test_a_stop_request_ends_the_wait() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     stop = {"now": False}
 
     def sleep(seconds: float) -> None:
