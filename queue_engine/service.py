@@ -16,10 +16,8 @@ scheduler's ticker) are all the same shape, so they share this base:
   :class:`threading.Event`, so ``stop`` interrupts a long interval immediately.
   Every service is given its time as one :class:`Timing` object (``clock``,
   ``wait``, ``rand``), as River hands each maintenance service one archetype:
-  a daemon passes the same object to all of its services, and a test passes
-  one fake (``tests/support/timing.py``) instead of three keywords per
-  service, so nothing waits for real and no service keeps a real clock by
-  mistake.
+  a test passes one fake (``tests/support/timing.py``) instead of three
+  keywords per service, and cannot leave one of the three real by mistake.
 - The first run is staggered by a random fraction of ``stagger_s`` so that
   several services (or processes) started together do not hit the database in
   lock-step.
@@ -75,19 +73,15 @@ def event_wait(event: threading.Event, seconds: float) -> bool:
 class Timing:
     """Where a service (or a daemon) takes its time from: clock, waits and random numbers.
 
-    One object instead of three keywords on every constructor: a daemon hands
-    its timing to every service it runs, a test hands a fake one. ``wait``
-    returns True when the event was set (a stop, a trigger), False when the
-    time ran out.
+    One object instead of three keywords on every constructor: every service
+    (and the worker, its connection, the daemon runtime) defaults to the real
+    one, and a test hands the parts it drives one fake. ``wait`` returns True
+    when the event was set (a stop, a trigger), False when the time ran out.
     """
 
     clock: Clock = time.monotonic
     wait: Wait = event_wait
     rand: Rand = random.random
-
-    def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` on nothing that can end it early (a backoff with no stop to heed)."""
-        self.wait(threading.Event(), seconds)
 
 
 #: The real time: :func:`time.monotonic`, :func:`event_wait` and :func:`random.random`.

@@ -1,6 +1,6 @@
 """One fake time for the unit tests: a clock that moves only when a test or a wait moves it.
 
-Nine test modules had a fake clock of their own (a ``FakeTime``, a
+Ten test modules had a fake clock of their own (a ``FakeTime``, a
 ``VirtualClock``, a ``FakeClock``, a ``Clock``), each with the same three
 lines and its own small differences. This is the one: :class:`FakeTiming`
 plays every part of :class:`queue_engine.service.Timing` (``clock``, ``wait``,
