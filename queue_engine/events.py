@@ -44,7 +44,7 @@ _WORKER: Final[dict[str, str]] = {
     "worker.stopped": "clean stop: outcomes flushed, the worker row marked stopped",
     "worker.exit_now": "a second SIGTERM/SIGINT: exiting at once (exit 130); the job is recovered by the orchestrator or its lease",
     "worker.tasks_not_published": "the worker's role may not publish its tasks' defaults (migration 0028's grants); it runs without publishing",
-    "worker.db_unreachable": "the database is unreachable at start; retrying until the connect deadline (then exit 69)",
+    "worker.waiting_for_database": "the database is unreachable at start; retrying until the connect deadline (then exit 69)",
     "worker.db_error": "a statement failed on a connection error; reconnecting after a backoff",
     "worker.reconnected": "connected again after connection errors",
     "worker.orphans_released": "jobs running under this worker's id that it does not hold were given back",
@@ -80,12 +80,12 @@ _WORKER: Final[dict[str, str]] = {
     "watchdog.give_back": "the SIGTERM grace ran out; the job is given back, then exit 0",
     "watchdog.record_failed": "the watchdog could not record its trip; the lease or fast recovery will",
     "watchdog.hard_deadline_off": "the hard deadline's timer could not be armed; jobs run without it",
-    # heartbeat.*: the worker's heartbeat thread.
+    # heartbeat.failed: only a heartbeat with a cadence of its own (the worker's) keeps ticking.
     "heartbeat.failed": "a worker heartbeat could not be written; retried at the next beat",
 }
 
 _EVERY_DAEMON: Final[dict[str, str]] = {
-    # The worker's Heartbeat and the daemon runtime's (orchestrator, scheduler) are named ``heartbeat``.
+    # Every daemon's heartbeat is the runtime's one Heartbeat service, named ``heartbeat``.
     "heartbeat.run": "one heartbeat tick (debug)",
     "heartbeat.error": "a heartbeat run raised; retried with backoff",
 }

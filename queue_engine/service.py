@@ -12,10 +12,12 @@ scheduler's ticker) are all the same shape, so they share this base:
 - :meth:`Service.run_once` does one unit of work synchronously and returns a
   result object; the loop calls it, and tests call it directly instead of
   starting threads and waiting.
-- The loop waits through an injectable ``wait(event, seconds)`` on a
-  :class:`threading.Event`, so ``stop`` interrupts a long interval immediately
-  and tests can replace real waiting; ``clock`` (monotonic seconds) is
-  injectable for the same reason.
+- The loop waits through ``wait(event, seconds)`` on a
+  :class:`threading.Event`, so ``stop`` interrupts a long interval immediately.
+  Every service is given its time as one :class:`Timing` object (``clock``,
+  ``wait``, ``rand``), as River hands each maintenance service one archetype:
+  a test passes one fake (``tests/support/timing.py``) instead of three
+  keywords per service, and cannot leave one of the three real by mistake.
 - The first run is staggered by a random fraction of ``stagger_s`` so that
   several services (or processes) started together do not hit the database in
   lock-step.
@@ -49,7 +51,10 @@ from queue_engine.retry import ReconnectBackoff, reconnect_backoff
 
 #: ``wait(event, seconds)``: block up to ``seconds`` or until the event is set.
 Wait = Callable[[threading.Event, float], bool]
+#: Monotonic seconds.
 Clock = Callable[[], float]
+#: A number in ``[0, 1)`` (jitter, stagger, spread).
+Rand = Callable[[], float]
 
 #: Default first-run stagger (seconds, upper bound of the random delay).
 STAGGER_DEFAULT_S = 1.0
@@ -62,6 +67,25 @@ STOP_TIMEOUT_DEFAULT_S: float | None = None
 def event_wait(event: threading.Event, seconds: float) -> bool:
     """The production wait: sleep on the event, woken early by ``stop`` or ``trigger``."""
     return event.wait(max(0.0, seconds))
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Where a service (or a daemon) takes its time from: clock, waits and random numbers.
+
+    One object instead of three keywords on every constructor: every service
+    (and the worker, its connection, the daemon runtime) defaults to the real
+    one, and a test hands the parts it drives one fake. ``wait`` returns True
+    when the event was set (a stop, a trigger), False when the time ran out.
+    """
+
+    clock: Clock = time.monotonic
+    wait: Wait = event_wait
+    rand: Rand = random.random
+
+
+#: The real time: :func:`time.monotonic`, :func:`event_wait` and :func:`random.random`.
+REAL_TIMING = Timing()
 
 
 def format_fields(fields: dict[str, Any]) -> str:
@@ -169,9 +193,7 @@ class Service(ABC, Generic[R]):
         *,
         interval_s: float,
         stagger_s: float = STAGGER_DEFAULT_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
-        rand: Callable[[], float] = random.random,
+        timing: Timing = REAL_TIMING,
         logger: logging.Logger | None = None,
         error_backoff: ReconnectBackoff | None = None,
         outage: OutageProbe | None = None,
@@ -180,9 +202,8 @@ class Service(ABC, Generic[R]):
             raise ValueError(f"{type(self).__name__}: interval_s must be > 0, got {interval_s!r}")
         self.interval_s = float(interval_s)
         self.stagger_s = max(0.0, min(float(stagger_s), self.interval_s))
-        self.clock = clock
-        self.wait = wait
-        self.rand = rand
+        #: Clock, wait and random source of the loop and of the subclass's runs.
+        self.timing = timing
         #: Delay after consecutive failed runs (default: from the interval up to
         #: :data:`ERROR_BACKOFF_MAX_S`, ±30 %, never beyond the cap).
         self.error_backoff = error_backoff or reconnect_backoff(
@@ -265,7 +286,7 @@ class Service(ABC, Generic[R]):
     def next_interval(self, result: R | None) -> float:
         """Seconds from the start of one run to the start of the next (``result`` None: it raised)."""
         if result is None:
-            return self.error_backoff.delay(self.consecutive_errors, self.rand)
+            return self.error_backoff.delay(self.consecutive_errors, self.timing.rand)
         return self.interval_s
 
     def in_outage(self, result: R | None) -> bool:
@@ -284,16 +305,18 @@ class Service(ABC, Generic[R]):
     def _sleep(self, seconds: float, *, outage: bool = False) -> None:
         """Wait ``seconds`` unless stopped or triggered (or, in an outage, the database is back)."""
         if not self._stopping:
+            timing = self.timing
             if outage and self.outage is not None:
-                self.outage.wait(self._wakeup, seconds, wait=self.wait, clock=self.clock)
+                self.outage.wait(self._wakeup, seconds, wait=timing.wait, clock=timing.clock)
             else:
-                self.wait(self._wakeup, seconds)
+                timing.wait(self._wakeup, seconds)
         if not self._stopping:
             self._wakeup.clear()
 
     def run_and_log(self) -> R | None:
         """One iteration of the loop: run, log the outcome, never raise."""
-        started = self.clock()
+        clock = self.timing.clock
+        started = clock()
         try:
             result = self.run_once()
         except Exception as exc:
@@ -312,20 +335,21 @@ class Service(ABC, Generic[R]):
         self.last_result = result
         if self.on_result is not None:
             self.on_result(self.name, result)
-        elapsed_ms = round((self.clock() - started) * 1000, 1)
+        elapsed_ms = round((clock() - started) * 1000, 1)
         level = logging.INFO if result.did_work else logging.DEBUG
         log_event(self.log, level, f"{self.name}.run", **result.log_fields(), elapsed_ms=elapsed_ms)
         return result
 
     def _loop(self) -> None:
+        clock = self.timing.clock
         try:
-            self._sleep(self.rand() * self.stagger_s)
+            self._sleep(self.timing.rand() * self.stagger_s)
             while not self._stopping:
-                started = self.clock()
+                started = clock()
                 result = self.run_and_log()
                 if self._stopping:
                     break
-                elapsed = self.clock() - started
+                elapsed = clock() - started
                 self._sleep(
                     max(0.0, self.next_interval(result) - elapsed),
                     outage=self.in_outage(result),

@@ -63,7 +63,7 @@ def orchestrator(
         raise click.BadParameter(str(exc), param_hint="--schema") from None
     setup_logging(log_format, log_level)
     config = OrchestratorConfig.from_env(dsn, schema, http_port=http_port, http_host=http_host)
-    return Orchestrator(config).run()
+    return Orchestrator(config).main()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -60,7 +60,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     setup_logging(log_format, log_level)
     specs: list[ScheduleSpec] = load_schedules(app) if app else []
     check_specs(specs)
-    return Scheduler(SchedulerConfig.from_env(dsn, schema, app), specs).run()
+    return Scheduler(SchedulerConfig.from_env(dsn, schema, app), specs).main()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,9 @@ running job finished, or was given back after ``QUEUE_ENGINE_SHUTDOWN_GRACE_S``)
 budget, ``STALL`` a job stalled (stall watchdog), ``HARD_STOP`` a job ignored a
 cancel, or its lease was lost and it did not stop, ``RECYCLE`` a recycling
 limit (``--max-jobs``, ``--max-rss``, ``--max-age``) was reached between jobs,
-``INTERRUPTED`` a second SIGTERM/SIGINT ended the process at once.
+``INTERRUPTED`` a second SIGTERM/SIGINT ended the process at once. The
+lifecycle is the shared :mod:`queue_engine.daemon` runtime, as for
+``queue-orchestrator`` and ``queue-scheduler``.
 """
 
 from __future__ import annotations
@@ -66,7 +68,6 @@ def worker(
     """
     # The worker's machinery (and the driver under it) is imported once the
     # options are read, so --help and a usage error answer at once.
-    from queue_engine.daemon import StopSignals
     from queue_engine.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
@@ -87,11 +88,7 @@ def worker(
         max_rss_mb=max_rss,
         max_age_s=max_age,
     )
-    tasks = load_app(settings.app)
-    runner = Worker(settings, tasks)
-
-    StopSignals("worker", on_first=runner.stop).install()
-    return runner.run()
+    return Worker(settings, load_app(settings.app)).main()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,11 +3,13 @@
 - :mod:`~queue_engine.daemon.identity` — :func:`process_id`, the workers-table id;
 - :mod:`~queue_engine.daemon.startup` — waiting for the database at start (one
   backoff, one deadline, exit 69);
-- :mod:`~queue_engine.daemon.heartbeat` — the workers row, kept fresh;
+- :mod:`~queue_engine.daemon.heartbeat` — the workers row, kept fresh (the
+  one :class:`Heartbeat`, with the worker's tick cadence);
 - :mod:`~queue_engine.daemon.signals` — first SIGTERM graceful, second exits 130;
 - :mod:`~queue_engine.daemon.notify` — READY/STATUS/WATCHDOG/STOPPING;
 - :mod:`~queue_engine.daemon.runtime` — :class:`DaemonRuntime`, which runs the
-  above around a daemon's services (read its docstring first).
+  above around a daemon's services and its foreground (read its docstring
+  first): the orchestrator, the scheduler and the claim worker.
 
 This package sits between the daemons (orchestrator, scheduler, worker) and
 the core (service, db, systemd): it imports none of the daemons.
@@ -18,6 +20,7 @@ from __future__ import annotations
 from queue_engine.daemon.heartbeat import (
     HEARTBEAT_DEFAULT_S,
     BeatTarget,
+    Cadence,
     Heartbeat,
     HeartbeatResult,
     WorkersRow,
@@ -30,6 +33,7 @@ from queue_engine.daemon.runtime import (
     STOP_TIMEOUT_S,
     Component,
     DaemonRuntime,
+    Hooks,
 )
 from queue_engine.daemon.signals import EXIT_INTERRUPTED, StopSignals
 from queue_engine.daemon.startup import STARTUP_BACKOFF, StopRequested, wait_for_database
@@ -42,10 +46,12 @@ __all__ = [
     "STARTUP_BACKOFF",
     "STOP_TIMEOUT_S",
     "BeatTarget",
+    "Cadence",
     "Component",
     "DaemonRuntime",
     "Heartbeat",
     "HeartbeatResult",
+    "Hooks",
     "StopRequested",
     "StopSignals",
     "SystemdLink",

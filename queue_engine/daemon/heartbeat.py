@@ -2,26 +2,51 @@
 
 Operators (``queue-ctl workers``) and the dead-worker sweep read the workers
 table to see which processes run where, in which state, and whether they are
-alive. A daemon registers at start (the first beat runs synchronously, so a
-broken database fails the start) and then beats every ``interval_s``.
+alive. A daemon registers at start (synchronously, so a broken database fails
+the start) and then beats every period.
 
 Two parts, so that what is written can vary by role while the cadence,
 backoff and watchdog rules stay one:
 
-- a :class:`BeatTarget` writes one beat and marks the row stopped at the end.
-  :class:`WorkersRow` is the target of the orchestrator and the scheduler: it
-  upserts the row with the role's state, the process's RSS and CPU (psutil)
-  and the host telemetry workers send (load average, GPUs via ``nvidia-smi``;
-  :mod:`queue_engine.telemetry`) merged into the role's own ``telemetry``
-  document, and publishes that on ``<schema>.telemetry`` in the same
-  statement. The claim worker's beat (its row plus the leases of the jobs it
-  holds, on its own connection) is meant to be another target;
+- a :class:`BeatTarget` registers, writes one beat and marks the row stopped
+  at the end. :class:`WorkersRow` is the target of the orchestrator and the
+  scheduler: it upserts the row with the role's state, the process's RSS and
+  CPU (psutil) and the host telemetry workers send (load average, GPUs via
+  ``nvidia-smi``; :mod:`queue_engine.telemetry`) merged into the role's own
+  ``telemetry`` document, and publishes that on ``<schema>.telemetry`` in the
+  same statement. The claim worker's target
+  (:class:`~queue_engine.worker.renewal.Renewer`) writes its row together
+  with the leases, progress and cancel flags of the jobs it holds, on the
+  worker's own connection;
 - :class:`Heartbeat` is the :class:`~queue_engine.service.Service` that calls
-  the target. ``on_beat`` runs at the start of every beat, before the
-  database write: the daemon runtime pings the systemd watchdog there, so the
-  pings prove the process still runs its loops without depending on the
-  database being up. ``backoff_max_s`` caps the retry delay after failed
-  beats, so the pings also continue through a database outage.
+  the target. It *ticks*, and ``on_tick`` runs at the start of every tick,
+  before any database write: the daemon runtime sends systemd its watchdog
+  pings there, so the pings prove the process still runs its loops without
+  depending on the database being up.
+
+Two cadences, one class. A plain target is beaten at every tick, every
+``interval_s`` (and after failed beats the shared service backoff, capped by
+``max_tick_s`` so the pings continue through a database outage). A target
+that is also a :class:`Cadence` (the claim worker's) says its own period and
+has work between beats, so the heartbeat ticks often (:data:`TICK_S`) and
+beats only when due:
+
+- every :meth:`Cadence.period_s`: ``interval_s`` (the heartbeat setting),
+  shorter while a held job has a short lease of its own (the ticks shorten
+  with it, four per period, so such a lease is renewed about three times per
+  TTL), longer while the worker holds no job; a worker that starts a job
+  beats at the next tick once a beat is overdue;
+- early, at most every ``progress_interval_s``, when a handler reported
+  progress (a handler reporting in a tight loop costs no round trip per
+  report);
+- between beats, while a job runs, the ticks read the notifications already
+  on the socket, so a cancel NOTIFY is seen within a tick.
+
+A failed beat of a ticking heartbeat is logged (``heartbeat.failed``) and
+retried at the next period without stopping the ticks (systemd, cancels and
+progress must go on); a plain one raises, and the service backoff applies.
+Clock and wait come from the service's :class:`~queue_engine.service.Timing`,
+so both cadences are unit-tested without sleeping.
 """
 
 from __future__ import annotations
@@ -30,10 +55,9 @@ import json
 import logging
 import os
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import psutil
 
@@ -41,22 +65,30 @@ from queue_engine import settings as table
 from queue_engine import sql as queries
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
-    Clock,
+    REAL_TIMING,
     LazyConnection,
     Service,
-    Wait,
-    event_wait,
+    Timing,
+    log_event,
 )
 from queue_engine.telemetry import GpuProbe, host_telemetry
 
 #: Heartbeat cadence (seconds); ``QUEUE_ENGINE_HEARTBEAT_S``.
 HEARTBEAT_DEFAULT_S = table.HEARTBEAT_S.default
+#: Seconds between the ticks of a :class:`Cadence` target (at most; less for a short period).
+TICK_S = 0.25
+#: Pending progress is written at most this often.
+PROGRESS_INTERVAL_S = 0.5
 
 log = logging.getLogger("queue_engine.heartbeat")
 
 
 class BeatTarget(Protocol):
-    """What a heartbeat writes: one beat, and the clean-stop mark."""
+    """What a heartbeat writes: the registration, one beat, and the clean-stop mark."""
+
+    def register(self) -> str:
+        """Write the first beat at start (raise when the database cannot be written); the state."""
+        ...
 
     def beat(self) -> str:
         """Write one beat (raise on failure); return the state written."""
@@ -67,12 +99,33 @@ class BeatTarget(Protocol):
         ...
 
 
+@runtime_checkable
+class Cadence(Protocol):
+    """A beat target with a period of its own and work between beats: the claim worker's."""
+
+    def period_s(self) -> float:
+        """Seconds from one beat to the next now (a held job's short lease shortens it)."""
+        ...
+
+    def progress_pending(self) -> bool:
+        """True when a handler reported progress that is not written yet (beat early)."""
+        ...
+
+    def job_running(self) -> bool:
+        """True while a handler executes (the main loop is not using the connection)."""
+        ...
+
+    def poll_notifications(self) -> None:
+        """Handle the notifications already received (a cancel NOTIFY), never waiting."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
-    """One heartbeat: the state written."""
+    """One tick: whether it beat, and the state written if it did."""
 
-    state: str
-    changed: bool
+    beat: bool
+    state: str | None = None
 
     @property
     def did_work(self) -> bool:
@@ -80,8 +133,8 @@ class HeartbeatResult:
         return False
 
     def log_fields(self) -> dict[str, Any]:
-        """The state written."""
-        return {"state": self.state}
+        """``beat=True|False`` and the state written."""
+        return {"beat": self.beat} if self.state is None else {"beat": True, "state": self.state}
 
 
 class WorkersRow:
@@ -109,6 +162,10 @@ class WorkersRow:
         self.pid = os.getpid()
         self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
         self._process = psutil.Process(self.pid)
+
+    def register(self) -> str:
+        """The first beat: the same upsert."""
+        return self.beat()
 
     def beat(self) -> str:
         """Upsert the row now and publish the telemetry document."""
@@ -154,7 +211,7 @@ class WorkersRow:
 
 
 class Heartbeat(Service[HeartbeatResult]):
-    """Beat the target every interval; the first beat (registration) runs in ``start``."""
+    """Tick, and beat the target when due; the registration runs in :meth:`register`."""
 
     name = "heartbeat"
 
@@ -163,37 +220,85 @@ class Heartbeat(Service[HeartbeatResult]):
         target: BeatTarget,
         *,
         interval_s: float = HEARTBEAT_DEFAULT_S,
-        on_beat: Callable[[], None] | None = None,
-        backoff_max_s: float | None = None,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
+        on_tick: Callable[[], None] | None = None,
+        max_tick_s: float | None = None,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+        timing: Timing = REAL_TIMING,
     ) -> None:
-        super().__init__(interval_s=interval_s, stagger_s=0.0, clock=clock, wait=wait, logger=log)
-        self.target = target
-        self.on_beat = on_beat
-        #: Cap of the delay after failed beats (None: the shared service backoff).
-        self.backoff_max_s = backoff_max_s
-        self._last_state: str | None = None
-        self.registered = False
+        """``interval_s`` is the beat period; ``max_tick_s`` the longest wait between ticks.
 
-    def run_once(self) -> HeartbeatResult:
-        """Call ``on_beat``, then write the beat."""
-        if self.on_beat is not None:
-            self.on_beat()
-        state = self.target.beat()
-        changed = state != self._last_state
-        self._last_state = state
-        return HeartbeatResult(state=state, changed=changed)
+        ``max_tick_s`` (the systemd ping interval) also caps the backoff after
+        failed beats of a plain target. A :class:`Cadence` target ticks every
+        :data:`TICK_S` at most and is beaten when due.
+        """
+        self.cadence = target if isinstance(target, Cadence) else None
+        tick_s = interval_s if self.cadence is None else min(TICK_S, interval_s)
+        if max_tick_s is not None:
+            tick_s = min(tick_s, max_tick_s)
+        super().__init__(interval_s=tick_s, stagger_s=0.0, timing=timing, logger=log)
+        self.target = target
+        self.on_tick = on_tick
+        #: The beat period (a :class:`Cadence` target may shorten or lengthen it).
+        self.heartbeat_s = interval_s
+        #: Cap of the delay after failed beats of a plain target (None: the shared backoff).
+        self.backoff_max_s = max_tick_s
+        self.progress_interval_s = progress_interval_s
+        self.registered = False
+        self.consecutive_beat_errors = 0
+        self._last_beat = timing.clock()
+        self._tick_s = self.interval_s
 
     def register(self) -> None:
         """The first beat, synchronously: a database that cannot be written fails the start."""
-        self.run_once()
+        self.target.register()
+        self._last_beat = self.timing.clock()
         self.registered = True
 
+    def run_once(self) -> HeartbeatResult:
+        """One tick: ``on_tick``, then the work between beats, then the beat if it is due."""
+        if self.on_tick is not None:
+            self.on_tick()
+        cadence = self.cadence
+        if cadence is None:
+            return HeartbeatResult(beat=True, state=self.target.beat())
+        if cadence.job_running():
+            cadence.poll_notifications()
+        now = self.timing.clock()
+        # The target's period may be shorter (a short lease) or longer (an idle worker).
+        period = cadence.period_s()
+        # A shortened period is ticked a few times over, so it is kept, not rounded up.
+        self._tick_s = (
+            self.interval_s if period >= self.heartbeat_s else min(self.interval_s, period / 4)
+        )
+        since = now - self._last_beat
+        if since < period and not (
+            since >= self.progress_interval_s and cadence.progress_pending()
+        ):
+            return HeartbeatResult(beat=False)
+        # Advance first: a failing beat is retried at the next period, not in a tight loop.
+        self._last_beat = now
+        try:
+            state = self.target.beat()
+        except Exception as exc:
+            self.consecutive_beat_errors += 1
+            log_event(
+                self.log,
+                logging.WARNING,
+                "heartbeat.failed",
+                error=f"{type(exc).__name__}: {exc}",
+                consecutive=self.consecutive_beat_errors,
+                retry_in_s=round(period, 3),
+            )
+            return HeartbeatResult(beat=False)
+        self.consecutive_beat_errors = 0
+        return HeartbeatResult(beat=True, state=state)
+
     def next_interval(self, result: HeartbeatResult | None) -> float:
-        """The shared cadence and backoff, the backoff capped at ``backoff_max_s`` when set."""
+        """The tick (shorter while a period is short); after a failed run, the capped backoff."""
+        if result is not None:
+            return self._tick_s
         interval = super().next_interval(result)
-        if result is None and self.backoff_max_s is not None:
+        if self.backoff_max_s is not None:
             return min(interval, max(self.backoff_max_s, self.interval_s))
         return interval
 

@@ -2,10 +2,13 @@
 
 The first signal only sets the stop event; the main thread sees it and shuts
 down in order (services in reverse, the workers row marked stopped). That
-can take a while (a sweep finishing its batch, a database that does not
-answer); an operator who sends a second signal wants out now, so the second
-one logs ``<role>.exit_now`` and ends the process with
-:data:`EXIT_INTERRUPTED` (130) without any further database work. Whatever
+can take a while (a sweep finishing its batch, a job finishing within its
+grace, a database that does not answer); an operator who sends a second
+signal wants out now, so the second one logs ``<role>.exit_now`` and ends the
+process with :data:`EXIT_INTERRUPTED` (130) without any further database
+work. *Second* counts signals, not stop requests: a worker that stops itself
+(a recycling limit, ``queue-ctl stop``) sets the same event, and the first
+SIGTERM after that is still a graceful one. Whatever
 the process held is recovered by the rest of the engine: a leader's advisory
 lock is released with its session, a worker's job by fast recovery or its
 lease.
@@ -46,12 +49,15 @@ class StopSignals:
         on_first: Callable[[], None] | None = None,
         exit: Callable[[int], object] = os._exit,
         logger: logging.Logger | None = None,
+        event: threading.Event | None = None,
     ) -> None:
+        """``on_first`` runs once, after the event is set; ``event``: one the daemon already waits on."""
         self.role = role
-        self.event = threading.Event()
+        self.event = event if event is not None else threading.Event()
         self.on_first = on_first
         self.exit = exit
         self.log = logger or logging.getLogger(f"queue_engine.{role}")
+        self._signalled = False
 
     @property
     def stop_requested(self) -> bool:
@@ -67,7 +73,8 @@ class StopSignals:
 
     def handle(self, signum: int, _frame: FrameType | None = None) -> None:
         """The signal handler: graceful stop first, exit 130 on a repeat."""
-        if not self.event.is_set():
+        if not self._signalled:
+            self._signalled = True
             self.request_stop()
             return
         # Second signal: no database work, nothing that can block.

@@ -23,19 +23,17 @@ no read or write of the rows.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import statistics
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
+    REAL_TIMING,
     STAGGER_DEFAULT_S,
-    Clock,
     LazyConnection,
     Service,
-    Wait,
-    event_wait,
+    Timing,
 )
 
 #: How often the leader reads the change counter (seconds).
@@ -99,12 +97,9 @@ class Analyzer(Service[AnalyzeResult]):
         fraction: float = ANALYZE_FRACTION_DEFAULT,
         tables: tuple[str, ...] = ANALYZE_TABLES,
         stagger_s: float = STAGGER_DEFAULT_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
+        timing: Timing = REAL_TIMING,
     ) -> None:
-        super().__init__(
-            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
-        )
+        super().__init__(interval_s=interval_s, stagger_s=stagger_s, timing=timing, logger=log)
         if min_changes < 1 or fraction < 0:
             raise ValueError("Analyzer: min_changes must be >= 1 and fraction >= 0")
         self.schema = schema
@@ -121,10 +116,10 @@ class Analyzer(Service[AnalyzeResult]):
                 for t in statistics.table_statistics(conn, self.schema, self.tables)
                 if needs_analyze(t, min_changes=self.min_changes, fraction=self.fraction)
             ]
-            started = self.clock()
+            started = self.timing.clock()
             for table in due:
                 statistics.analyze(conn, self.schema, table.name)
-            elapsed_ms = (self.clock() - started) * 1000
+            elapsed_ms = (self.timing.clock() - started) * 1000
         return AnalyzeResult(
             analyzed=tuple(t.name for t in due),
             changes=sum(t.changes for t in due),

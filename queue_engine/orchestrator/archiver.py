@@ -163,7 +163,7 @@ class Archiver(BacklogSweep[ArchiveResult]):
         self.after_s = after_s
         self.rescan_s = rescan_s
         self.cursor = Cursor()
-        self._cursor_since = self.clock()
+        self._cursor_since = self.timing.clock()
 
     @classmethod
     def from_env(cls, dsn: str, schema: str, **kwargs: Any) -> Archiver | None:
@@ -176,9 +176,9 @@ class Archiver(BacklogSweep[ArchiveResult]):
 
     def run_once(self) -> ArchiveResult:
         """Move up to ``max_batches`` batches; start the scan over every ``rescan_s``."""
-        if self.clock() - self._cursor_since >= self.rescan_s:
+        if self.timing.clock() - self._cursor_since >= self.rescan_s:
             self.cursor = Cursor()
-            self._cursor_since = self.clock()
+            self._cursor_since = self.timing.clock()
         with self.session() as conn:
             result = archive_once(
                 conn,

@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,11 +53,10 @@ from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
-    Clock,
+    REAL_TIMING,
     LazyConnection,
     Service,
-    Wait,
-    event_wait,
+    Timing,
     log_event,
 )
 
@@ -112,18 +109,14 @@ class LeaderElector(Service[ElectionResult]):
         on_demoted: Callable[[], None] = lambda: None,
         interval_s: float = ELECT_INTERVAL_DEFAULT_S,
         backoff_max_s: float = RECONNECT_BACKOFF_MAX_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
-        rand: Callable[[], float] = random.random,
+        timing: Timing = REAL_TIMING,
         outage: OutageProbe | None = None,
     ) -> None:
         # No stagger: a fresh orchestrator should lead (or know it stands by) at once.
         super().__init__(
             interval_s=interval_s,
             stagger_s=0.0,
-            clock=clock,
-            wait=wait,
-            rand=rand,
+            timing=timing,
             logger=log,
             outage=outage if outage is not None else OutageProbe(dsn),
         )
@@ -194,7 +187,7 @@ class LeaderElector(Service[ElectionResult]):
             return super().next_interval(None)
         if self.connection_failures:
             backoff = reconnect_backoff(self.interval_s, self.backoff_max_s)
-            return backoff.delay(self.connection_failures, self.rand)
+            return backoff.delay(self.connection_failures, self.timing.rand)
         return self.interval_s
 
     def in_outage(self, result: ElectionResult | None) -> bool:

@@ -343,9 +343,9 @@ class Orchestrator:
             )
         return applied
 
-    def run(self) -> int:
-        """Migrate, then lead or stand by until SIGTERM/SIGINT; return the exit code (0)."""
-        return self.runtime.run(prepare=self.migrate)
+    def main(self) -> int:
+        """The command's process: migrate, then lead or stand by until SIGTERM/SIGINT; 0."""
+        return self.runtime.main(prepare=self.migrate)
 
     def start(self) -> None:
         """Register (raising if the database is unreachable), then start the services."""

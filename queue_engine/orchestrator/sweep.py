@@ -26,8 +26,6 @@ A sweep subclass says only what one run does and how to log it.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -38,14 +36,13 @@ import psycopg
 from queue_engine.config import validate_schema
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
+    REAL_TIMING,
     STAGGER_DEFAULT_S,
-    Clock,
     LazyConnection,
     R,
     Service,
     ServiceResult,
-    Wait,
-    event_wait,
+    Timing,
 )
 
 #: ``now()``: the instant a sweep compares with, or None for the database's clock.
@@ -85,9 +82,7 @@ class SweepOptions(TypedDict, total=False):
     max_batches: int
     now: Now
     stagger_s: float
-    clock: Clock
-    wait: Wait
-    rand: Callable[[], float]
+    timing: Timing
 
 
 class SweepService(Service[R]):
@@ -112,16 +107,12 @@ class SweepService(Service[R]):
         max_batches: int | None = None,
         now: Now = database_now,
         stagger_s: float | None = None,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
-        rand: Callable[[], float] = random.random,
+        timing: Timing = REAL_TIMING,
     ) -> None:
         super().__init__(
             interval_s=self.interval_default_s if interval_s is None else interval_s,
             stagger_s=self.stagger_default_s if stagger_s is None else stagger_s,
-            clock=clock,
-            wait=wait,
-            rand=rand,
+            timing=timing,
         )
         self.batch_size = self.batch_size_default if batch_size is None else batch_size
         self.max_batches = self.max_batches_default if max_batches is None else max_batches

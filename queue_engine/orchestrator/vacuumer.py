@@ -28,7 +28,6 @@ another VACUUM right away would remove nothing more.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +37,11 @@ from queue_engine import metrics, statistics
 from queue_engine import settings as table
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
+    REAL_TIMING,
     STAGGER_DEFAULT_S,
-    Clock,
     LazyConnection,
     Service,
-    Wait,
-    event_wait,
+    Timing,
     log_event,
 )
 
@@ -153,12 +151,9 @@ class Vacuumer(Service[VacuumResult]):
         interval_s: float = 1.0,
         max_share: float = MAX_SHARE_DEFAULT,
         stagger_s: float = STAGGER_DEFAULT_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
+        timing: Timing = REAL_TIMING,
     ) -> None:
-        super().__init__(
-            interval_s=interval_s, stagger_s=stagger_s, clock=clock, wait=wait, logger=log
-        )
+        super().__init__(interval_s=interval_s, stagger_s=stagger_s, timing=timing, logger=log)
         self.schema = schema
         self.pacer = VacuumPacer(dead_rows, max_share=max_share, base_s=interval_s)
         self.db = LazyConnection(dsn, **KEEPALIVE_KWARGS)
@@ -180,11 +175,11 @@ class Vacuumer(Service[VacuumResult]):
         """Read the dead row count of ``jobs``; VACUUM it when the pacer says so."""
         with self.db.session() as conn:
             before = self._statistics(conn)
-            started = self.clock()
+            started = self.timing.clock()
             if not self.pacer.due(before.dead_rows, started):
                 return VacuumResult(dead_before=before.dead_rows, dead_after=before.dead_rows)
             statistics.vacuum(conn, self.schema, VACUUM_TABLE)
-            ended = self.clock()
+            ended = self.timing.clock()
             # VACUUM reports its count and what it left before it returns.
             after = self._statistics(conn)
         dead_after = after.dead_rows

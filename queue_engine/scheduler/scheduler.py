@@ -207,9 +207,9 @@ class Scheduler:
         )
         return result
 
-    def run(self) -> int:
-        """Prepare, then enqueue due slots until SIGTERM/SIGINT; return the exit code (0)."""
-        return self.runtime.run(prepare=self.prepare)
+    def main(self) -> int:
+        """The command's process: prepare, then enqueue due slots until SIGTERM/SIGINT; 0."""
+        return self.runtime.main(prepare=self.prepare)
 
     def start(self) -> None:
         """Register (raising if the database is unreachable), then start the services."""

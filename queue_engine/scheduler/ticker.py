@@ -47,8 +47,6 @@ accepting connections again.
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -67,11 +65,10 @@ from queue_engine.scheduler.cron import Trigger
 from queue_engine.scheduler.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
 from queue_engine.service import (
     KEEPALIVE_KWARGS,
-    Clock,
+    REAL_TIMING,
     LazyConnection,
     Service,
-    Wait,
-    event_wait,
+    Timing,
     log_event,
 )
 
@@ -222,18 +219,14 @@ class Ticker(Service[TickResult]):
         reconnect_max_s: float = RECONNECT_MAX_DEFAULT_S,
         runs_keep_s: float = RUNS_KEEP_DEFAULT_S,
         now: Now = utc_now,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
-        rand: Callable[[], float] = random.random,
+        timing: Timing = REAL_TIMING,
         outage: OutageProbe | None = None,
         factories: Callable[[ScheduleSpec], WorkflowFactory | None] = schedule_registry.factory,
     ) -> None:
         super().__init__(
             interval_s=max_sleep_s,
             stagger_s=0.0,
-            clock=clock,
-            wait=wait,
-            rand=rand,
+            timing=timing,
             logger=log,
             error_backoff=reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s),
             outage=outage if outage is not None else OutageProbe(dsn),
@@ -257,7 +250,7 @@ class Ticker(Service[TickResult]):
 
     def run_once(self, now: datetime | None = None) -> TickResult:
         """Act on every due slot as of ``now`` (default: the clock) and say when to wake."""
-        self._run_started = self.clock()
+        self._run_started = self.timing.clock()
         self.last_loop_at = self._run_started
         at = (now if now is not None else self.now()).astimezone(UTC)
         result = TickResult()
@@ -293,7 +286,7 @@ class Ticker(Service[TickResult]):
                     if result.next_wake is None or wake < result.next_wake:
                         result.next_wake = wake
             self._maybe_prune(conn, at)
-        self.last_loop_at = self.clock()
+        self.last_loop_at = self.timing.clock()
         return result
 
     def _act(
@@ -408,7 +401,7 @@ class Ticker(Service[TickResult]):
         self._broken = current
 
     def _maybe_prune(self, conn: psycopg.Connection[Any], now: datetime) -> None:
-        mono = self.clock()
+        mono = self.timing.clock()
         if self._last_prune is not None and mono - self._last_prune < PRUNE_EVERY_S:
             return
         self._last_prune = mono
@@ -424,7 +417,7 @@ class Ticker(Service[TickResult]):
             return super().next_interval(None)
         # The base loop subtracts the run's duration from what we return; the wake-up
         # below is already measured from the wall clock now, so add it back.
-        elapsed = self.clock() - self._run_started
+        elapsed = self.timing.clock() - self._run_started
         if result.next_wake is None:
             return self.interval_s + elapsed
         until = (result.next_wake - self.now()).total_seconds()
@@ -476,17 +469,13 @@ class ScheduleListener(Service[ListenResult]):
         on_change: Callable[[], None],
         wait_s: float = 1.0,
         reconnect_max_s: float = RECONNECT_MAX_DEFAULT_S,
-        clock: Clock = time.monotonic,
-        wait: Wait = event_wait,
-        rand: Callable[[], float] = random.random,
+        timing: Timing = REAL_TIMING,
         outage: OutageProbe | None = None,
     ) -> None:
         super().__init__(
             interval_s=wait_s,
             stagger_s=0.0,
-            clock=clock,
-            wait=wait,
-            rand=rand,
+            timing=timing,
             logger=log,
             error_backoff=reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s),
             outage=outage if outage is not None else OutageProbe(dsn),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -41,7 +40,7 @@ from queue_engine.db import (
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
-from queue_engine.service import log_event
+from queue_engine.service import REAL_TIMING, Timing, log_event
 from queue_engine.worker import store
 from queue_engine.worker.jobs import HeldJobs
 
@@ -52,10 +51,6 @@ Connection = psycopg.Connection[Any]
 
 #: First delay of the reconnect backoff; its cap is ``QUEUE_ENGINE_RECONNECT_MAX_S``.
 RECONNECT_BASE_S = 0.2
-
-
-def _event_wait(event: threading.Event, seconds: float) -> bool:
-    return event.wait(max(0.0, seconds))
 
 
 class WorkerConnection:
@@ -83,8 +78,7 @@ class WorkerConnection:
         on_connect: Callable[[], None],
         mark_alive: Callable[[], None],
         reconnect_max_s: float = table.RECONNECT_MAX_S.default,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        timing: Timing = REAL_TIMING,
         outage: OutageProbe | None = None,
     ) -> None:
         self.dsn = dsn
@@ -104,8 +98,8 @@ class WorkerConnection:
         self._on_connect = on_connect
         self._mark_alive = mark_alive
         self.backoff = reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s)
-        self._sleep = sleep
-        self._clock = clock
+        self.timing = timing
+        self._clock = timing.clock
         #: Ends a backoff wait once the server accepts connections again.
         self.outage = outage if outage is not None else OutageProbe(dsn)
         self.lock = threading.RLock()  # guards _conn: main loop + heartbeat thread
@@ -150,7 +144,7 @@ class WorkerConnection:
                 deadline is not None and self._clock() >= deadline
             ):
                 raise DatabaseUnavailable(f"lost the database: {error}")
-            delay = self.backoff.delay(failures)
+            delay = self.backoff.delay(failures, self.timing.rand)
             if deadline is not None:
                 delay = max(0.0, min(delay, deadline - self._clock()))
             log_event(
@@ -167,17 +161,12 @@ class WorkerConnection:
 
     def _wait(self, delay: float) -> None:
         """The backoff wait: ended by a stop, or once the database is back after an outage."""
-        if self._sleep is time.sleep:
-            wait = _event_wait
-        else:
-            sleep = self._sleep
-
-            def wait(event: threading.Event, seconds: float) -> bool:
-                sleep(seconds)
-                return event.is_set()
-
         self.outage.wait(
-            self._stopping, delay, wait=wait, clock=self._clock, reconnected=self._connected
+            self._stopping,
+            delay,
+            wait=self.timing.wait,
+            clock=self._clock,
+            reconnected=self._connected,
         )
 
     def _connected(self) -> bool:

@@ -1,10 +1,11 @@
-"""How the worker shows it is alive, and what it writes when the job watchdog trips.
+"""Whether the worker is healthy, and what it writes when the job watchdog trips.
 
-:class:`Liveness` is the systemd side (docs/guides/worker.md, "Liveness"): ``READY=1``
-once working, a ``STATUS=`` line when it changes, ``WATCHDOG=1`` only while the
-process is healthy, ``STOPPING=1`` on the way out. Its interface is four calls
-(``ready``, ``tick``, ``mark_alive``, ``stopping``) so that a shared daemon
-runtime can take it over unchanged.
+:class:`Liveness` is the worker's health gate (docs/guides/worker.md,
+"systemd"): the daemon runtime sends ``READY``, ``STATUS``, ``WATCHDOG`` and
+``STOPPING`` for every daemon (:mod:`queue_engine.daemon.runtime`), and pings
+the watchdog only while the daemon's ``healthy`` callback says so; for the
+worker that callback is :meth:`Liveness.healthy`. The main loop calls
+:meth:`Liveness.mark_alive` between jobs and while it waits or retries.
 
 :class:`TripRecorder` is what the job watchdog calls when it ends a job (budget,
 stall, ignored cancel, zombie, SIGTERM grace): it writes the trip's outcome on a
@@ -21,7 +22,6 @@ from typing import Protocol
 
 from psycopg import sql
 
-from queue_engine.daemon.notify import SystemdLink
 from queue_engine.db import connect
 from queue_engine.service import log_event
 from queue_engine.tasks import TaskRegistry
@@ -53,71 +53,45 @@ class HelperThread(Protocol):
 
 
 class Liveness:
-    """systemd notifications of one worker process; a no-op outside systemd."""
+    """The worker's health gate of the systemd watchdog pings."""
 
     def __init__(
         self,
         helper: HelperThread,
         *,
+        busy: Callable[[], bool],
+        within_s: float | None,
         clock: Callable[[], float] = time.monotonic,
-        link: SystemdLink | None = None,
     ) -> None:
-        """``link`` is the daemons' one systemd link (ping interval from ``WATCHDOG_USEC``)."""
+        """``within_s``: how recent the signs of life must be (``WatchdogSec``; None: no watchdog).
+
+        ``busy()`` is True while a handler runs.
+        """
         self._helper = helper
+        self._busy = busy
+        self._within_s = within_s or 0.0
         self._clock = clock
-        self._link = link if link is not None else SystemdLink()
-        interval = self._link.ping_interval_s
-        # Twice as often as the link's interval (a quarter of WatchdogSec): a
-        # worker's pings are gated on its main loop's marks, so it keeps a margin.
-        self._ping_every_s = None if interval is None else interval / 2
-        self._alive_within_s = 2 * interval if interval is not None else 0.0
-        self._last_ping = 0.0
         self._main_mark = clock()  # the main loop's last sign of life
-
-    @property
-    def enabled(self) -> bool:
-        """True under a service manager that listens."""
-        return self._link.enabled
-
-    def ready(self, status: str) -> None:
-        """``READY=1`` with a first status line."""
-        self._link.ready(status)
-
-    def stopping(self) -> None:
-        """``STOPPING=1``."""
-        self._link.stopping()
 
     def mark_alive(self) -> None:
         """The main loop shows a sign of life (between jobs, while waiting or retrying)."""
         self._main_mark = self._clock()
 
-    def tick(self, status: Callable[[], str], *, busy: bool) -> None:
-        """``STATUS=`` on change and ``WATCHDOG=1`` while healthy; called every heartbeat tick.
+    def healthy(self) -> bool:
+        """True when the process's loops run: the runtime pings the watchdog only then.
 
-        Healthy means the caller's thread runs, the helper thread ticked
-        lately, and the main loop showed a sign of life lately or, while a
-        handler runs (``busy``), need not (a long job is the job watchdog's
-        business). A hang that freezes every thread (a C call holding the GIL)
-        stops the pings, and systemd kills and restarts the process after
-        ``WatchdogSec``.
+        Healthy means the helper thread ticked lately, and the main loop showed
+        a sign of life lately or, while a handler runs (``busy``), need not (a
+        long job is the job watchdog's business). A hang that freezes every
+        thread (a C call holding the GIL) stops the pings, and systemd kills
+        and restarts the process after ``WatchdogSec``. The caller's thread
+        (the heartbeat) runs, or it would not ask.
         """
-        if not self._link.enabled:
-            return
-        try:
-            self._link.status(status())
-            every = self._ping_every_s
-            now = self._clock()
-            if every is not None and now - self._last_ping >= every and self._healthy(now, busy):
-                self._last_ping = now
-                self._link.ping()
-        except Exception as exc:  # never let systemd chatter break the heartbeat
-            log.debug("systemd notification failed: %s", exc)
-
-    def _healthy(self, now: float, busy: bool) -> bool:
-        limit = self._alive_within_s
+        now = self._clock()
+        limit = self._within_s
         if not self._helper.alive or now - self._helper.last_tick > limit:
             return False
-        return busy or now - self._main_mark <= limit
+        return self._busy() or now - self._main_mark <= limit
 
 
 class TripRecorder:

@@ -2,8 +2,19 @@
 
 Why this module is long: it wires the worker's parts (connection, gate,
 flush, runner, renewal, liveness, recycling, watchdog) and holds the main
-loop, the idle wait and the shutdown; every behaviour lives in a part, and
-what remains here is the ordering between them, which reads best in one place.
+loop and the idle wait; every behaviour lives in a part, and what remains
+here is the ordering between them, which reads best in one place.
+
+The process's life (signals, waiting for the database, registration, the
+heartbeat, systemd, the ordered stop) is the daemons' shared
+:class:`~queue_engine.daemon.DaemonRuntime`, as for the orchestrator and the
+scheduler; the worker gives it what only a worker has: its *prepare* (wait
+for the schema), its beat target (:class:`~.renewal.Renewer`, whose cadence
+writes progress, renews short leases and polls for cancels between beats),
+its health gate (:class:`~.liveness.Liveness`), two one-off steps (publish
+the tasks' defaults at start; give back and flush what it holds at stop), the
+job watchdog, and its *foreground*: the main loop, on the main thread, which
+returns the exit code (79 after a recycling limit).
 
 A job costs one statement at steady state: the outcome of the job just run
 is flushed in the same statement that claims the next one (:mod:`.flush`).
@@ -28,44 +39,42 @@ an RSS or an age it stops like a SIGTERM between jobs and exits 79).
 - :mod:`.flush`: finish-and-claim (race retries, one-by-one fallback);
 - :mod:`.runner`: running one job (checks, the handler, its outcome);
 - :mod:`.recycle`: the recycling limits and the rule that says one is reached;
-- :mod:`.renewal` and :mod:`.heartbeat`: the heartbeat thread's statement
-  (worker row, leases, progress, cancels) and its cadence;
+- :mod:`.renewal`: the heartbeat's target (worker row, leases, progress,
+  cancels) and its period;
 - :mod:`.watchdog`: ends a job the handler cannot or will not end;
 - :mod:`.deadline`: ends the process when a handler holding the GIL freezes
   every thread, the watchdog's included (armed with the watchdog);
-- :mod:`.liveness`: systemd READY/STATUS/WATCHDOG/STOPPING, and what a
+- :mod:`.liveness`: the health gate of the systemd pings, and what a
   watchdog trip writes;
 - :mod:`.handler_connections`: the pooled connection ``ctx.connect()`` lends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import random
 import socket
 import threading
-import time
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
 from queue_engine import sql as queries
 from queue_engine import task_publications
-from queue_engine.daemon import StopRequested, process_id, wait_for_database
+from queue_engine.daemon import DaemonRuntime, Hooks, StopRequested, process_id
 from queue_engine.db import connect, first_line
-from queue_engine.errors import DatabaseUnavailable
 from queue_engine.exit_codes import ExitCode
 from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
 from queue_engine.pooler import refuse_shared_sessions
-from queue_engine.service import log_event
+from queue_engine.service import REAL_TIMING, Timing, log_event
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.connection import WorkerConnection
 from queue_engine.worker.deadline import HardDeadline, process_timer
 from queue_engine.worker.flush import Flusher
 from queue_engine.worker.gate import DbGateStore, Gate
-from queue_engine.worker.heartbeat import Heartbeat
 from queue_engine.worker.idle import poll_interval
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.liveness import Liveness, TripRecorder
@@ -100,36 +109,36 @@ class Worker:
         tasks: TaskRegistry,
         *,
         worker_id: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        timing: Timing = REAL_TIMING,
         exit: Callable[[int], object] = os._exit,
         rss_mb: Callable[[], float | None] = process_rss_mb,
-        rand: Callable[[], float] = random.random,
     ) -> None:
-        """``exit`` ends the process when the job watchdog trips (tests may replace it).
+        """``exit`` ends the process when the job watchdog trips, or on a second signal.
 
-        ``rss_mb`` and ``rand`` are the recycler's RSS probe and the random
-        source of its spread (:class:`~.recycle.Recycler`).
+        Tests may replace it, and ``timing`` (clock, waits, the random source
+        of the recycler's spread and of the idle poll); ``rss_mb`` is the
+        recycler's RSS probe (:class:`~.recycle.Recycler`).
         """
         self.settings = settings
         self.tasks = tasks
         self.worker_id = worker_id or process_id("worker")
         self.schema = settings.schema
         self.host = socket.gethostname()
-        self._sleep = sleep
-        self._clock = clock
+        self.timing = timing
+        self._clock = timing.clock
+        #: Set by the first stop request (a signal, :meth:`stop`, a recycling limit,
+        #: an operator's stop); the runtime's stop event, which every part heeds.
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._stop_at: float | None = None
-        self._registered = False
-        self._rand = rand
+        self._published = 0
         #: Idle workers of the queue at the last probe (this one included).
         self.idle_workers = 1
         self.recycler = Recycler(
             RecycleLimits(settings.max_jobs, settings.max_rss_mb, settings.max_age_s),
-            clock=clock,
+            clock=timing.clock,
             rss_mb=rss_mb,
-            rand=rand,
+            rand=timing.rand,
         )
         self._watchdog = JobWatchdog(
             self._record_trip,
@@ -147,12 +156,11 @@ class Worker:
                 else None
             ),
         )
-        self.liveness = Liveness(self._watchdog, clock=clock)
         self.jobs = HeldJobs(
             self._watchdog,
             worker_id=self.worker_id,
             zombie_grace_s=settings.zombie_grace_s,
-            clock=clock,
+            clock=timing.clock,
         )
         self.connection = WorkerConnection(
             dsn=settings.dsn,
@@ -165,10 +173,9 @@ class Worker:
             stopping=self._stopping,
             on_notify=self._on_notify,
             on_connect=self._on_connect,
-            mark_alive=self.liveness.mark_alive,
+            mark_alive=lambda: self.liveness.mark_alive(),
             reconnect_max_s=settings.reconnect_max_s,
-            sleep=sleep,
-            clock=clock,
+            timing=timing,
         )
         self.gate = Gate(
             DbGateStore(self.connection, worker_id=self.worker_id),
@@ -197,10 +204,41 @@ class Worker:
             lease_ttl_s=settings.lease_ttl_s,
             state=self._state,
             warm_key=lambda: self.gate.warm_key,
-            clock=clock,
+            clock=timing.clock,
             publish_telemetry=settings.telemetry_notify == "on",
             idle_beat_s=idle_beat_s(settings.heartbeat_s, settings.dead_after()),
         )
+        self.runtime = DaemonRuntime(
+            "worker",
+            dsn=settings.dsn,
+            schema=self.schema,
+            status=self._status_text,
+            heartbeat_s=settings.heartbeat_s,
+            connect_retry_s=settings.connect_retry_s,
+            healthy=lambda: self.liveness.healthy(),
+            started_fields=self._started_fields,
+            stopped_fields=lambda: {"jobs": self.jobs_done},
+            id_field="worker_id",
+            worker_id=self.worker_id,
+            beat_target=self.renewer,
+            on_stop=self._on_stop,
+            stop_event=self._stopping,
+            exit=exit,
+            timing=timing,
+        )
+        self.liveness = Liveness(
+            self._watchdog,
+            busy=self.renewer.job_running,
+            within_s=self.runtime.systemd.watchdog_s,
+            clock=timing.clock,
+        )
+        # Started in this order after the registration, stopped in reverse: the
+        # watchdog first, then what the worker holds is given back and flushed.
+        self.runtime.services = [
+            Hooks(stop=self._give_back_and_flush),
+            Hooks(start=self._publish_tasks),
+            self._watchdog,
+        ]
         self._trips = TripRecorder(
             self.jobs,
             tasks,
@@ -224,7 +262,6 @@ class Worker:
             stopping=self._stopping,
             mark_alive=self.liveness.mark_alive,
         )
-        self._heartbeat = Heartbeat(self, heartbeat_s=settings.heartbeat_s)
         self.jobs_channel = queries.jobs_channel(self.schema)
         self.cancel_channel = queries.cancel_channel(self.schema)
         self.controls_channel = queries.controls_channel(self.schema)
@@ -236,80 +273,72 @@ class Worker:
 
     # -- lifecycle ---------------------------------------------------------
 
-    def stop(self) -> None:
-        """Ask the worker to stop: no new claims; the current job finishes. Safe to call twice."""
-        if not self._stopping.is_set():
-            self._stop_at = self._clock()
-            self._watchdog.note_stop()
-            current = self.jobs.current
-            log_event(
-                log,
-                logging.INFO,
-                "worker.stopping",
-                worker_id=self.worker_id,
-                grace_s=self.settings.shutdown_grace_s,
-                running_job=current.job.id if current else None,
-            )
-        self._stopping.set()
-        self._wake.set()
-
-    @property
-    def stopping(self) -> bool:
-        """True once :meth:`stop` was called."""
-        return self._stopping.is_set()
-
     def run(self) -> int:
         """Start, work until stopped, shut down cleanly; return the exit code.
 
         0 (``OK``) after a stop, 79 (``RECYCLE``) after a recycling limit.
+        Installs no signal handler: any thread may run a worker (tests, the
+        testing kit's drain); :meth:`stop` stops it.
         """
-        try:
-            self._start()
-            self._main_loop()
-        except StopRequested:
-            pass
-        finally:
-            self._shutdown()
-        return ExitCode.RECYCLE if self.recycler.reached is not None else ExitCode.OK
+        return self.runtime.run(prepare=self._prepare, foreground=self._work)
 
-    def _start(self) -> None:
-        self._check_reachable()
-        refuse_shared_sessions(self.settings.dsn, "queue-claim-worker")
-        wait_for_schema(
-            self.settings.dsn,
-            ENGINE_SCHEMA_VERSION,
-            schema=self.schema,
-            sleep=self._interruptible_sleep,
-        )
-        self.connection.run(lambda conn: None)  # connect, LISTEN, register
-        self._registered = True
-        published = self._publish_tasks()
-        self._watchdog.start()
-        self._heartbeat.start()
-        self.recycler.start()
-        self.liveness.ready(f"worker {self.worker_id} on queue {self.settings.queue}")
+    def main(self) -> int:
+        """:meth:`run` as the console script's process: SIGTERM/SIGINT stop it (main thread)."""
+        return self.runtime.main(prepare=self._prepare, foreground=self._work)
+
+    def stop(self) -> None:
+        """Ask the worker to stop: no new claims; the current job finishes. Safe to call twice."""
+        self.runtime.request_stop()
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called (or a signal, a recycling limit, a control)."""
+        return self._stopping.is_set()
+
+    def _on_stop(self) -> None:
+        """The first stop request: the running job's shutdown grace starts, the loop wakes."""
+        self._stop_at = self._clock()
+        self._watchdog.note_stop()
+        current = self.jobs.current
         log_event(
             log,
             logging.INFO,
-            "worker.started",
+            "worker.stopping",
             worker_id=self.worker_id,
-            queue=self.settings.queue,
-            prefetch=self.settings.prefetch,
-            tasks=",".join(self.tasks.names()),
-            published=published,
-            synchronous_commit=self.settings.synchronous_commit,
-            **self.recycler.limits.log_fields(),
+            grace_s=self.settings.shutdown_grace_s,
+            running_job=current.job.id if current else None,
+        )
+        self._wake.set()
+
+    def _prepare(self) -> None:
+        """Before registering: the database (exit 69 after ``connect_retry_s``), then the schema."""
+        settings = self.settings
+        self.runtime.wait_for_database(lambda: connect(settings.dsn).close())
+        refuse_shared_sessions(settings.dsn, "queue-claim-worker")
+        wait_for_schema(
+            settings.dsn, ENGINE_SCHEMA_VERSION, schema=self.schema, sleep=self.runtime.sleep
         )
 
-    def _publish_tasks(self) -> int:
-        """Publish the registry's defaults, so that every enqueue path applies them; how many.
+    def _started_fields(self) -> dict[str, Any]:
+        """The fields of ``worker.started``."""
+        return {
+            "queue": self.settings.queue,
+            "prefetch": self.settings.prefetch,
+            "tasks": ",".join(self.tasks.names()),
+            "published": self._published,
+            "synchronous_commit": self.settings.synchronous_commit,
+            **self.recycler.limits.log_fields(),
+        }
+
+    def _publish_tasks(self) -> None:
+        """Publish the registry's defaults, so that every enqueue path applies them.
 
         A role without the grants of migration 0028 (roles made before it and
         not granted since) is told so in a warning; the worker runs all the
         same, and enqueues elsewhere keep the defaults published before.
         """
         try:
-            return self.connection.run(
+            self._published = self.connection.run(
                 lambda conn: task_publications.publish(
                     conn,
                     self.schema,
@@ -330,79 +359,41 @@ class Worker:
                 hint="grant the worker role INSERT, UPDATE and SELECT on task_defaults and "
                 "task_publications (queue-ctl roles prints the grants)",
             )
-            return 0
 
-    def _check_reachable(self) -> None:
-        """Exit 69 (DatabaseUnavailable) if the database stays unreachable for ``connect_retry_s``.
+    def _work(self) -> int:
+        """The foreground: the main loop until a stop; 79 after a recycling limit, else 0."""
+        self.recycler.start()
+        with contextlib.suppress(StopRequested):  # a stop while reconnecting
+            self._main_loop()
+        return ExitCode.RECYCLE if self.recycler.reached is not None else ExitCode.OK
 
-        The daemons' one start-up wait (:func:`queue_engine.daemon.wait_for_database`):
-        one backoff, and the last wait ends at the deadline.
+    def _give_back_and_flush(self) -> None:
+        """At stop: give back the prefetched jobs that did not start, flush the held outcomes.
+
+        Bounded by the shutdown grace (counted from the stop request) and
+        :data:`SHUTDOWN_DB_ATTEMPTS` when the database is down; what cannot be
+        written is recovered by the jobs' leases.
         """
-
-        def announce(exc: DatabaseUnavailable) -> None:
-            log_event(
-                log,
-                logging.WARNING,
-                "worker.db_unreachable",
-                error=str(exc),
-                wait_s=self.settings.connect_retry_s,
-            )
-
-        wait_for_database(
-            lambda: connect(self.settings.dsn).close(),
-            retry_s=self.settings.connect_retry_s,
-            stopping=self._stopping.is_set,
-            on_first_failure=announce,
-            clock=self._clock,
-            sleep=self._interruptible_sleep,
-        )
-
-    def _interruptible_sleep(self, seconds: float) -> None:
-        if self._sleep is time.sleep:
-            self._stopping.wait(seconds)
-        else:
-            self._sleep(seconds)
-        if self.stopping:
-            raise StopRequested()
-
-    def _shutdown(self) -> None:
-        if self._registered:
-            self.liveness.stopping()
-        self._watchdog.stop()
-        self._heartbeat.stop()
         self.runner.close()
-        if not self._registered:  # stopped (or failed) before it ever worked
-            self.connection.drop()
-            return
         give_back = self.jobs.take_unstarted()
-        if self.jobs.pending or give_back:
-            try:
-                self.flusher.flush(
-                    extra=give_back,
-                    claim_limit=0,
-                    attempts=SHUTDOWN_DB_ATTEMPTS,
-                    deadline=(self._stop_at or self._clock()) + self.settings.shutdown_grace_s,
-                )
-            except Exception as exc:
-                log_event(
-                    log,
-                    logging.ERROR,
-                    "worker.shutdown_flush_failed",
-                    worker_id=self.worker_id,
-                    error=first_line(exc),
-                    outcomes=len(self.jobs.pending) + len(give_back),
-                )
+        if not (self.jobs.pending or give_back):
+            return
         try:
-            self.connection.run(
-                lambda conn: store.mark_stopped(conn, self.schema, worker_id=self.worker_id),
-                attempts=2,
+            self.flusher.flush(
+                extra=give_back,
+                claim_limit=0,
+                attempts=SHUTDOWN_DB_ATTEMPTS,
+                deadline=(self._stop_at or self._clock()) + self.settings.shutdown_grace_s,
             )
         except Exception as exc:
-            log.debug("could not mark the worker stopped: %s", exc)
-        self.connection.drop()
-        log_event(
-            log, logging.INFO, "worker.stopped", worker_id=self.worker_id, jobs=self.jobs_done
-        )
+            log_event(
+                log,
+                logging.ERROR,
+                "worker.shutdown_flush_failed",
+                worker_id=self.worker_id,
+                error=first_line(exc),
+                outcomes=len(self.jobs.pending) + len(give_back),
+            )
 
     def _on_connect(self) -> None:
         """A new session: the scale slot died with the old one; look for work and controls."""
@@ -458,7 +449,7 @@ class Worker:
         """True when a recycling limit is reached: log why and stop as after a SIGTERM.
 
         The stop gives back the prefetched jobs that did not start and flushes
-        the held outcomes (:meth:`_shutdown`); :meth:`run` then returns 79.
+        the held outcomes (:meth:`_give_back_and_flush`); :meth:`run` then returns 79.
         """
         if self.recycler.check() is None:
             return False
@@ -521,7 +512,7 @@ class Worker:
     def idle_poll_s(self) -> float:
         """Seconds to the next safety poll: the queue's idle workers share the poll rate (:mod:`.idle`)."""
         s = self.settings
-        return poll_interval(s.poll_s, s.queue_poll_rate, self.idle_workers, self._rand)
+        return poll_interval(s.poll_s, s.queue_poll_rate, self.idle_workers, self.timing.rand)
 
     def _on_notify(self, notify: psycopg.Notify) -> None:
         if notify.channel == self.jobs_channel:
@@ -538,31 +529,7 @@ class Worker:
                 return
             self.jobs.mark_canceled([job_id])
 
-    # -- what the heartbeat thread calls (HeartbeatTarget) -----------------------------
-
-    def job_running(self) -> bool:
-        """True while a handler executes."""
-        return self.jobs.current is not None
-
-    def progress_pending(self) -> bool:
-        """True when some held job has progress not yet written."""
-        return self.jobs.progress_pending()
-
-    def poll_notifications(self) -> None:
-        """Read notifications already on the socket (a cancel NOTIFY), never waiting."""
-        self.connection.poll_notifications()
-
-    def beat(self) -> None:
-        """Heartbeat: worker row, leases and progress of held jobs, cancel flags."""
-        self.renewer.beat()
-
-    def beat_period_s(self) -> float:
-        """How often to beat now: ``heartbeat_s``, or less for a held job's short lease."""
-        return self.renewer.period_s()
-
-    def systemd_tick(self) -> None:
-        """``STATUS=`` on change and ``WATCHDOG=1`` while healthy (see :class:`.Liveness`)."""
-        self.liveness.tick(self._status_text, busy=self.jobs.current is not None)
+    # -- what the heartbeat thread calls ----------------------------------------------
 
     def _state(self, busy: bool) -> str:
         """The state shown in ``queue-ctl workers``: stopping, busy, parked or idle."""
@@ -590,7 +557,7 @@ class Worker:
 
     def _stopped_by_watchdog(self) -> None:
         """The SIGTERM grace ran out and the job was given back: the process exits 0 next."""
-        self.liveness.stopping()
+        self.runtime.systemd.stopping()
         log_event(
             log, logging.INFO, "worker.stopped", worker_id=self.worker_id, jobs=self.jobs_done
         )

@@ -1,16 +1,27 @@
-"""The heartbeat statement's inputs and results: worker row, leases, progress, cancels.
+"""The worker's beat target: its row, the leases, progress and cancels of the jobs it holds.
 
-:class:`Renewer` is what the heartbeat thread (:mod:`.heartbeat`) runs every
-beat: one statement that beats the worker's row (state, RSS/CPU, host
-telemetry), extends the lease of every held job, writes their buffered
-progress and reads their cancel flags; a held job the statement could not
-renew is no longer ours (a zombie) and is marked lost.
+The worker's heartbeat is the daemons' one
+:class:`~queue_engine.daemon.heartbeat.Heartbeat`, run by the daemon runtime;
+:class:`Renewer` is what it beats (a
+:class:`~queue_engine.daemon.heartbeat.BeatTarget`) and how often (a
+:class:`~queue_engine.daemon.heartbeat.Cadence`):
+
+- :meth:`Renewer.register` opens the worker's connection, which registers its
+  row (:class:`~queue_engine.worker.connection.WorkerConnection`), retried
+  until it works or the worker is told to stop;
+- :meth:`Renewer.beat` runs one statement that beats the worker's row (state,
+  RSS/CPU, host telemetry), extends the lease of every held job, writes their
+  buffered progress and reads their cancel flags; a held job the statement
+  could not renew is no longer ours (a zombie) and is marked lost;
+- :meth:`Renewer.mark_stopped` marks the row stopped and closes the connection,
+  once the held jobs were given back and their outcomes flushed.
 
 How often to beat (:func:`renew_period_s`): every ``heartbeat_s``, unless a
 held job set a lease of its own shorter than three heartbeats: then often
 enough to renew that lease three times over. Without that, a job enqueued
 with ``lease_ttl_s=1`` under the default 10 s heartbeat would expire while
-running, and the reaper would give a healthy job back to the queue.
+running, and the reaper would give a healthy job back to the queue. A worker
+holding no job beats less often (:func:`idle_beat_s`).
 """
 
 from __future__ import annotations
@@ -25,6 +36,9 @@ from queue_engine.telemetry import GpuProbe, host_telemetry
 from queue_engine.worker import store
 from queue_engine.worker.connection import Connection, WorkerConnection
 from queue_engine.worker.jobs import HeldJobs
+
+#: Attempts to mark the row stopped at the end (the database may be why we stop).
+MARK_STOPPED_ATTEMPTS = 2
 
 log = logging.getLogger("queue_engine.worker")
 
@@ -59,7 +73,7 @@ def renew_period_s(heartbeat_s: float, shortest_lease_s: float | None) -> float:
 
 
 class Renewer:
-    """Runs the heartbeat statement for one worker and acts on what it reports."""
+    """The worker's beat target: registers, runs the heartbeat statement, marks the row stopped."""
 
     def __init__(
         self,
@@ -93,17 +107,54 @@ class Renewer:
         self._gpu = GpuProbe()
         self._telemetry_at: float | None = None  # clock of the last telemetry sent
 
+    # -- the cadence -------------------------------------------------------------
+
     def period_s(self) -> float:
         """How often to beat now: :func:`renew_period_s`, or :func:`idle_beat_s` holding no job."""
         if self.jobs.current is None and not self.jobs.all() and not self.jobs.progress_pending():
             return self.idle_beat_s
         return renew_period_s(self.heartbeat_s, self.jobs.shortest_own_lease_s())
 
-    def beat(self) -> None:
-        """Heartbeat: worker row, leases and progress of held jobs, cancel flags."""
+    def progress_pending(self) -> bool:
+        """True when some held job has progress not yet written."""
+        return self.jobs.progress_pending()
+
+    def job_running(self) -> bool:
+        """True while a handler executes."""
+        return self.jobs.current is not None
+
+    def poll_notifications(self) -> None:
+        """Read notifications already on the socket (a cancel NOTIFY), never waiting."""
+        self.connection.poll_notifications()
+
+    # -- the target ----------------------------------------------------------------
+
+    def register(self) -> str:
+        """Connect (which registers the row and LISTENs), retrying until it works or a stop.
+
+        A stop while retrying raises :class:`~queue_engine.daemon.StopRequested`.
+        """
+        self.connection.run(lambda conn: None)
+        return self._state(False)
+
+    def mark_stopped(self) -> None:
+        """Mark the row stopped (best effort), then close the connection."""
+        schema = self.connection.schema
+        try:
+            self.connection.run(
+                lambda conn: store.mark_stopped(conn, schema, worker_id=self.worker_id),
+                attempts=MARK_STOPPED_ATTEMPTS,
+            )
+        except Exception as exc:
+            log.debug("could not mark the worker stopped: %s", exc)
+        self.connection.drop()
+
+    def beat(self) -> str:
+        """Heartbeat: worker row, leases and progress of held jobs, cancel flags; the state."""
         held = self.jobs.for_beat()
         current = self.jobs.current
         busy = current is not None
+        state = self._state(busy)
         try:
             rss = self._process.memory_info().rss
             cpu: float | None = self._process.cpu_percent()
@@ -123,7 +174,7 @@ class Renewer:
                 conn,
                 schema,
                 worker_id=self.worker_id,
-                state=self._state(busy),
+                state=state,
                 current_job_id=current.job.id if current else None,
                 held=held,
                 lease_ttl_s=self.lease_ttl_s,
@@ -134,7 +185,7 @@ class Renewer:
                 warm_key=self._warm_key(),
             )
             if not result.registered:
-                self.connection.register(conn, self._state(busy))
+                self.connection.register(conn, state)
             return result
 
         result = self.connection.run(run, attempts=1)
@@ -146,3 +197,4 @@ class Renewer:
                 "the job is no longer this worker's running attempt "
                 "(lease expired and reaped, recovered, or re-claimed)",
             )
+        return state

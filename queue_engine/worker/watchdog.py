@@ -75,6 +75,8 @@ ZOMBIE_GRACE_DEFAULT_S = table.ZOMBIE_GRACE_S.default
 SHUTDOWN_GRACE_DEFAULT_S = table.SHUTDOWN_GRACE_S.default
 #: How often the thread looks (the precision of every deadline).
 TICK_S = 0.1
+#: How long :meth:`JobWatchdog.stop` waits for the thread by default.
+STOP_TIMEOUT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -350,12 +352,12 @@ class JobWatchdog:
         )
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = STOP_TIMEOUT_S) -> None:
         """End the thread and cancel the hard deadline; safe twice and before ``start``."""
         self._closed.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(5)
+            thread.join(timeout)
         self._thread = None
         if self.hard_deadline is not None:
             self.hard_deadline.close()

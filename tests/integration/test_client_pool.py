@@ -16,6 +16,7 @@ import threading
 
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from support.timing import FakeTiming
 
 from queue_engine import AsyncClient, Client, JobNotFound
 from queue_engine.client_pool import HOLD_S, KeptAsyncConnectionPool, KeptConnectionPool
@@ -74,22 +75,14 @@ def test_the_async_client_returns_its_session_after_errors(dsn: str) -> None:
 # --- the session kept at hand (queue_engine.client_pool) ------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def kept_pool(dsn: str, size: int, clock: Clock) -> KeptConnectionPool:
+def kept_pool(dsn: str, size: int, clock: FakeTiming) -> KeptConnectionPool:
     pool = ConnectionPool(dsn, min_size=1, max_size=size, kwargs={"autocommit": True}, open=True)
     pool.wait()  # its first session ready: a take does not grow the pool meanwhile
     return KeptConnectionPool(pool, clock=clock)
 
 
 def test_the_session_just_returned_is_the_next_one_taken(dsn: str) -> None:
-    clock = Clock()
+    clock = FakeTiming(100.0)
     kept = kept_pool(dsn, 2, clock)
     try:
         first = kept.take(timeout=5)
@@ -106,7 +99,7 @@ def test_the_session_just_returned_is_the_next_one_taken(dsn: str) -> None:
 
 
 def test_a_kept_session_goes_back_to_the_pool_after_hold_s(dsn: str) -> None:
-    clock = Clock()
+    clock = FakeTiming(100.0)
     kept = kept_pool(dsn, 2, clock)
     try:
         kept.give(kept.take(timeout=5))
@@ -124,7 +117,7 @@ def test_a_kept_session_goes_back_to_the_pool_after_hold_s(dsn: str) -> None:
 
 
 def test_a_session_returned_while_another_call_is_in_flight_goes_to_the_pool(dsn: str) -> None:
-    kept = kept_pool(dsn, 2, Clock())
+    kept = kept_pool(dsn, 2, FakeTiming(100.0))
     try:
         first, second = kept.take(timeout=5), kept.take(timeout=5)
         kept.give(first)
@@ -136,7 +129,7 @@ def test_a_session_returned_while_another_call_is_in_flight_goes_to_the_pool(dsn
 
 
 def test_one_session_serves_two_threads_in_turn(dsn: str) -> None:
-    kept = kept_pool(dsn, 1, Clock())
+    kept = kept_pool(dsn, 1, FakeTiming(100.0))
     calls = 200
     done: list[int] = []
     failures: list[BaseException] = []
@@ -168,7 +161,7 @@ def test_one_session_serves_two_threads_in_turn(dsn: str) -> None:
 
 
 def test_only_an_idle_open_session_is_kept(dsn: str) -> None:
-    kept = kept_pool(dsn, 2, Clock())
+    kept = kept_pool(dsn, 2, FakeTiming(100.0))
     try:
         in_transaction = kept.take(timeout=5)
         in_transaction.execute("BEGIN")
@@ -188,7 +181,7 @@ def test_only_an_idle_open_session_is_kept(dsn: str) -> None:
 
 
 def test_close_returns_the_kept_session_and_closes_the_pool(dsn: str) -> None:
-    kept = kept_pool(dsn, 2, Clock())
+    kept = kept_pool(dsn, 2, FakeTiming(100.0))
     conn = kept.take(timeout=5)
     kept.give(conn)
     kept.close()
@@ -245,7 +238,7 @@ def test_the_async_client_keeps_its_session_and_shares_it_between_tasks(dsn: str
 
 def test_a_kept_async_session_goes_back_to_the_pool_after_hold_s(dsn: str) -> None:
     async def main() -> list[int]:
-        clock = Clock()
+        clock = FakeTiming(100.0)
         pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False)
         await pool.open(wait=True)
         kept = KeptAsyncConnectionPool(pool, clock=clock)

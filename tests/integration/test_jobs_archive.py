@@ -24,6 +24,7 @@ from queue_engine.errors import InvalidTransition, JobNotFound
 from queue_engine.migrate import Migrator
 from queue_engine.orchestrator.archiver import Archiver, Cursor, archive_once
 from queue_engine.orchestrator.pruner import Retention, prune_dry_run, prune_once
+from queue_engine.service import Timing
 from queue_engine.web.pages.reads import JobFilters, get_job, list_jobs, search_window
 
 SCHEMA = "queue_engine"
@@ -192,7 +193,9 @@ def test_a_held_row_is_skipped_and_a_rescan_moves_it(dsn, conn) -> None:
     assert archive_once(conn, SCHEMA, 60.0, cursor).moved == 0
     # ... the service's rescan (clock injected) does.
     clock = [0.0]
-    archiver = Archiver(dsn, SCHEMA, after_s=60.0, rescan_s=3600.0, clock=lambda: clock[0])
+    archiver = Archiver(
+        dsn, SCHEMA, after_s=60.0, rescan_s=3600.0, timing=Timing(clock=lambda: clock[0])
+    )
     try:
         archiver.cursor = cursor
         assert archiver.run_once().moved == 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from queue_engine.orchestrator.leader import LeaderElector, leader_key
+from queue_engine.service import Timing
 
 
 class Recorder:
@@ -24,7 +25,7 @@ class Recorder:
             schema,
             on_elected=lambda: self.calls.append(f"{name}+"),
             on_demoted=lambda: self.calls.append(f"{name}-"),
-            rand=lambda: 0.5,  # the backoff's jitter at its middle: no jitter
+            timing=Timing(rand=lambda: 0.5),  # the backoff's jitter at its middle: no jitter
         )
 
 
@@ -84,7 +85,9 @@ def test_leader_whose_session_is_cut_steps_down_and_leads_again(dsn: str, conn) 
 
 def test_reconnect_backoff_is_capped(dsn: str) -> None:
     a = LeaderElector(
-        "postgresql://postgres@/postgres?host=/nonexistent&port=1", "queue_engine", rand=lambda: 0.5
+        "postgresql://postgres@/postgres?host=/nonexistent&port=1",
+        "queue_engine",
+        timing=Timing(rand=lambda: 0.5),
     )
     a.backoff_max_s = 4.0
     waits = []
@@ -94,9 +97,9 @@ def test_reconnect_backoff_is_capped(dsn: str) -> None:
         waits.append(a.next_interval(result))
     assert waits == [1.0, 2.0, 4.0, 4.0, 4.0]
     # Jittered ±30 %, but never beyond the cap.
-    a.rand = lambda: 0.0
+    a.timing = Timing(rand=lambda: 0.0)
     assert a.next_interval(result) == 0.7 * 4.0
-    a.rand = lambda: 1.0
+    a.timing = Timing(rand=lambda: 1.0)
     assert a.next_interval(result) == 4.0
 
 

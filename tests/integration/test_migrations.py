@@ -23,6 +23,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 from support.ctl import QUEUE_CTL, clean_env, queue_ctl
+from support.timing import FakeTiming
 
 from queue_engine.errors import MigrationError, SchemaMissing
 from queue_engine.migrate import (
@@ -614,23 +615,8 @@ def test_wait_for_schema_returns_at_once_when_migrated(dsn: str) -> None:
     assert wait_for_schema(dsn, min_version=1, sleep=no_sleep) >= 1
 
 
-class FakeTime:
-    """A clock that only moves when slept on."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_wait_for_schema_times_out_on_an_empty_database(empty_dsn: str) -> None:
-    fake = FakeTime()
+    fake = FakeTiming()
     with pytest.raises(SchemaMissing, match=r"version 0.*queue-ctl migrate"):
         wait_for_schema(empty_dsn, timeout_s=5, poll_s=1, sleep=fake.sleep, clock=fake.clock)
     assert 5 <= sum(fake.sleeps) <= 6
@@ -639,7 +625,7 @@ def test_wait_for_schema_times_out_on_an_empty_database(empty_dsn: str) -> None:
 def test_a_short_wait_for_the_schema_is_info_and_a_long_one_a_warning(
     empty_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    fake = FakeTime()
+    fake = FakeTiming()
     caplog.set_level(logging.INFO, logger="queue_engine.migrate")
     with pytest.raises(SchemaMissing):
         wait_for_schema(empty_dsn, timeout_s=9, poll_s=1, sleep=fake.sleep, clock=fake.clock)
@@ -653,7 +639,7 @@ def test_a_short_wait_for_the_schema_is_info_and_a_long_one_a_warning(
 
 
 def test_wait_for_schema_needs_the_requested_version(dsn: str) -> None:
-    fake = FakeTime()
+    fake = FakeTiming()
     with pytest.raises(SchemaMissing, match=rf"version {ENGINE_SCHEMA_VERSION}"):
         wait_for_schema(
             dsn,
@@ -667,7 +653,7 @@ def test_wait_for_schema_needs_the_requested_version(dsn: str) -> None:
 
 
 def test_wait_for_schema_waits_for_an_unreachable_database() -> None:
-    fake = FakeTime()
+    fake = FakeTiming()
     with pytest.raises(SchemaMissing) as info:
         wait_for_schema(
             "postgresql://u:s3cretpw@127.0.0.1:1/x",
@@ -681,7 +667,7 @@ def test_wait_for_schema_waits_for_an_unreachable_database() -> None:
 
 
 def test_wait_for_schema_in_a_custom_schema_ignores_the_default_one(dsn: str) -> None:
-    fake = FakeTime()
+    fake = FakeTiming()
     with pytest.raises(SchemaMissing, match=r"'elsewhere'"):
         wait_for_schema(
             dsn, schema="elsewhere", timeout_s=1, poll_s=1, sleep=fake.sleep, clock=fake.clock

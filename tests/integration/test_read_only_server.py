@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.timing import FakeTiming
 from support.workers import wait_until, worker_session
 
 from queue_engine import AsyncClient, Client
@@ -28,6 +29,7 @@ from queue_engine.db import connect
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.orchestrator.leader import ElectionResult, LeaderElector
 from queue_engine.orchestrator.reaper import Reaper
+from queue_engine.service import Timing
 from queue_engine.worker.connection import WorkerConnection
 
 Conn = psycopg.Connection[Any]
@@ -38,8 +40,8 @@ def make_read_only(conn: Conn) -> None:
     conn.execute("SET default_transaction_read_only = on")
 
 
-def worker_connection(dsn: str, sleeps: list[float]) -> WorkerConnection:
-    return worker_session(dsn, worker_id="ro-test", queue="wt", sleep=sleeps.append)
+def worker_connection(dsn: str, fake: FakeTiming) -> WorkerConnection:
+    return worker_session(dsn, worker_id="ro-test", queue="wt", timing=fake.timing)
 
 
 def test_connect_for_writing_refuses_a_read_only_server_and_reading_does_not(
@@ -56,8 +58,8 @@ def test_connect_for_writing_refuses_a_read_only_server_and_reading_does_not(
 def test_the_worker_drops_a_read_only_session_and_runs_on_a_new_one(
     dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sleeps: list[float] = []
-    wc = worker_connection(dsn, sleeps)
+    fake = FakeTiming()
+    wc = worker_connection(dsn, fake)
     sessions: list[int] = []
 
     def write(c: Conn) -> int:
@@ -75,7 +77,7 @@ def test_the_worker_drops_a_read_only_session_and_runs_on_a_new_one(
     finally:
         wc.drop()
     assert len(sessions) == 2 and sessions[0] != sessions[1], "not run again on a new session"
-    assert len(sleeps) == 1, "one backoff between the read-only session and the new one"
+    assert len(fake.waits) == 1, "one backoff between the read-only session and the new one"
     assert any("worker.reconnected" in r.getMessage() for r in caplog.records)
     assert any(
         "worker.db_error" in r.getMessage() and "read-only" in r.getMessage()
@@ -106,7 +108,7 @@ def test_a_leader_on_a_server_turned_read_only_steps_down_and_competes_again(dsn
         "queue_engine",
         on_elected=lambda: calls.append("+"),
         on_demoted=lambda: calls.append("-"),
-        rand=lambda: 0.5,
+        timing=Timing(rand=lambda: 0.5),
     )
     try:
         assert elector.run_once().leader

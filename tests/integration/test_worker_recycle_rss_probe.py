@@ -15,6 +15,7 @@ from support.workers import statuses, wait_until
 
 from queue_engine import Client
 from queue_engine.exit_codes import ExitCode
+from queue_engine.service import Timing
 from queue_engine.worker import Worker, WorkerSettings
 
 Q = "wt"
@@ -42,7 +43,9 @@ def test_the_worker_recycles_after_the_job_that_crossed_the_rss_limit(
         max_rss_mb=250,
     )
     # rand 0.8: the limit is 250 x (1 - 0.1 x 0.8) = 230 MiB, reached by the third job.
-    worker = Worker(settings, qe_worker_tasks.private_registry(), rss_mb=rss_mb, rand=lambda: 0.8)
+    worker = Worker(
+        settings, qe_worker_tasks.private_registry(), rss_mb=rss_mb, timing=Timing(rand=lambda: 0.8)
+    )
     codes: list[int] = []
     thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
     thread.start()

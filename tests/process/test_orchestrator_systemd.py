@@ -143,8 +143,8 @@ def test_the_heartbeat_pings_before_its_database_write_and_caps_its_backoff() ->
     beat = Heartbeat(
         row,
         interval_s=5.0,
-        on_beat=lambda: pings.append(1),
-        backoff_max_s=5.0,
+        on_tick=lambda: pings.append(1),
+        max_tick_s=5.0,
     )
     with pytest.raises(Exception):  # noqa: B017 - whichever error the failed connect raises
         beat.run_once()

@@ -33,7 +33,10 @@ pytestmark = pytest.mark.serial
 
 
 COMMANDS = {
-    "queue-claim-worker": (["--queue=wt", "--app", "qe_worker_tasks"], "worker.db_unreachable"),
+    "queue-claim-worker": (
+        ["--queue=wt", "--app", "qe_worker_tasks"],
+        "worker.waiting_for_database",
+    ),
     "queue-orchestrator": ([], "orchestrator.waiting_for_database"),
     "queue-scheduler": ([], "scheduler.waiting_for_database"),
 }

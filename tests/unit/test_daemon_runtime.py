@@ -5,9 +5,13 @@ startup backoff and ends at the deadline (the last wait is cut to it, so a
 10 s window gives up at 10 s); services start in order after the heartbeat's
 registration and stop in reverse with the heartbeat last; stop is safe twice
 and before start; a service that fails to start stops the ones before it; a
-second SIGTERM exits 130 through the injected exit function; READY, STATUS,
-WATCHDOG and STOPPING come from the runtime. No database and no real
-waiting: clocks, sleeps, the beat target and the notifier are fakes.
+second SIGTERM exits 130 through the injected exit function, a first one
+after the daemon stopped itself does not; a foreground (the worker's main
+loop) runs on the calling thread and its return is the exit code; READY,
+STATUS, WATCHDOG and STOPPING come from the runtime, STATUS from the
+heartbeat's ticks while a foreground holds the main thread; the claim worker
+is a role of the runtime. No database and no real waiting: clocks, sleeps,
+the beat target and the notifier are fakes.
 """
 
 from __future__ import annotations
@@ -18,17 +22,25 @@ import signal
 from collections.abc import Callable, Iterator
 
 import pytest
+from support.timing import FakeTiming
 
 from queue_engine.daemon import (
+    DAEMON_ROLES,
     EXIT_INTERRUPTED,
     STARTUP_BACKOFF,
     DaemonRuntime,
     StopRequested,
+    StopSignals,
     process_id,
     wait_for_database,
 )
+from queue_engine.daemon.heartbeat import TICK_S, Heartbeat, HeartbeatResult
 from queue_engine.errors import DatabaseUnavailable
+from queue_engine.service import REAL_TIMING, Timing
 from queue_engine.systemd import SystemdNotifier
+from queue_engine.tasks import TaskRegistry
+from queue_engine.worker import Worker, WorkerSettings
+from queue_engine.worker.liveness import Liveness
 
 # -- fakes -------------------------------------------------------------------------
 
@@ -50,6 +62,9 @@ class FakeTarget:
     def __init__(self, rec: Recorder, fail: bool = False) -> None:
         self.rec = rec
         self.fail = fail
+
+    def register(self) -> str:
+        return self.beat()
 
     def beat(self) -> str:
         if self.fail:
@@ -99,6 +114,9 @@ def make_runtime(
     exits: list[int] | None = None,
     environ: dict[str, str] | None = None,
     healthy: Callable[[], bool] = lambda: True,
+    status: Callable[[], str] = lambda: "all good",
+    on_stop: Callable[[], None] | None = None,
+    timing: Timing = REAL_TIMING,
 ) -> DaemonRuntime:
     def fake_exit(code: int) -> None:
         (exits if exits is not None else []).append(code)
@@ -108,7 +126,7 @@ def make_runtime(
         dsn="",
         schema="queue_engine",
         state=lambda: "running",
-        status=lambda: "all good",
+        status=status,
         heartbeat_s=3600.0,  # the loop beats once, then waits for stop
         beat_target=target or FakeTarget(rec),
         notifier=notifier or FakeNotifier(),
@@ -116,12 +134,14 @@ def make_runtime(
         exit=fake_exit,
         status_poll_s=0.01,
         healthy=healthy,
+        on_stop=on_stop,
+        timing=timing,
     )
 
 
 @pytest.fixture
 def keep_signal_handlers() -> Iterator[None]:
-    """``run`` installs SIGTERM/SIGINT handlers: give the test process its own back."""
+    """``main`` installs SIGTERM/SIGINT handlers: give the test process its own back."""
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     yield
     for signum, handler in saved.items():
@@ -146,20 +166,7 @@ def test_process_id_formats_match_the_rows_operators_know() -> None:
 # -- waiting for the database ------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-def failing(clock: FakeClock, times: int, cost_s: float = 0.0) -> Callable[[], str]:
+def failing(clock: FakeTiming, times: int, cost_s: float = 0.0) -> Callable[[], str]:
     """A probe that fails ``times`` times (each attempt taking ``cost_s``), then answers."""
     calls = {"n": 0}
 
@@ -174,7 +181,7 @@ def failing(clock: FakeClock, times: int, cost_s: float = 0.0) -> Callable[[], s
 
 
 def test_wait_for_database_follows_the_startup_backoff() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     first: list[str] = []
     got = wait_for_database(
         failing(clock, 5),
@@ -191,7 +198,7 @@ def test_wait_for_database_follows_the_startup_backoff() -> None:
 
 
 def test_the_last_wait_is_cut_to_the_deadline() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     started = clock.now
     with pytest.raises(DatabaseUnavailable):
         wait_for_database(
@@ -208,7 +215,7 @@ def test_the_last_wait_is_cut_to_the_deadline() -> None:
 
 
 def test_slow_attempts_count_against_the_deadline() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     started = clock.now
     with pytest.raises(DatabaseUnavailable):
         wait_for_database(
@@ -224,14 +231,14 @@ def test_slow_attempts_count_against_the_deadline() -> None:
 
 
 def test_no_retry_window_fails_at_once() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     with pytest.raises(DatabaseUnavailable):
         wait_for_database(failing(clock, 1), retry_s=0.0, clock=clock, sleep=clock.sleep)
     assert clock.sleeps == []
 
 
 def test_a_stop_request_ends_the_wait() -> None:
-    clock = FakeClock()
+    clock = FakeTiming()
     stop = {"now": False}
 
     def sleep(seconds: float) -> None:
@@ -374,6 +381,216 @@ def test_run_notifies_ready_then_stopping_and_stops_in_reverse(
     assert notifier.lines[-2:] == ["STOPPING=1", "STATUS=stopping"]
 
 
+def test_a_daemon_that_stopped_itself_takes_the_first_signal_as_graceful() -> None:
+    """A worker stops itself (a recycling limit, ``queue-ctl stop``) on the stop event the
+    signals set: the SIGTERM its supervisor sends meanwhile must not cut the shutdown short."""
+    exits: list[int] = []
+    signals = StopSignals("worker", exit=exits.append)
+    signals.request_stop()
+    signals.handle(signal.SIGTERM)
+    assert exits == []
+    signals.handle(signal.SIGTERM)
+    assert exits == [EXIT_INTERRUPTED]
+
+
+def test_on_stop_runs_once_at_the_first_request_after_the_event_is_set() -> None:
+    seen: list[bool] = []
+    runtime = make_runtime(Recorder(), on_stop=lambda: seen.append(runtime.stop_requested))
+    runtime.request_stop()
+    runtime.request_stop()
+    runtime.signals.handle(signal.SIGTERM)
+    assert seen == [True]
+
+
+# -- the one heartbeat -------------------------------------------------------------
+
+
+class TickingTarget(FakeTarget):
+    """A target with a cadence of its own (the worker's shape); its beats may fail."""
+
+    def __init__(self, rec: Recorder) -> None:
+        super().__init__(rec)
+        self.polls = 0
+
+    def period_s(self) -> float:
+        return 10.0
+
+    def progress_pending(self) -> bool:
+        return False
+
+    def job_running(self) -> bool:
+        return True
+
+    def poll_notifications(self) -> None:
+        self.polls += 1
+
+
+def test_a_plain_target_is_beaten_every_tick_and_its_failure_raises() -> None:
+    rec = Recorder()
+    heartbeat = Heartbeat(FakeTarget(rec), interval_s=10.0, max_tick_s=4.0)
+    assert heartbeat.cadence is None
+    assert heartbeat.interval_s == 4.0  # a tick at least every ping interval
+    assert heartbeat.run_once().state == "state"
+    assert heartbeat.run_once().beat
+    assert rec.events == ["beat", "beat"]
+    heartbeat.target = FakeTarget(rec, fail=True)
+    with pytest.raises(DatabaseUnavailable):  # the service logs heartbeat.error and backs off
+        heartbeat.run_once()
+
+
+def test_a_cadence_target_ticks_between_beats_and_a_failed_beat_keeps_the_ticks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rec = Recorder()
+    fake = FakeTiming()
+    target = TickingTarget(rec)
+    heartbeat = Heartbeat(target, interval_s=10.0, timing=fake.timing)
+    assert heartbeat.cadence is target and heartbeat.interval_s == TICK_S
+    assert not heartbeat.run_once().beat  # a tick: a poll, no beat
+    assert target.polls == 1
+    fake.advance(10.0)
+    assert heartbeat.run_once() == HeartbeatResult(beat=True, state="state")
+    target.fail = True
+    fake.advance(10.0)
+    with caplog.at_level(logging.WARNING):
+        failed = heartbeat.run_once()  # no exception: the ticks must go on
+    assert not failed.beat and heartbeat.next_interval(failed) == TICK_S
+    assert "heartbeat.failed" in caplog.text
+    assert rec.events == ["beat"]
+
+
+# -- a foreground ------------------------------------------------------------------
+
+
+def test_a_foreground_runs_once_started_and_its_return_is_the_exit_code() -> None:
+    rec = Recorder()
+    notifier = FakeNotifier()
+    runtime = make_runtime(rec, notifier=notifier)
+    runtime.services = [FakeComponent("a", rec)]
+    handler = signal.getsignal(signal.SIGTERM)
+
+    def foreground() -> int:
+        rec.events.append("foreground")
+        assert runtime.phase == "running"
+        assert notifier.lines[:2] == ["READY=1", "STATUS=all good"]
+        return 79
+
+    assert runtime.run(foreground=foreground) == 79
+    assert rec.lifecycle() == ["start a", "foreground", "stop a", "mark_stopped"]
+    assert notifier.lines[-2:] == ["STOPPING=1", "STATUS=stopping"]
+    assert signal.getsignal(signal.SIGTERM) is handler  # run installs no handler: any thread
+
+
+def test_main_installs_the_stop_signals_around_the_same_life(keep_signal_handlers: None) -> None:
+    runtime = make_runtime(Recorder())
+
+    def foreground() -> int:
+        assert signal.getsignal(signal.SIGTERM) == runtime.signals.handle
+        return 0
+
+    assert runtime.main(foreground=foreground) == 0
+
+
+def test_a_foreground_that_raises_still_stops_everything() -> None:
+    rec = Recorder()
+    runtime = make_runtime(rec)
+    runtime.services = [FakeComponent("a", rec)]
+
+    def foreground() -> int:
+        raise RuntimeError("a bug in the main loop")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        runtime.run(foreground=foreground)
+    assert rec.lifecycle() == ["start a", "stop a", "mark_stopped"]
+
+
+def test_a_stop_while_registering_is_a_clean_exit() -> None:
+    """The worker's registration retries its connection until it works or a stop (StopRequested)."""
+    rec = Recorder()
+    notifier = FakeNotifier()
+    target = FakeTarget(rec)
+
+    def register() -> str:
+        raise StopRequested()
+
+    target.register = register  # type: ignore[method-assign]
+    runtime = make_runtime(rec, target=target, notifier=notifier)
+    assert runtime.run(foreground=lambda: 79) == 0
+    assert rec.events == []
+    assert notifier.lines == ["STOPPING=1", "STATUS=stopping"]
+
+
+def test_while_a_foreground_holds_the_main_thread_the_ticks_send_the_status() -> None:
+    notifier = FakeNotifier()
+    text = {"now": "starting"}
+    runtime = make_runtime(Recorder(), notifier=notifier, status=lambda: text["now"])
+    text["now"] = "idle"
+    runtime.heartbeat.run_once()
+    assert notifier.lines == []  # no foreground: the main thread sends STATUS
+
+    def foreground() -> int:
+        text["now"] = "running job 7"
+        runtime.heartbeat.run_once()
+        return 0
+
+    runtime.run(foreground=foreground)
+    assert "STATUS=running job 7" in notifier.lines
+
+
+# -- the claim worker --------------------------------------------------------------
+
+
+def test_the_claim_worker_is_a_role_of_the_runtime() -> None:
+    exits: list[int] = []
+    worker = Worker(WorkerSettings.from_env(queue="q", app="a"), TaskRegistry(), exit=exits.append)
+    runtime = worker.runtime
+    assert "worker" in DAEMON_ROLES
+    assert (runtime.role, runtime.id) == ("worker", worker.worker_id)
+    # The worker's beat is the heartbeat's target, with the tick cadence.
+    assert runtime.heartbeat.target is worker.renewer
+    assert runtime.heartbeat.cadence is worker.renewer
+    assert runtime.heartbeat.interval_s == TICK_S
+    assert runtime.heartbeat.heartbeat_s == worker.settings.heartbeat_s
+    # One stop event: the runtime's, which the worker's parts wait on.
+    assert worker.connection._stopping is runtime.signals.event
+    worker.stop()
+    worker.stop()
+    assert worker.stopping and runtime.stop_requested
+    assert worker.run() == 0  # stopped before it started: nothing touched, exit 0
+    runtime.signals.handle(signal.SIGTERM)
+    assert exits == []  # its own stop, then a first signal: still graceful
+
+
+class Helper:
+    """The job watchdog as the health gate sees it: alive, and when it last ticked."""
+
+    def __init__(self, fake: FakeTiming) -> None:
+        self.alive = True
+        self.last_tick = fake.now
+
+
+def test_the_workers_health_gate_wants_recent_signs_of_life_from_its_loops() -> None:
+    fake = FakeTiming()
+    helper = Helper(fake)
+    busy = {"now": False}
+    gate = Liveness(helper, busy=lambda: busy["now"], within_s=2.0, clock=fake.clock)
+    assert gate.healthy()
+    fake.advance(2.5)  # the main loop showed no sign of life for longer than WatchdogSec
+    helper.last_tick = fake.now
+    assert not gate.healthy()
+    busy["now"] = True  # ... which a running handler need not: a long job is the watchdog's
+    assert gate.healthy()
+    gate.mark_alive()
+    busy["now"] = False
+    assert gate.healthy()
+    fake.advance(2.5)  # every thread frozen: the watchdog thread did not tick either
+    gate.mark_alive()
+    assert not gate.healthy()
+    helper.last_tick = fake.now
+    helper.alive = False
+    assert not gate.healthy()
+
+
 # -- systemd -----------------------------------------------------------------------
 
 
@@ -407,6 +624,30 @@ def test_no_pings_outside_systemd_or_without_a_watchdog() -> None:
     assert notifier.lines == []
     outside = make_runtime(rec, notifier=SystemdNotifier(""), environ={"WATCHDOG_USEC": "2000000"})
     assert outside.systemd.ping_interval_s is None
+
+
+def test_a_ping_is_due_every_half_interval_however_often_the_heartbeat_ticks() -> None:
+    """The worker's heartbeat ticks four times a second: its pings come every quarter of
+    ``WatchdogSec``, not at every tick; a daemon ticking once per interval pings every tick."""
+    fake = FakeTiming()
+    notifier = FakeNotifier()
+    runtime = make_runtime(
+        Recorder(), notifier=notifier, environ={"WATCHDOG_USEC": "2000000"}, timing=fake.timing
+    )
+    systemd = runtime.systemd
+    assert systemd.ping_interval_s == 1.0 and systemd.watchdog_s == 2.0
+    assert systemd.ping_due()
+    systemd.ping()
+    fake.advance(0.25)
+    assert not systemd.ping_due()
+    fake.advance(0.25)
+    assert systemd.ping_due()
+    runtime.heartbeat.run_once()
+    fake.advance(0.49)
+    runtime.heartbeat.run_once()
+    fake.advance(0.51)
+    runtime.heartbeat.run_once()
+    assert notifier.lines == ["WATCHDOG=1"] * 3
 
 
 def test_status_is_sent_only_when_it_changes() -> None:

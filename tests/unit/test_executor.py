@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from queue_engine.daemon.heartbeat import Heartbeat
 from queue_engine.errors import ConfigError
 from queue_engine.logs import JsonFormatter, mask_secrets
-from queue_engine.service import log_event
+from queue_engine.service import Timing, log_event
 from queue_engine.tasks import TaskDefinition, _accepts_context
 from queue_engine.worker.executor import Executor, JobCanceled
-from queue_engine.worker.heartbeat import Heartbeat
 from queue_engine.worker.settings import WorkerSettings
 
 
@@ -261,9 +261,19 @@ class FakeTarget:
         self.pending = False
         self.running = False
 
-    def beat(self) -> None:
+    def register(self) -> str:
+        return "idle"
+
+    def beat(self) -> str:
         self.beats += 1
         self.pending = False
+        return "idle"
+
+    def mark_stopped(self) -> None:
+        pass
+
+    def period_s(self) -> float:
+        return 10.0
 
     def progress_pending(self) -> bool:
         return self.pending
@@ -280,10 +290,9 @@ def test_heartbeat_beats_on_its_cadence_and_flushes_progress_early() -> None:
     target = FakeTarget()
     hb = Heartbeat(
         target,
-        heartbeat_s=10.0,
+        interval_s=10.0,
         progress_interval_s=0.5,
-        clock=lambda: now[0],
-        wait=lambda event, s: False,
+        timing=Timing(clock=lambda: now[0], wait=lambda event, s: False),
     )
     assert not hb.run_once().beat  # just started: not due
     now[0] += 9.9
@@ -304,7 +313,7 @@ def test_heartbeat_beats_on_its_cadence_and_flushes_progress_early() -> None:
 
 
 def test_heartbeat_stop_is_safe_before_start_and_twice() -> None:
-    hb = Heartbeat(FakeTarget(), heartbeat_s=1.0, wait=lambda e, s: e.wait(0.01))
+    hb = Heartbeat(FakeTarget(), interval_s=1.0, timing=Timing(wait=lambda e, s: e.wait(0.01)))
     hb.stop()
     hb.start()
     hb.stop()

@@ -9,6 +9,7 @@ by the process test (tests/process/test_hard_deadline.py).
 from __future__ import annotations
 
 import pytest
+from support.timing import FakeTiming
 
 from queue_engine.worker.deadline import (
     IDLE_CANCEL_S,
@@ -22,23 +23,10 @@ from queue_engine.worker.deadline import (
 from queue_engine.worker.watchdog import EXIT_WATCHDOG, ArmedJob, JobWatchdog, Trip
 
 
-class VirtualClock:
-    """Monotonic seconds that only move when the test says so."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class FakeTimer:
     """Records what the real timer would be told, with the clock reading it runs out at."""
 
-    def __init__(self, clock: VirtualClock) -> None:
+    def __init__(self, clock: FakeTiming) -> None:
         self.clock = clock
         self.calls: list[str] = []
         self.runs_out_at: float | None = None
@@ -57,8 +45,8 @@ class FakeTimer:
         return self.runs_out_at is not None and self.clock() >= self.runs_out_at
 
 
-def harness(grace_s: float = 10.0) -> tuple[VirtualClock, FakeTimer, HardDeadline]:
-    clock = VirtualClock()
+def harness(grace_s: float = 10.0) -> tuple[FakeTiming, FakeTimer, HardDeadline]:
+    clock = FakeTiming()
     timer = FakeTimer(clock)
     return clock, timer, HardDeadline(grace_s, timer, clock=clock)
 
@@ -168,7 +156,7 @@ class BrokenTimer(FakeTimer):
 def test_a_timer_that_cannot_be_armed_is_logged_once_and_jobs_still_run(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = VirtualClock()
+    clock = FakeTiming()
     timer = BrokenTimer(clock)
     hard = HardDeadline(10, timer, clock=clock)
     for _ in range(3):
@@ -188,8 +176,8 @@ class Exited(Exception):
 
 def watchdog_with_deadline(
     grace_s: float = 10.0,
-) -> tuple[VirtualClock, FakeTimer, JobWatchdog, list[str]]:
-    clock = VirtualClock()
+) -> tuple[FakeTiming, FakeTimer, JobWatchdog, list[str]]:
+    clock = FakeTiming()
     timer = FakeTimer(clock)
     order: list[str] = []
 

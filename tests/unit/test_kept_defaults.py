@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from support.timing import FakeTiming
 
 from queue_engine import operations as ops
 from queue_engine.kept_defaults import KEEP_MAX, KeptDefaults
@@ -22,20 +23,12 @@ AT = datetime(2030, 1, 1, tzinfo=UTC)
 ROW = (1, AT, AT, "email", 7, 3, 30, None)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeTiming:
+    return FakeTiming(100.0)
 
 
-def test_a_kept_answer_fills_the_next_call_until_it_expires(clock: Clock) -> None:
+def test_a_kept_answer_fills_the_next_call_until_it_expires(clock: FakeTiming) -> None:
     kept = KeptDefaults(keep_s=1.0, clock=clock)
     assert kept.spec("kd.task", None, None) is None
     kept.keep(ops.job_spec("kd.task"), ROW)
@@ -57,7 +50,7 @@ def test_a_kept_answer_fills_the_next_call_until_it_expires(clock: Clock) -> Non
     assert kept.spec("kd.task", None, None) is None  # and it is gone
 
 
-def test_the_calls_args_replace_the_kept_ones(clock: Clock) -> None:
+def test_the_calls_args_replace_the_kept_ones(clock: FakeTiming) -> None:
     kept = KeptDefaults(clock=clock)
     kept.keep(
         ops.job_spec("kd.task", queue="q", args={"x": 1}), (1, AT, AT, "q", 100, 5, None, None)
@@ -71,7 +64,7 @@ def test_the_calls_args_replace_the_kept_ones(clock: Clock) -> None:
     assert kept.spec("kd.task", "other", None) is None
 
 
-def test_a_task_registered_since_is_not_answered_from_the_kept_answer(clock: Clock) -> None:
+def test_a_task_registered_since_is_not_answered_from_the_kept_answer(clock: FakeTiming) -> None:
     kept = KeptDefaults(clock=clock)
     kept.keep(ops.job_spec("kd.registered"), ROW)
 
@@ -85,11 +78,11 @@ def test_a_task_registered_since_is_not_answered_from_the_kept_answer(clock: Clo
         registry.unregister("kd.registered")
 
 
-def test_an_unhashable_queue_is_never_kept(clock: Clock) -> None:
+def test_an_unhashable_queue_is_never_kept(clock: FakeTiming) -> None:
     assert KeptDefaults(clock=clock).spec("kd.task", ["q"], None) is None
 
 
-def test_it_starts_over_past_its_bound(clock: Clock) -> None:
+def test_it_starts_over_past_its_bound(clock: FakeTiming) -> None:
     kept = KeptDefaults(clock=clock)
     for i in range(KEEP_MAX + 1):
         kept.keep(ops.job_spec(f"kd.t{i}"), ROW)

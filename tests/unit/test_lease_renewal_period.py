@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 import pytest
 
 from queue_engine.context import ClaimedJob
-from queue_engine.worker.heartbeat import TICK_S, Heartbeat
+from queue_engine.daemon.heartbeat import TICK_S, Heartbeat
+from queue_engine.service import Timing
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.renewal import idle_beat_s, renew_period_s
 
@@ -23,12 +24,19 @@ class Target:
     """A heartbeat target whose beat period is set by the test."""
 
     def __init__(self, period_s: float) -> None:
-        self.period_s = period_s
+        self.period = period_s
         self.beats: list[float] = []
         self.now = 0.0
 
-    def beat(self) -> None:
+    def register(self) -> str:
+        return "idle"
+
+    def beat(self) -> str:
         self.beats.append(self.now)
+        return "busy"
+
+    def mark_stopped(self) -> None:
+        pass
 
     def progress_pending(self) -> bool:
         return False
@@ -39,8 +47,11 @@ class Target:
     def poll_notifications(self) -> None:
         pass
 
-    def beat_period_s(self) -> float:
-        return self.period_s
+    def period_s(self) -> float:
+        return self.period
+
+    def timing(self) -> Timing:
+        return Timing(clock=lambda: self.now, wait=lambda e, s: False)
 
 
 class Notes:
@@ -76,9 +87,7 @@ def test_held_jobs_report_the_shortest_lease_they_set_themselves() -> None:
 
 def _drive(target: Target, heartbeat_s: float, until: float) -> Heartbeat:
     """Run the heartbeat's loop on a virtual clock: run, then wait its next interval."""
-    hb = Heartbeat(
-        target, heartbeat_s=heartbeat_s, clock=lambda: target.now, wait=lambda e, s: False
-    )
+    hb = Heartbeat(target, interval_s=heartbeat_s, timing=target.timing())
     while target.now < until:
         result = hb.run_once()
         target.now += hb.next_interval(result)
@@ -105,10 +114,10 @@ def test_the_tick_is_unchanged_without_a_short_lease() -> None:
 
 def test_the_period_shrinks_as_soon_as_a_short_lease_is_held() -> None:
     target = Target(period_s=10.0)
-    hb = Heartbeat(target, heartbeat_s=10.0, clock=lambda: target.now, wait=lambda e, s: False)
+    hb = Heartbeat(target, interval_s=10.0, timing=target.timing())
     target.now = 3.0
     assert not hb.run_once().beat  # 3 s after the start: the 10 s beat is not due
-    target.period_s = 1 / 3  # a job with a 1 s lease was claimed
+    target.period = 1 / 3  # a job with a 1 s lease was claimed
     target.now = 3.1
     assert hb.run_once().beat  # the last beat is more than a third of the lease ago
     target.now = 3.2
@@ -155,13 +164,13 @@ def test_a_worker_that_starts_a_job_beats_at_once_when_its_last_beat_is_a_heartb
     beat is renewed at the next tick, so a busy worker's row is never older than
     a heartbeat (plus a tick) and the dead-worker sweep's 30 s bound holds."""
     target = Target(period_s=20.0)
-    hb = Heartbeat(target, heartbeat_s=10.0, clock=lambda: target.now, wait=lambda e, s: False)
+    hb = Heartbeat(target, interval_s=10.0, timing=target.timing())
     target.now = 15.0
     assert not hb.run_once().beat  # idle: the 20 s beat is not due
     target.now = 20.0
     assert hb.run_once().beat
     target.now = 35.0
     assert not hb.run_once().beat
-    target.period_s = 10.0  # a job was claimed: 15 s since the last beat
+    target.period = 10.0  # a job was claimed: 15 s since the last beat
     target.now = 35.25
     assert hb.run_once().beat

@@ -12,24 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from support.timing import FakeTiming
 
 from queue_engine.outage import PROBE_INTERVAL_S, OutageProbe
 from queue_engine.service import Service
-
-
-@dataclass
-class FakeTime:
-    now: float = 0.0
-    waits: list[float] = field(default_factory=list)
-
-    def clock(self) -> float:
-        return self.now
-
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        self.waits.append(round(seconds, 6))
-        self.now += seconds
-        return event.is_set()
 
 
 def pings(*answers: bool | None) -> Callable[[str], bool | None]:
@@ -46,7 +34,7 @@ def pings(*answers: bool | None) -> Callable[[str], bool | None]:
 
 
 def test_a_short_wait_is_not_probed() -> None:
-    t = FakeTime()
+    t = FakeTiming(now=0.0)
     probe = OutageProbe("dsn", ping=pings(False))
     assert probe.wait(threading.Event(), PROBE_INTERVAL_S, wait=t.wait, clock=t.clock) is False
     assert t.waits == [PROBE_INTERVAL_S]
@@ -56,7 +44,7 @@ def test_a_short_wait_is_not_probed() -> None:
 def test_a_server_that_answers_keeps_the_backoff_whole() -> None:
     # Too many clients, a bad password, a standby: retrying sooner only adds load.
     for answer in (True, None):
-        t = FakeTime()
+        t = FakeTiming(now=0.0)
         probe = OutageProbe("dsn", ping=pings(answer))
         assert probe.wait(threading.Event(), 8.0, wait=t.wait, clock=t.clock) is False
         assert t.waits == [8.0]
@@ -67,7 +55,7 @@ def test_a_server_back_since_the_last_ping_ends_the_next_wait_at_once() -> None:
     # The wait ran out while the server was down; the retry met it starting up
     # and failed; by the next wait's first ping it accepts connections. That
     # failure was the outage's last: retry now, not after the grown backoff.
-    t = FakeTime()
+    t = FakeTiming(now=0.0)
     probe = OutageProbe("dsn", ping=pings(False, False, False, True))
     assert probe.wait(threading.Event(), 2.5, wait=t.wait, clock=t.clock) is False
     assert t.waits == [1.0, 1.0, 0.5]
@@ -80,7 +68,7 @@ def test_a_server_back_since_the_last_ping_ends_the_next_wait_at_once() -> None:
 
 
 def test_the_wait_ends_at_the_first_ping_that_finds_the_server_back() -> None:
-    t = FakeTime()
+    t = FakeTiming(now=0.0)
     probe = OutageProbe("dsn", ping=pings(False, False, False, True))
     assert probe.wait(threading.Event(), 10.0, wait=t.wait, clock=t.clock) is True
     assert t.waits == [1.0, 1.0, 1.0]  # back after 3 s, not 10
@@ -88,7 +76,7 @@ def test_the_wait_ends_at_the_first_ping_that_finds_the_server_back() -> None:
 
 
 def test_a_server_that_stays_down_is_pinged_every_interval_until_the_deadline() -> None:
-    t = FakeTime()
+    t = FakeTiming(now=0.0)
     probe = OutageProbe("dsn", ping=pings(False))
     assert probe.wait(threading.Event(), 3.5, wait=t.wait, clock=t.clock) is False
     assert t.waits == [1.0, 1.0, 1.0, 0.5]
@@ -97,7 +85,7 @@ def test_a_server_that_stays_down_is_pinged_every_interval_until_the_deadline() 
 
 
 def test_a_stop_ends_the_wait_without_another_ping() -> None:
-    t = FakeTime()
+    t = FakeTiming(now=0.0)
     event = threading.Event()
 
     def wait(ev: threading.Event, seconds: float) -> bool:
@@ -112,7 +100,7 @@ def test_a_stop_ends_the_wait_without_another_ping() -> None:
 
 
 def test_another_threads_reconnect_ends_the_wait() -> None:
-    t = FakeTime()
+    t = FakeTiming(now=0.0)
     probe = OutageProbe("dsn", ping=pings(False))
     reconnected = iter([False, True])
     assert (
@@ -146,15 +134,15 @@ class Flaky(Service[Run]):
 
     name = "flaky"
 
-    def __init__(self, t: FakeTime, **kwargs: object) -> None:
+    def __init__(self, t: FakeTiming, **kwargs: object) -> None:
         super().__init__(  # type: ignore[arg-type]
-            interval_s=1.0, stagger_s=0.0, clock=t.clock, wait=t.wait, **kwargs
+            interval_s=1.0, stagger_s=0.0, timing=t.timing, **kwargs
         )
         self.attempts: list[float] = []
 
     def run_once(self) -> Run:
-        self.attempts.append(self.clock())
-        if self.clock() < BACK_AT:
+        self.attempts.append(self.timing.clock())
+        if self.timing.clock() < BACK_AT:
             raise ConnectionError("down")
         self._stopping = True
         return Run()
@@ -162,9 +150,9 @@ class Flaky(Service[Run]):
 
 def test_a_service_retries_within_a_probe_interval_of_the_server_coming_back() -> None:
     # Backoff 1, 2, 4, 8 s (no jitter): runs at 0, 1, 3, 7 fail; the server is back at 7.5.
-    t = FakeTime()
+    t = FakeTiming(now=0.0)
     probe = OutageProbe("dsn", ping=lambda dsn: t.now >= BACK_AT)
-    service = Flaky(t, rand=lambda: 0.5, outage=probe)
+    service = Flaky(t, outage=probe)  # the fake's rand is 0.5: no jitter
     service._loop()
     # Without the probe the next run is at 15 (below); with it, within one interval of 7.5.
     assert service.attempts[:4] == [0.0, 1.0, 3.0, 7.0]
@@ -172,7 +160,7 @@ def test_a_service_retries_within_a_probe_interval_of_the_server_coming_back() -
 
 
 def test_a_service_without_a_probe_waits_its_whole_backoff() -> None:
-    t = FakeTime()
-    service = Flaky(t, rand=lambda: 0.5)
+    t = FakeTiming(now=0.0)
+    service = Flaky(t)
     service._loop()
     assert service.attempts == [0.0, 1.0, 3.0, 7.0, 15.0]

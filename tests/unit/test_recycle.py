@@ -8,6 +8,7 @@ are injected. The worker process itself is tested in
 from __future__ import annotations
 
 import pytest
+from support.timing import FakeTiming
 
 from queue_engine import settings as table
 from queue_engine.errors import ConfigError
@@ -20,14 +21,6 @@ from queue_engine.worker.recycle import (
     decide,
     process_rss_mb,
 )
-
-
-class FakeClock:
-    def __init__(self, now: float = 100.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeRss:
@@ -45,13 +38,13 @@ class FakeRss:
 def recycler(
     limits: RecycleLimits,
     *,
-    clock: FakeClock | None = None,
+    clock: FakeTiming | None = None,
     rss: FakeRss | None = None,
     rand: float = 0.0,
 ) -> Recycler:
     return Recycler(
         limits,
-        clock=clock or FakeClock(),
+        clock=clock or FakeTiming(100.0),
         rss_mb=rss or FakeRss(None),
         rand=lambda: rand,
     )
@@ -146,14 +139,14 @@ def test_unset_limits_stay_unset_after_the_spread() -> None:
 
 def test_a_spread_outside_zero_to_one_is_refused() -> None:
     with pytest.raises(ValueError, match="spread"):
-        Recycler(RecycleLimits(), clock=FakeClock(), spread=1.0)
+        Recycler(RecycleLimits(), clock=FakeTiming(100.0), spread=1.0)
 
 
 # -- the recycler ---------------------------------------------------------------------------
 
 
 def test_age_counts_from_start_not_from_construction() -> None:
-    clock = FakeClock(100.0)
+    clock = FakeTiming(100.0)
     r = recycler(RecycleLimits(max_age_s=60), clock=clock)
     clock.now = 1000.0  # a long wait for the database or the schema at start
     assert r.age_s() == 0.0 and r.check() is None
@@ -209,7 +202,7 @@ def test_without_limits_nothing_is_probed() -> None:
 
 
 def test_the_job_limit_counts_jobs_and_the_answer_stays() -> None:
-    clock = FakeClock()
+    clock = FakeTiming(100.0)
     r = recycler(RecycleLimits(max_jobs=2), clock=clock)
     r.start()
     r.job_done()
@@ -311,7 +304,7 @@ def test_the_worker_settings_carry_the_limits(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_an_idle_wait_ends_when_the_age_limit_is_reached() -> None:
-    clock = FakeClock(0.0)
+    clock = FakeTiming(0.0)
     r = recycler(RecycleLimits(max_age_s=10), clock=clock)
     r.start()
     assert r.cap_wait(1.0) == 1.0

@@ -20,6 +20,7 @@ from queue_engine.scheduler.cron import parse
 from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules, schedule_registry
 from queue_engine.scheduler.store import schedule_args
 from queue_engine.scheduler.ticker import Ticker, TickResult, due_slots, plan_slots
+from queue_engine.service import Timing
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -176,9 +177,9 @@ def test_ticker_sleeps_until_the_next_slot_capped_and_backs_off_on_errors() -> N
         scheduler_id="t",
         max_sleep_s=5.0,
         now=lambda: now,
-        clock=lambda: next(ticks),
         reconnect_max_s=2.0,
-        rand=lambda: 0.5,  # the backoff's jitter at its middle
+        # The backoff's jitter at its middle.
+        timing=Timing(clock=lambda: next(ticks), rand=lambda: 0.5),
     )
     ticker._run_started = next(ticks)
     wake = TickResult(next_wake=T0 + timedelta(seconds=1.5))

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from support.timing import FakeTiming
 
-from queue_engine.service import ERROR_BACKOFF_MAX_S, Service, format_fields, log_event
+from queue_engine.service import ERROR_BACKOFF_MAX_S, Service, Timing, format_fields, log_event
 
 
 @dataclass(frozen=True)
@@ -30,26 +31,6 @@ class CountResult:
         return {"n": self.n}
 
 
-class FakeTime:
-    """A clock the service under test advances, and a wait that records instead of sleeping."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.waits: list[float] = []
-        self.stop_after_waits: int | None = None
-        self.service: Service[Any] | None = None
-
-    def clock(self) -> float:
-        return self.now
-
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        self.waits.append(seconds)
-        if self.stop_after_waits is not None and len(self.waits) >= self.stop_after_waits:
-            assert self.service is not None
-            self.service.stop()  # from the loop thread: must not deadlock
-        return event.is_set()
-
-
 class Counter(Service[CountResult]):
     name = "counter"
 
@@ -59,7 +40,7 @@ class Counter(Service[CountResult]):
         self.run_cost_s = run_cost_s
         self.fail_times = fail_times
         self.ran = threading.Event()
-        self.time: FakeTime | None = None
+        self.time: FakeTiming | None = None
         self.stopped_hook = 0
 
     def run_once(self) -> CountResult:
@@ -76,12 +57,19 @@ class Counter(Service[CountResult]):
         self.stopped_hook += 1
 
 
-def make_counter(stop_after_waits: int, **kwargs: Any) -> tuple[Counter, FakeTime]:
-    fake = FakeTime()
-    fake.stop_after_waits = stop_after_waits
-    service = Counter(clock=fake.clock, wait=fake.wait, **kwargs)
+def make_counter(
+    stop_after_waits: int, *, rand: float = 0.5, **kwargs: Any
+) -> tuple[Counter, FakeTiming]:
+    """A counter on a fake timing whose ``stop_after_waits``-th wait stops it."""
+    fake = FakeTiming(rand=rand)
+    service = Counter(timing=fake.timing, **kwargs)
     service.time = fake
-    fake.service = service
+
+    def stop_after() -> None:
+        if len(fake.waits) >= stop_after_waits:
+            service.stop()  # from the loop thread: must not deadlock
+
+    fake.after_wait = stop_after
     return service, fake
 
 
@@ -132,7 +120,7 @@ def test_start_after_stop_runs_again() -> None:
 
 def test_first_run_is_staggered_then_cadence_subtracts_run_time() -> None:
     service, fake = make_counter(
-        stop_after_waits=3, interval_s=10, stagger_s=4, rand=lambda: 0.5, run_cost_s=2.5
+        stop_after_waits=3, interval_s=10, stagger_s=4, rand=0.5, run_cost_s=2.5
     )
     service.start()
     assert service._thread is not None
@@ -150,7 +138,7 @@ def test_failing_runs_back_off_exponentially_capped_and_the_loop_survives(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     service, fake = make_counter(
-        stop_after_waits=9, interval_s=4, stagger_s=0, fail_times=7, rand=lambda: 0.5
+        stop_after_waits=9, interval_s=4, stagger_s=0, fail_times=7, rand=0.5
     )
     with caplog.at_level(logging.WARNING, logger="queue_engine.counter"):
         service.start()
@@ -167,15 +155,15 @@ def test_failing_runs_back_off_exponentially_capped_and_the_loop_survives(
 
 
 def test_error_backoff_is_jittered_below_the_cap() -> None:
-    low = Counter(interval_s=4, rand=lambda: 0.0)
-    high = Counter(interval_s=4, rand=lambda: 1.0)
+    low = Counter(interval_s=4, timing=Timing(rand=lambda: 0.0))
+    high = Counter(interval_s=4, timing=Timing(rand=lambda: 1.0))
     low.consecutive_errors = high.consecutive_errors = 2
     assert low.next_interval(None) == pytest.approx(8.0 * 0.7)
     assert high.next_interval(None) == pytest.approx(8.0 * 1.3)
     low.consecutive_errors = high.consecutive_errors = 9
     assert low.next_interval(None) == pytest.approx(ERROR_BACKOFF_MAX_S * 0.7)
     assert high.next_interval(None) == ERROR_BACKOFF_MAX_S  # the cap holds, jitter included
-    slow = Counter(interval_s=60, rand=lambda: 0.5)  # an interval above the cap starts at it
+    slow = Counter(interval_s=60, timing=Timing(rand=lambda: 0.5))  # above the cap: starts at it
     slow.consecutive_errors = 1
     assert slow.next_interval(None) == ERROR_BACKOFF_MAX_S
 

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from support.timing import FakeTiming
 
 from queue_engine.cli.supervisor import Decision, RestartPolicy, Verdict, describe_exit
 from queue_engine.cli.up import FleetConfig, build_config, child_specs, read_file, throttled
@@ -14,15 +15,7 @@ from queue_engine.errors import ConfigError
 from queue_engine.exit_codes import ExitCode
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def policy(clock: Clock) -> RestartPolicy:
+def policy(clock: FakeTiming) -> RestartPolicy:
     return RestartPolicy(
         base_delay_s=0.5, max_delay_s=4.0, give_up_after=5, window_s=60.0, clock=clock
     )
@@ -36,7 +29,7 @@ def test_exit_descriptions_name_the_code_or_the_signal() -> None:
 
 
 def test_crashes_back_off_exponentially_capped_per_child() -> None:
-    clock = Clock()
+    clock = FakeTiming()
     p = policy(clock)
     delays = [p.decide("w1", 70, stop_requested=False).delay_s for _ in range(4)]
     assert delays == [0.5, 1.0, 2.0, 4.0]
@@ -48,7 +41,7 @@ def test_crashes_back_off_exponentially_capped_per_child() -> None:
 
 
 def test_too_many_quick_crashes_give_up_but_old_crashes_are_forgotten() -> None:
-    clock = Clock()
+    clock = FakeTiming()
     p = policy(clock)
     for _ in range(4):
         assert p.decide("w", 1, stop_requested=False).verdict is Verdict.RESTART
@@ -67,7 +60,7 @@ def test_too_many_quick_crashes_give_up_but_old_crashes_are_forgotten() -> None:
 
 
 def test_recycle_restarts_at_once_and_is_not_a_crash() -> None:
-    clock = Clock()
+    clock = FakeTiming()
     p = policy(clock)
     for _ in range(10):
         d = p.decide("w", ExitCode.RECYCLE, stop_requested=False)
@@ -76,7 +69,7 @@ def test_recycle_restarts_at_once_and_is_not_a_crash() -> None:
 
 
 def test_clean_stops_and_usage_errors_are_not_restarted() -> None:
-    p = policy(Clock())
+    p = policy(FakeTiming())
     assert p.decide("w", 0, stop_requested=True).verdict is Verdict.DONE
     assert p.decide("w", -15, stop_requested=True).verdict is Verdict.DONE
     assert p.decide("w", 0, stop_requested=False).verdict is Verdict.DONE
@@ -171,7 +164,7 @@ def test_children_are_orchestrator_scheduler_and_named_workers() -> None:
 
 
 def test_reload_check_is_throttled() -> None:
-    clock = Clock()
+    clock = FakeTiming()
     calls: list[float] = []
 
     def check() -> bool:

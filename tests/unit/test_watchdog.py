@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from support.timing import FakeTiming
 
 from queue_engine.worker.watchdog import (
     EXIT_GIVEN_BACK,
@@ -27,19 +28,6 @@ from queue_engine.worker.watchdog import (
 )
 
 
-class VirtualClock:
-    """Monotonic seconds that only move when the test says so."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class Exited(Exception):
     """Raised by the fake exit so that nothing after ``exit`` runs, as with os._exit."""
 
@@ -52,7 +40,7 @@ class Harness:
     """A watchdog on a virtual clock with a recording recorder and a raising exit."""
 
     def __init__(self, graces: Graces | None = None) -> None:
-        self.clock = VirtualClock()
+        self.clock = FakeTiming()
         self.recorded: list[tuple[ArmedJob, Trip]] = []
         self.exits: list[int] = []
         self.order: list[str] = []
@@ -250,7 +238,7 @@ def test_stop_before_the_job_starts_still_gives_it_back_after_the_grace() -> Non
 
 
 def test_a_failing_recorder_does_not_prevent_the_exit() -> None:
-    clock = VirtualClock()
+    clock = FakeTiming()
     exits: list[int] = []
 
     def broken(armed: ArmedJob, trip: Trip) -> None:
@@ -265,7 +253,7 @@ def test_a_failing_recorder_does_not_prevent_the_exit() -> None:
 
 def test_disarm_waits_for_a_trip_under_way() -> None:
     """A job ending while its trip is recorded must not also send its own outcome."""
-    clock = VirtualClock()
+    clock = FakeTiming()
     recording = threading.Event()
     release = threading.Event()
     exits: list[int] = []
