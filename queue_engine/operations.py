@@ -95,7 +95,7 @@ PLAIN_OPTIONS = frozenset({"queue", "args"})
 
 
 def is_plain(options: EnqueueOptions) -> bool:
-    """True when a single enqueue gives no option but ``queue`` and ``args``: :func:`plain_enqueue` serves it.
+    """True when a single enqueue gives no option but ``queue`` and ``args`` (:func:`plain_enqueue`).
 
     Another option given as None counts as left out (``queue-ctl`` and
     wrappers pass every keyword); an unknown name does not, so that the
