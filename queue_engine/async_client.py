@@ -1,25 +1,40 @@
-"""The asyncio producer API: the same operations as :class:`~queue_engine.client.Client`.
+"""The producer API for asyncio code: enqueue, inspect, cancel and retry jobs.
 
-Statements and their interpretation come from :mod:`queue_engine.operations`;
-only the I/O differs. With ``conn=`` (an ``AsyncConnection``), the job exists if
-and only if the caller's transaction commits.
+The client either owns a small connection pool (``AsyncClient(dsn)``), in
+which case every call is its own committed transaction, or works on a
+connection the caller passes (``AsyncClient(conn=...)`` or ``conn=`` per
+call), in which case the job exists if and only if the caller's transaction
+commits. What each operation sends and how it reads the answer lives in
+:mod:`queue_engine.operations` (and :mod:`queue_engine.workflows.operations`);
+only the I/O is here.
+
+One source for both clients: ``client.py`` is generated from
+``async_client.py`` by ``scripts/async_to_sync.py``, which drops ``await``
+and ``async``, swaps each asyncio name for its synchronous twin and keeps
+the ``else`` side of each ``if True:  # ASYNC`` block; a unit test fails
+when the two drift (docs/contributing.md, "Generated code"). Generated
+rather than one core with two thin faces: the core would have to hand each
+statement out and take its rows back (a generator driven by each face, as
+sans-I/O libraries do), a generator and its round trips on every call of
+the single enqueue, whose client-side Python has been cut to the
+microsecond (bench/runs/2026-11-27-log.md); generated, each client is plain
+straight-line code with nothing between the caller and psycopg. The
+direction is psycopg's: dropping ``await`` is mechanical, knowing where to
+add it is not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from queue_engine import operations as ops
 from queue_engine import sql as queries
-from queue_engine.client_pool import AsyncPooledSession, KeptAsyncConnectionPool
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.db import (
     APPLICATION_NAME,
@@ -31,9 +46,19 @@ from queue_engine.db import (
 from queue_engine.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.kept_defaults import KeptDefaults
+from queue_engine.validation import EnqueueOptions, JobSpec
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import Workflow
+
+if TYPE_CHECKING:
+    from queue_engine.client_pool import KeptAsyncConnectionPool
+
+if True:  # ASYNC
+    # The synchronous client imports no pool at module level: a client on the
+    # caller's connection (``conn=``, as ``queue-ctl`` uses it) never needs
+    # the pool package.
+    from queue_engine.client_pool import AsyncPooledSession
 
 AsyncConnection = psycopg.AsyncConnection[Any]
 
@@ -47,13 +72,20 @@ class _GivenAsyncConnection(SchemaErrors):
         super().__init__(schema)
         self._conn = conn
 
-    async def __aenter__(self) -> AsyncConnection:
-        return self._conn
+    if True:  # ASYNC
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
+        async def __aenter__(self) -> AsyncConnection:
+            return self._conn
+
+        async def __aexit__(
+            self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+        ) -> None:
+            self.__exit__(exc_type, exc, tb)
+
+    else:
+
+        def __enter__(self) -> AsyncConnection:  # type: ignore[override, unused-ignore]
+            return self._conn
 
 
 class AsyncClient:
@@ -108,7 +140,12 @@ class AsyncClient:
 
     async def _open_pool(self) -> KeptAsyncConnectionPool:
         if self._pool is None:
-            probe = await connect_async(self._dsn)  # fail fast, with a clear reason
+            # Imported here: a client on the caller's connection never needs them.
+            from psycopg_pool import AsyncConnectionPool
+
+            from queue_engine.client_pool import KeptAsyncConnectionPool
+
+            probe = await connect_async(self._dsn)  # fail fast, with a clear reason, if unreachable
             await probe.close()
             pool = AsyncConnectionPool(
                 self._dsn,
@@ -126,11 +163,23 @@ class AsyncClient:
     def _connection(
         self, conn: AsyncConnection | None
     ) -> AbstractAsyncContextManager[AsyncConnection]:
-        """``async with``: the connection for one call, errors translated (as in ``Client``)."""
+        """``async with``: the connection for one call (the caller's, or a pooled one), errors translated.
+
+        The pool's session is taken and given back by the client's
+        :class:`~queue_engine.client_pool.KeptAsyncConnectionPool`, not with
+        ``pool.connection()``: that context manager also enters the
+        connection's own one (a commit on exit, a no-op on these autocommit
+        sessions but a pass through psycopg's wait loop) and adds a generator
+        of its own (bench/runs/2026-11-27-log.md, "Single enqueue: the client").
+        """
         chosen = conn if conn is not None else self._conn
         if chosen is not None:
             return _GivenAsyncConnection(chosen, self.schema)
-        return AsyncPooledSession(self._open_pool, self.schema)
+        if True:  # ASYNC
+            # Opening the pool awaits: the session opens it when entered.
+            return AsyncPooledSession(self._open_pool, self.schema)
+        else:
+            return self._open_pool().session(self.schema)
 
     async def _fetch_one(
         self, conn: AsyncConnection, statement: ops.Statement
@@ -140,40 +189,26 @@ class AsyncClient:
             return await cur.fetchone()
 
     async def enqueue(
-        self,
-        task: str,
-        *,
-        queue: str | None = None,
-        args: dict[str, Any] | None = None,
-        priority: int | None = None,
-        run_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        timeout_s: int | None = None,
-        lease_ttl_s: int | None = None,
-        idempotency_key: str | None = None,
-        dedupe_key: str | None = None,
-        lock_key: str | None = None,
-        partition_key: str | None = None,
-        producer: str | None = None,
-        affinity_key: str | None = None,
-        conn: AsyncConnection | None = None,
+        self, task: str, *, conn: AsyncConnection | None = None, **options: Unpack[EnqueueOptions]
     ) -> Job:
-        """Enqueue one job; see :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`."""
-        if ops.only_task_queue_args(
-            priority,
-            run_at,
-            delay,
-            max_attempts,
-            timeout_s,
-            lease_ttl_s,
-            idempotency_key,
-            dedupe_key,
-            lock_key,
-            partition_key,
-            producer,
-            affinity_key,
-        ):
+        """Enqueue one job; with an idempotency or dedupe key, may return the existing job.
+
+        ``options`` are the keywords of
+        :class:`~queue_engine.validation.EnqueueOptions` (the table of
+        docs/guides/enqueueing.md), each left out or None by default.
+
+        ``queue``, ``priority``, ``max_attempts``, ``timeout_s`` and
+        ``lease_ttl_s`` left unset take the task's defaults: its declaration
+        when the task is registered in this process, else the defaults its
+        workers published to the database, else ``"default"``, 100, 5 and the
+        worker's own budget and lease (docs/guides/enqueueing.md).
+
+        ``affinity_key`` names the warm state the job wants (say, the model it
+        loads): a worker warm for that key prefers the job, but any worker of
+        the queue may still run it, so a key never strands a job.
+        """
+        if ops.is_plain(options):
+            queue, args = options.get("queue"), options.get("args")
             kept = self.kept_defaults.spec(task, queue, args)
             spec, params = kept if kept is not None else ops.plain_enqueue(task, queue, args)
             async with self._connection(conn) as c:
@@ -189,27 +224,20 @@ class AsyncClient:
             if spec.defaults_of is not None:
                 self.kept_defaults.keep(spec, inserted)
             return ops.inserted_job(spec, inserted)
-        spec = ops.job_spec(
-            task,
-            queue=queue,
-            args=args,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            timeout_s=timeout_s,
-            lease_ttl_s=lease_ttl_s,
-            idempotency_key=idempotency_key,
-            dedupe_key=dedupe_key,
-            lock_key=lock_key,
-            partition_key=partition_key,
-            producer=producer,
-            affinity_key=affinity_key,
-        )
+        return await self._enqueue_spec(ops.spec_for(task, options), conn=conn)
+
+    async def _enqueue_spec(self, spec: JobSpec, *, conn: AsyncConnection | None = None) -> Job:
+        """Enqueue a request validated already (:func:`~queue_engine.operations.job_spec`).
+
+        :meth:`enqueue` past its plain case, and the HTTP API's create
+        route, which validates the request itself (it compares a re-sent
+        idempotency key's options with the job's): validated once.
+        """
         statement = ops.enqueue_statement(self.schema, spec)
         async with self._connection(conn) as c:
             if not ops.is_keyed(spec):
-                # Nothing can conflict, one row comes back.
+                # Nothing can conflict, one row comes back, as a tuple whatever
+                # row factory a caller's connection carries.
                 cur = async_tuple_cursor(c)
                 await cur.execute(statement.query, statement.params, prepare=True)
                 inserted = await cur.fetchone()
@@ -224,7 +252,12 @@ class AsyncClient:
     async def enqueue_many(
         self, jobs: Iterable[dict[str, Any]], *, conn: AsyncConnection | None = None
     ) -> list[int]:
-        """Enqueue many jobs in one statement; return their ids in input order."""
+        """Enqueue many jobs in one statement; return their ids in input order.
+
+        Items are dicts of :meth:`enqueue`'s keyword arguments. Items whose
+        idempotency or dedupe key matches an existing job (or an earlier item)
+        get that job's id. All items are validated before anything is sent.
+        """
         specs = ops.enqueue_many_specs(jobs)
         ids: list[int | None] = [None] * len(specs)
         pending = list(range(len(specs)))
@@ -295,7 +328,7 @@ class AsyncClient:
         raise ops.retry_refusal(job_id, current)
 
     # Workflows (docs/guides/workflows.md): the statements are built in
-    # queue_engine.workflows.operations, shared with Client.
+    # queue_engine.workflows.operations.
 
     async def start_workflow(
         self, workflow: Workflow, *, conn: AsyncConnection | None = None

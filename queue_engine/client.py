@@ -1,17 +1,35 @@
-"""The synchronous producer API: enqueue, inspect, cancel and retry jobs.
+# Generated from async_client.py by scripts/async_to_sync.py: do not edit by hand.
+# Edit async_client.py, then run `python scripts/async_to_sync.py` (docs/contributing.md).
+"""The producer API for synchronous code: enqueue, inspect, cancel and retry jobs.
 
-A ``Client`` either owns a small connection pool (``Client(dsn)``), in which
-case every call is its own committed transaction, or works on a connection the
-caller passes (``Client(conn=...)`` or ``conn=`` per call), in which case the
-job exists if and only if the caller's transaction commits.
+The client either owns a small connection pool (``Client(dsn)``), in
+which case every call is its own committed transaction, or works on a
+connection the caller passes (``Client(conn=...)`` or ``conn=`` per
+call), in which case the job exists if and only if the caller's transaction
+commits. What each operation sends and how it reads the answer lives in
+:mod:`queue_engine.operations` (and :mod:`queue_engine.workflows.operations`);
+only the I/O is here.
+
+One source for both clients: ``client.py`` is generated from
+``async_client.py`` by ``scripts/async_to_sync.py``, which drops ``await``
+and ``async``, swaps each asyncio name for its synchronous twin and keeps
+the ``else`` side of each ``if True:  # ASYNC`` block; a unit test fails
+when the two drift (docs/contributing.md, "Generated code"). Generated
+rather than one core with two thin faces: the core would have to hand each
+statement out and take its rows back (a generator driven by each face, as
+sans-I/O libraries do), a generator and its round trips on every call of
+the single enqueue, whose client-side Python has been cut to the
+microsecond (bench/runs/2026-11-27-log.md); generated, each client is plain
+straight-line code with nothing between the caller and psycopg. The
+direction is psycopg's: dropping ``await`` is mechanical, knowing where to
+add it is not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -30,6 +48,7 @@ from queue_engine.db import (
 from queue_engine.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.kept_defaults import KeptDefaults
+from queue_engine.validation import EnqueueOptions, JobSpec
 from queue_engine.workflows import operations as wf_ops
 from queue_engine.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.workflows.spec import Workflow
@@ -49,7 +68,7 @@ class _GivenConnection(SchemaErrors):
         super().__init__(schema)
         self._conn = conn
 
-    def __enter__(self) -> Connection:  # type: ignore[override]
+    def __enter__(self) -> Connection:  # type: ignore[override, unused-ignore]
         return self._conn
 
 
@@ -104,25 +123,25 @@ class Client:
             self._pool = None
 
     def _open_pool(self) -> KeptConnectionPool:
-        # Imported here: a client on the caller's connection (``conn=``, as
-        # ``queue-ctl`` uses it) never needs the pool package.
-        from psycopg_pool import ConnectionPool
-
-        from queue_engine.client_pool import KeptConnectionPool
-
         if self._pool is None:
-            connect(self._dsn).close()  # fail fast, with a clear reason, if unreachable
-            self._pool = KeptConnectionPool(
-                ConnectionPool(
-                    self._dsn,
-                    connection_class=CursorKeepingConnection,
-                    min_size=1,
-                    max_size=self._pool_size,
-                    kwargs=self._pool_kwargs,
-                    open=True,
-                    name="queue-engine-client",
-                )
+            # Imported here: a client on the caller's connection never needs them.
+            from psycopg_pool import ConnectionPool
+
+            from queue_engine.client_pool import KeptConnectionPool
+
+            probe = connect(self._dsn)  # fail fast, with a clear reason, if unreachable
+            probe.close()
+            pool = ConnectionPool(
+                self._dsn,
+                connection_class=CursorKeepingConnection,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs=self._pool_kwargs,
+                open=False,
+                name="queue-engine-client",
             )
+            pool.open()
+            self._pool = KeptConnectionPool(pool)
         return self._pool
 
     def _connection(self, conn: Connection | None) -> AbstractContextManager[Connection]:
@@ -146,26 +165,13 @@ class Client:
             return cur.fetchone()
 
     def enqueue(
-        self,
-        task: str,
-        *,
-        queue: str | None = None,
-        args: dict[str, Any] | None = None,
-        priority: int | None = None,
-        run_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        timeout_s: int | None = None,
-        lease_ttl_s: int | None = None,
-        idempotency_key: str | None = None,
-        dedupe_key: str | None = None,
-        lock_key: str | None = None,
-        partition_key: str | None = None,
-        producer: str | None = None,
-        affinity_key: str | None = None,
-        conn: Connection | None = None,
+        self, task: str, *, conn: Connection | None = None, **options: Unpack[EnqueueOptions]
     ) -> Job:
         """Enqueue one job; with an idempotency or dedupe key, may return the existing job.
+
+        ``options`` are the keywords of
+        :class:`~queue_engine.validation.EnqueueOptions` (the table of
+        docs/guides/enqueueing.md), each left out or None by default.
 
         ``queue``, ``priority``, ``max_attempts``, ``timeout_s`` and
         ``lease_ttl_s`` left unset take the task's defaults: its declaration
@@ -177,60 +183,40 @@ class Client:
         loads): a worker warm for that key prefers the job, but any worker of
         the queue may still run it, so a key never strands a job.
         """
-        if ops.only_task_queue_args(
-            priority,
-            run_at,
-            delay,
-            max_attempts,
-            timeout_s,
-            lease_ttl_s,
-            idempotency_key,
-            dedupe_key,
-            lock_key,
-            partition_key,
-            producer,
-            affinity_key,
-        ):
+        if ops.is_plain(options):
+            queue, args = options.get("queue"), options.get("args")
             kept = self.kept_defaults.spec(task, queue, args)
             spec, params = kept if kept is not None else ops.plain_enqueue(task, queue, args)
             with self._connection(conn) as c:
+                cur = tuple_cursor(c)
                 query = (
                     self._enqueue_plain
                     if spec.defaults_of is None
                     else self._enqueue_plain_defaults
                 )
-                inserted = tuple_cursor(c).execute(query, params, prepare=True).fetchone()
+                cur.execute(query, params, prepare=True)
+                inserted = cur.fetchone()
             assert inserted is not None  # an INSERT ... RETURNING answers its row
             if spec.defaults_of is not None:
                 self.kept_defaults.keep(spec, inserted)
             return ops.inserted_job(spec, inserted)
-        spec = ops.job_spec(
-            task,
-            queue=queue,
-            args=args,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            timeout_s=timeout_s,
-            lease_ttl_s=lease_ttl_s,
-            idempotency_key=idempotency_key,
-            dedupe_key=dedupe_key,
-            lock_key=lock_key,
-            partition_key=partition_key,
-            producer=producer,
-            affinity_key=affinity_key,
-        )
+        return self._enqueue_spec(ops.spec_for(task, options), conn=conn)
+
+    def _enqueue_spec(self, spec: JobSpec, *, conn: Connection | None = None) -> Job:
+        """Enqueue a request validated already (:func:`~queue_engine.operations.job_spec`).
+
+        :meth:`enqueue` past its plain case, and the HTTP API's create
+        route, which validates the request itself (it compares a re-sent
+        idempotency key's options with the job's): validated once.
+        """
         statement = ops.enqueue_statement(self.schema, spec)
         with self._connection(conn) as c:
             if not ops.is_keyed(spec):
                 # Nothing can conflict, one row comes back, as a tuple whatever
                 # row factory a caller's connection carries.
-                inserted = (
-                    tuple_cursor(c)
-                    .execute(statement.query, statement.params, prepare=True)
-                    .fetchone()
-                )
+                cur = tuple_cursor(c)
+                cur.execute(statement.query, statement.params, prepare=True)
+                inserted = cur.fetchone()
                 assert inserted is not None  # an INSERT ... VALUES ... RETURNING answers its row
                 return ops.inserted_job(spec, inserted)
             for _ in range(ops.CONFLICT_RETRIES):
@@ -259,7 +245,8 @@ class Client:
                 statement = ops.enqueue_many_statement(self.schema, batch)
                 try:
                     with c.cursor(binary=True) as cur:
-                        rows = cur.execute(statement.query, statement.params).fetchall()
+                        cur.execute(statement.query, statement.params)
+                        rows = cur.fetchall()
                 except pg_errors.DeadlockDetected:
                     if not ops.owns_transaction(conn, self._conn):
                         raise
@@ -280,7 +267,11 @@ class Client:
         return job
 
     def cancel(
-        self, job_id: int, *, conn: Connection | None = None, message: str = "canceled by client"
+        self,
+        job_id: int,
+        *,
+        conn: Connection | None = None,
+        message: str = "canceled by client",
     ) -> Job:
         """Cancel a queued job at once, or ask a running job to stop; return the job after."""
         with self._connection(conn) as c:
@@ -291,7 +282,11 @@ class Client:
         raise ops.cancel_refusal(job_id, current)
 
     def retry(
-        self, job_id: int, *, conn: Connection | None = None, message: str = "retried by client"
+        self,
+        job_id: int,
+        *,
+        conn: Connection | None = None,
+        message: str = "retried by client",
     ) -> Job:
         """Put a failed, canceled, lost or skipped job back in its queue with fresh attempts."""
         with self._connection(conn) as c:
@@ -305,7 +300,7 @@ class Client:
         raise ops.retry_refusal(job_id, current)
 
     # Workflows (docs/guides/workflows.md): the statements are built in
-    # queue_engine.workflows.operations, shared with AsyncClient.
+    # queue_engine.workflows.operations.
 
     def start_workflow(self, workflow: Workflow, *, conn: Connection | None = None) -> WorkflowInfo:
         """Insert every node and edge of ``workflow`` in one call; return the workflow.

@@ -20,13 +20,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 import psycopg
 
 from queue_engine.db import connect
 from queue_engine.followups import FollowUpBuffer
+from queue_engine.validation import EnqueueOptions
 
 if TYPE_CHECKING:
     from queue_engine.client import Client
@@ -209,25 +210,7 @@ class JobContext:
                 self._conn = connect(self._dsn, application_name="queue-engine-handler")
         return self._conn
 
-    def enqueue(
-        self,
-        task: str,
-        *,
-        queue: str | None = None,
-        args: dict[str, Any] | None = None,
-        priority: int | None = None,
-        run_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        timeout_s: int | None = None,
-        lease_ttl_s: int | None = None,
-        idempotency_key: str | None = None,
-        dedupe_key: str | None = None,
-        lock_key: str | None = None,
-        partition_key: str | None = None,
-        producer: str | None = None,
-        affinity_key: str | None = None,
-    ) -> None:
+    def enqueue(self, task: str, **options: Unpack[EnqueueOptions]) -> None:
         """Buffer a follow-up job, inserted if and only if this job's success is committed.
 
         Takes :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`'s
@@ -241,25 +224,7 @@ class JobContext:
         of this job. At most :data:`~queue_engine.followups.MAX_FOLLOWUPS` per
         attempt (docs/guides/follow-ups.md).
         """
-        self.followups.add(
-            task,
-            {
-                "queue": queue,
-                "args": args,
-                "priority": priority,
-                "run_at": run_at,
-                "delay": delay,
-                "max_attempts": max_attempts,
-                "timeout_s": timeout_s,
-                "lease_ttl_s": lease_ttl_s,
-                "idempotency_key": idempotency_key,
-                "dedupe_key": dedupe_key,
-                "lock_key": lock_key,
-                "partition_key": partition_key,
-                "producer": producer,
-                "affinity_key": affinity_key,
-            },
-        )
+        self.followups.add(task, options)
 
     def enqueue_many(self, jobs: Iterable[dict[str, Any]]) -> None:
         """Buffer many follow-ups (dicts of :meth:`enqueue`'s options, ``task`` included).

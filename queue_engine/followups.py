@@ -23,7 +23,7 @@ from typing import Any
 
 from queue_engine import operations as ops
 from queue_engine.errors import ValidationError
-from queue_engine.validation import JobSpec
+from queue_engine.validation import EnqueueOptions, JobSpec
 
 #: At most this many follow-ups per job attempt: a fan-out wider than this
 #: belongs in ``ctx.client().enqueue_many`` (or a workflow), not in one finish
@@ -79,9 +79,9 @@ class FollowUpBuffer:
     def __len__(self) -> int:
         return len(self._items)
 
-    def add(self, task: str, options: dict[str, Any]) -> None:
+    def add(self, task: str, options: EnqueueOptions) -> None:
         """Validate one follow-up (``Client.enqueue``'s options) and buffer it."""
-        self._extend([ops.job_spec(task, **options)])
+        self._extend([ops.spec_for(task, options)])
 
     def add_many(self, items: Iterable[Any]) -> None:
         """Validate every item (``Client.enqueue_many``'s dicts) first, then buffer them all.

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, LiteralString
+from typing import Any, LiteralString, Unpack
 
 from queue_engine import sql as queries
 from queue_engine.errors import InvalidTransition, JobNotFound, QueueEngineError, ValidationError
@@ -26,6 +26,8 @@ from queue_engine.jobs import Job, JobStatus
 from queue_engine.tasks import TaskDefinition, registry
 from queue_engine.validation import (
     DEFAULTED_OPTIONS,
+    OPTION_NAMES,
+    EnqueueOptions,
     JobSpec,
     build_spec,
     check_id,
@@ -33,6 +35,7 @@ from queue_engine.validation import (
     check_queue_name,
     check_task_name,
     encode_args,
+    spec_from_options,
 )
 
 BULK_COLUMNS = (
@@ -77,14 +80,34 @@ class EnqueueConflictUnresolved(QueueEngineError):
         )
 
 
-def job_spec(task: str, **options: Any) -> JobSpec:
+def job_spec(task: str, **options: Unpack[EnqueueOptions]) -> JobSpec:
     """Validate one enqueue request, with the task's registered defaults if it is known here."""
-    return build_spec(task, declared=registry.get(check_task_name(task)), **options)
+    return spec_for(task, options)
 
 
-def only_task_queue_args(*options: object) -> bool:
-    """True when a single enqueue's other options are all left out: :func:`plain_enqueue` serves it."""
-    return options.count(None) == len(options)
+def spec_for(task: str, options: EnqueueOptions) -> JobSpec:
+    """:func:`job_spec` of options already in a dict (a client's ``**options``: no copy)."""
+    return spec_from_options(task, options, registry.get(check_task_name(task)))
+
+
+#: The options :func:`plain_enqueue` serves: a single enqueue that gives no other.
+PLAIN_OPTIONS = frozenset({"queue", "args"})
+
+
+def is_plain(options: EnqueueOptions) -> bool:
+    """True when a single enqueue gives no option but ``queue`` and ``args`` (:func:`plain_enqueue`).
+
+    Another option given as None counts as left out (``queue-ctl`` and
+    wrappers pass every keyword); an unknown name does not, so that the
+    full validation refuses it.
+    """
+    if options.keys() <= PLAIN_OPTIONS:
+        return True
+    return all(
+        value is None and name in OPTION_NAMES
+        for name, value in options.items()
+        if name not in PLAIN_OPTIONS
+    )
 
 
 #: :func:`plain_enqueue`'s validated requests by (task, queue): the task's

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypedDict, Unpack
 
 from queue_engine.errors import ValidationError
 
@@ -47,23 +47,53 @@ DEFAULT_MAX_ATTEMPTS = 5
 #: every call; one kept encoder saves a third of encoding a small ``args``.
 _ARGS_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
-ENQUEUE_OPTIONS = (
-    "task",
-    "queue",
-    "args",
-    "priority",
-    "run_at",
-    "delay",
-    "max_attempts",
-    "timeout_s",
-    "lease_ttl_s",
-    "idempotency_key",
-    "dedupe_key",
-    "lock_key",
-    "partition_key",
-    "producer",
-    "affinity_key",
-)
+
+class EnqueueOptions(TypedDict, total=False):
+    """The options of one enqueue besides its task: the one list of them.
+
+    ``Client.enqueue``, ``AsyncClient.enqueue`` and ``ctx.enqueue`` take them
+    as keywords (``**options: Unpack[EnqueueOptions]``, PEP 692: a type
+    checker still sees each keyword and its type); an ``enqueue_many`` item
+    and a workflow node give them as keys; :data:`ENQUEUE_OPTIONS` is read
+    from here. Every option may be left out, and None means left out. The
+    HTTP API states them again as constrained fields for its OpenAPI document
+    (``web/api/models.py``), and a unit test holds the two lists together.
+    """
+
+    #: Which workers may take the job; default: the task's, else ``"default"``.
+    queue: str | None
+    #: The handler's arguments, a JSON object (at most :data:`MAX_ARGS_BYTES` as JSON).
+    args: dict[str, Any] | None
+    #: Lower runs first (:data:`PRIORITY_RANGE`); default: the task's, else 100.
+    priority: int | None
+    #: Not before this time (timezone-aware); not together with ``delay``.
+    run_at: datetime | None
+    #: Not before now plus this many seconds (or a ``timedelta``).
+    delay: float | timedelta | None
+    #: Attempts before the job fails; default: the task's, else 5.
+    max_attempts: int | None
+    #: Wall-clock budget of one attempt; default: the task's, else the worker's.
+    timeout_s: int | None
+    #: Lease length of this job; default: the task's, else the worker's.
+    lease_ttl_s: int | None
+    #: A re-send with this key returns the job that holds it (any status).
+    idempotency_key: str | None
+    #: Unique among queued and running jobs: returns the active one that holds it.
+    dedupe_key: str | None
+    #: At most one running job per key across the cluster.
+    lock_key: str | None
+    #: A free-form label, stored with the job.
+    partition_key: str | None
+    #: Who enqueued (a free-form label).
+    producer: str | None
+    #: The warm state the job wants: a worker warm for it prefers the job.
+    affinity_key: str | None
+
+
+#: Every name an enqueue takes, ``task`` first: the keys of an ``enqueue_many`` item.
+ENQUEUE_OPTIONS: tuple[str, ...] = ("task", *EnqueueOptions.__annotations__)
+#: The option names alone (without ``task``), to refuse an unknown one.
+OPTION_NAMES = frozenset(EnqueueOptions.__annotations__)
 
 
 #: The options a task's declaration gives defaults for. An option the caller
@@ -100,6 +130,13 @@ class JobSpec:
     in this process gave them: then ``defaults_of`` names the task, and the
     enqueue statement fills them from the task's defaults in the database
     (its published ones, else the built-in ones; migration 0028).
+
+    Its fields are :class:`EnqueueOptions` in the statements' terms (``args``
+    as JSON text, ``delay`` in seconds) plus ``task`` and ``defaults_of``.
+    :meth:`with_args_json` and :meth:`params` name them one by one rather
+    than walk ``dataclasses.fields``: the walk costs twice as much, per item
+    of a large ``enqueue_many``. ``tests/unit/test_validation.py`` holds the
+    three to :class:`EnqueueOptions`.
     """
 
     task: str
@@ -359,30 +396,30 @@ def _check_run_at(run_at: Any) -> datetime:
 
 
 def build_spec(
-    task: str,
-    *,
-    declared: TaskDefaults | None = None,
-    queue: str | None = None,
-    args: dict[str, Any] | None = None,
-    priority: int | None = None,
-    run_at: datetime | None = None,
-    delay: float | timedelta | None = None,
-    max_attempts: int | None = None,
-    timeout_s: int | None = None,
-    lease_ttl_s: int | None = None,
-    idempotency_key: str | None = None,
-    dedupe_key: str | None = None,
-    lock_key: str | None = None,
-    partition_key: str | None = None,
-    producer: str | None = None,
-    affinity_key: str | None = None,
+    task: str, *, declared: TaskDefaults | None = None, **options: Unpack[EnqueueOptions]
+) -> JobSpec:
+    """Validate enqueue options given as keywords (:func:`spec_from_options`)."""
+    return spec_from_options(task, options, declared)
+
+
+def spec_from_options(
+    task: str, options: EnqueueOptions, declared: TaskDefaults | None = None
 ) -> JobSpec:
     """Validate enqueue options; ``declared`` (the registered task, if any) supplies defaults.
 
     Without a declaration, an option left None stays None and the spec's
-    ``defaults_of`` names the task: the database fills it.
+    ``defaults_of`` names the task: the database fills it. An option name
+    that :class:`EnqueueOptions` does not know is a ``TypeError``, as an
+    unknown keyword argument of a function is.
     """
+    if not options.keys() <= OPTION_NAMES:
+        _refuse_unknown(options)
     check_task_name(task)
+    queue = options.get("queue")
+    priority = options.get("priority")
+    max_attempts = options.get("max_attempts")
+    timeout_s = options.get("timeout_s")
+    lease_ttl_s = options.get("lease_ttl_s")
     defaults_of = None
     if declared is not None:
         if queue is None:
@@ -397,6 +434,8 @@ def build_spec(
             lease_ttl_s = declared.lease_ttl_s
     elif None in (queue, priority, max_attempts, timeout_s, lease_ttl_s):
         defaults_of = task
+    run_at = options.get("run_at")
+    delay = options.get("delay")
     if run_at is not None and delay is not None:
         raise ValidationError("give either run_at or delay, not both")
     if run_at is not None:
@@ -404,7 +443,7 @@ def build_spec(
     return JobSpec(
         task=task,
         queue=None if queue is None else check_queue_name(queue),
-        args_json=encode_args(args),
+        args_json=encode_args(options.get("args")),
         priority=None if priority is None else _check_int("priority", priority, PRIORITY_RANGE),
         run_at=run_at,
         delay_s=None if delay is None else _delay_seconds(delay),
@@ -415,16 +454,22 @@ def build_spec(
         lease_ttl_s=None
         if lease_ttl_s is None
         else _check_int("lease_ttl_s", lease_ttl_s, LEASE_TTL_RANGE),
-        idempotency_key=None
-        if idempotency_key is None
-        else _check_key("idempotency_key", idempotency_key),
-        dedupe_key=None if dedupe_key is None else _check_key("dedupe_key", dedupe_key),
-        lock_key=None if lock_key is None else _check_key("lock_key", lock_key),
-        partition_key=None if partition_key is None else _check_key("partition_key", partition_key),
-        producer=None if producer is None else _check_key("producer", producer),
-        affinity_key=None if affinity_key is None else _check_key("affinity_key", affinity_key),
+        idempotency_key=_check_key("idempotency_key", options.get("idempotency_key")),
+        dedupe_key=_check_key("dedupe_key", options.get("dedupe_key")),
+        lock_key=_check_key("lock_key", options.get("lock_key")),
+        partition_key=_check_key("partition_key", options.get("partition_key")),
+        producer=_check_key("producer", options.get("producer")),
+        affinity_key=_check_key("affinity_key", options.get("affinity_key")),
         defaults_of=defaults_of,
     )
+
+
+def _refuse_unknown(options: EnqueueOptions) -> NoReturn:
+    """The error of an unknown option name: a TypeError, as Python's for an unknown keyword."""
+    name = next(key for key in options if key not in OPTION_NAMES)
+    close = difflib.get_close_matches(name, OPTION_NAMES, n=1)
+    hint = f", did you mean {close[0]!r}?" if close else ""
+    raise TypeError(f"enqueue() got an unexpected keyword argument {name!r}{hint}")
 
 
 def check_option_names(item: dict[str, Any], *, where: str) -> None:

@@ -4,7 +4,9 @@
   what the code under test enqueued (args matched as a subset), with failure
   messages that list what *was* enqueued; their asyncio twins
   :func:`assert_enqueued_async`, :func:`refute_enqueued_async`,
-  :func:`enqueued_jobs_async` take an ``AsyncClient`` or an ``AsyncConnection``;
+  :func:`enqueued_jobs_async` take an ``AsyncClient``, an ``AsyncConnection``
+  or a DSN (the synchronous ones are generated from them:
+  ``scripts/async_to_sync.py``);
 - :func:`drain`: run a queue's due jobs in the test's process through the
   engine's real claim and finish statements, and get their outcomes;
 - time control: a :class:`TestClock` the test moves by hand, :func:`tick` to

@@ -1,12 +1,22 @@
-"""Assertions on enqueued work: ``enqueued_jobs``, ``assert_enqueued``, ``refute_enqueued``.
+# Generated from async_assertions.py by scripts/async_to_sync.py: do not edit by hand.
+# Edit async_assertions.py, then run `python scripts/async_to_sync.py` (docs/contributing.md).
+"""Assertions on enqueued work for synchronous code: ``assert_enqueued`` and its kin.
 
-They read the jobs table through the same ``Client`` the code under test
-enqueued with (or its connection, or a DSN), so a client bound to the test's
-own connection (``Client(conn=...)``) sees the jobs its uncommitted
-transaction wrote. The asyncio twins (an ``AsyncClient`` or an
-``AsyncConnection``) are in :mod:`queue_engine.testing.async_assertions`. A
-failed assertion lists what *was* enqueued: the usual reason a test misses a
-job is a typo in the task name or an argument, and the listing shows it.
+``enqueued_jobs`` lists what matches, ``assert_enqueued``
+returns it, ``refute_enqueued`` fails on it.
+
+They read the jobs table through the same ``Client`` the code under
+test enqueued with (or its connection, or a DSN), so a client bound to the
+test's own connection (``Client(conn=...)``) sees the jobs its
+uncommitted transaction wrote: a request handler that enqueued in its own
+open transaction is checked on that transaction's connection, the only one
+that sees the job before the commit. The filters, the subset match on args
+and the failure messages (which list what *was* enqueued) are in
+:mod:`queue_engine.testing.matching`.
+
+One source for both faces: ``assertions.py`` is generated from
+``async_assertions.py`` by ``scripts/async_to_sync.py``, as the clients are
+(:mod:`queue_engine.async_client` says why).
 """
 
 from __future__ import annotations
@@ -17,23 +27,23 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from queue_engine import sql as queries
 from queue_engine.client import Client
 from queue_engine.config import resolve_schema
 from queue_engine.db import connect
 from queue_engine.jobs import Job
+from queue_engine.testing.matching import filter_params, missing_job, unexpected_jobs
 
-__all__ = ["Target", "assert_enqueued", "enqueued_jobs", "refute_enqueued"]
+__all__ = [
+    "Target",
+    "assert_enqueued",
+    "enqueued_jobs",
+    "refute_enqueued",
+]
 
-#: What the kit works on: a Client, a connection, or a DSN (with ``schema=`` for the last two).
+#: What the kit works on: a client, a connection, or a DSN (with ``schema=`` for the last two).
 Target = Client | psycopg.Connection[Any] | str
-
-#: The most jobs a failure message lists.
-LISTED_JOBS = 20
-#: Read at most this many matching jobs (a test with more asks for trouble elsewhere).
-MAX_JOBS = 10_000
 
 
 @contextmanager
@@ -80,19 +90,6 @@ def enqueued_jobs(
         return [Job.from_row(row) for row in cur.fetchall()]
 
 
-def filter_params(
-    *, task: str | None, queue: str | None, args: dict[str, Any] | None, status: str | None
-) -> dict[str, Any]:
-    """The parameters of ``sql/find_enqueued_jobs.sql`` (shared with the async assertions)."""
-    return {
-        "task": task,
-        "queue": queue,
-        "status": None if status is None else str(status),
-        "args": None if args is None else Jsonb(args),
-        "limit": MAX_JOBS,
-    }
-
-
 def assert_enqueued(
     target: Target,
     *,
@@ -105,8 +102,8 @@ def assert_enqueued(
     """Return the one job that matches; fail, listing what was enqueued, when none does.
 
     When several match, the oldest is returned: asserting "this was enqueued"
-    should not fail because it was enqueued twice (use ``enqueued_jobs`` to
-    count).
+    should not fail because it was enqueued twice (use ``enqueued_jobs``
+    to count).
     """
     found = enqueued_jobs(target, task=task, queue=queue, args=args, status=status, schema=schema)
     if found:
@@ -128,39 +125,3 @@ def refute_enqueued(
     found = enqueued_jobs(target, task=task, queue=queue, args=args, status=status, schema=schema)
     if found:
         raise unexpected_jobs(found, task=task, queue=queue, args=args, status=status)
-
-
-def missing_job(everything: list[Job], **filters: Any) -> AssertionError:
-    """The failure of ``assert_enqueued``: what was wanted, and everything that was enqueued."""
-    return AssertionError(
-        f"no job enqueued with {_describe_filters(**filters)}; {_listing(everything)}"
-    )
-
-
-def unexpected_jobs(found: list[Job], **filters: Any) -> AssertionError:
-    """The failure of ``refute_enqueued``: what was not wanted, and the jobs that matched."""
-    return AssertionError(
-        f"expected no job enqueued with {_describe_filters(**filters)}, "
-        f"found {len(found)}: {_lines(found)}"
-    )
-
-
-def _describe_filters(**filters: Any) -> str:
-    given = [f"{name}={value!r}" for name, value in filters.items() if value is not None]
-    return ", ".join(given) if given else "any filter"
-
-
-def _listing(jobs: list[Job]) -> str:
-    if not jobs:
-        return "no job was enqueued at all"
-    return f"{len(jobs)} job(s) were enqueued: {_lines(jobs)}"
-
-
-def _lines(jobs: list[Job]) -> str:
-    shown = [
-        f"\n  #{j.id} task={j.task!r} queue={j.queue!r} args={j.args!r} status={j.status}"
-        for j in jobs[:LISTED_JOBS]
-    ]
-    if len(jobs) > LISTED_JOBS:
-        shown.append(f"\n  ... and {len(jobs) - LISTED_JOBS} more")
-    return "".join(shown)

@@ -1,11 +1,20 @@
-"""The assertions on enqueued work for asyncio code: ``await assert_enqueued_async(...)``.
+"""Assertions on enqueued work for asyncio code: ``assert_enqueued_async`` and its kin.
 
-The same filters, subset match on args and failure messages as
-:mod:`queue_engine.testing.assertions`, read through an
-:class:`~queue_engine.async_client.AsyncClient` (its pool, or the connection it
-is bound to) or an ``AsyncConnection``: an async request handler that enqueued
-in its own open transaction is checked on that transaction's connection, the
-only one that sees the job before the commit.
+``enqueued_jobs_async`` lists what matches, ``assert_enqueued_async``
+returns it, ``refute_enqueued_async`` fails on it.
+
+They read the jobs table through the same ``AsyncClient`` the code under
+test enqueued with (or its connection, or a DSN), so a client bound to the
+test's own connection (``AsyncClient(conn=...)``) sees the jobs its
+uncommitted transaction wrote: a request handler that enqueued in its own
+open transaction is checked on that transaction's connection, the only one
+that sees the job before the commit. The filters, the subset match on args
+and the failure messages (which list what *was* enqueued) are in
+:mod:`queue_engine.testing.matching`.
+
+One source for both faces: ``assertions.py`` is generated from
+``async_assertions.py`` by ``scripts/async_to_sync.py``, as the clients are
+(:mod:`queue_engine.async_client` says why).
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ from psycopg.rows import dict_row
 from queue_engine import sql as queries
 from queue_engine.async_client import AsyncClient
 from queue_engine.config import resolve_schema
+from queue_engine.db import connect_async
 from queue_engine.jobs import Job
-from queue_engine.testing.assertions import filter_params, missing_job, unexpected_jobs
+from queue_engine.testing.matching import filter_params, missing_job, unexpected_jobs
 
 __all__ = [
     "AsyncTarget",
@@ -30,21 +40,31 @@ __all__ = [
     "refute_enqueued_async",
 ]
 
-#: What the async assertions read through: an AsyncClient, or an AsyncConnection (``schema=``).
-AsyncTarget = AsyncClient | psycopg.AsyncConnection[Any]
+#: What the kit works on: a client, a connection, or a DSN (with ``schema=`` for the last two).
+AsyncTarget = AsyncClient | psycopg.AsyncConnection[Any] | str
 
 
 @asynccontextmanager
-async def _connection_of(target: AsyncTarget) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+async def connection_of(target: AsyncTarget) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection that sees what ``target`` enqueued: the client's own, or a new one."""
     if isinstance(target, AsyncClient):
+        # The client's connection (its pool, or the caller's connection it is
+        # bound to): the only one that sees jobs of an uncommitted transaction.
         async with target._connection(None) as conn:
             yield conn
         return
-    yield target
+    if isinstance(target, psycopg.AsyncConnection):
+        yield target  # the caller's, left open and in whatever transaction it is in
+        return
+    async with await connect_async(target) as conn:
+        yield conn
 
 
-def _schema_of(target: AsyncTarget, schema: str | None) -> str:
-    return target.schema if isinstance(target, AsyncClient) else resolve_schema(schema)
+def schema_of(target: AsyncTarget, schema: str | None) -> str:
+    """The engine schema: the client's, or ``schema`` (else the configured one)."""
+    if isinstance(target, AsyncClient):
+        return target.schema
+    return resolve_schema(schema)
 
 
 async def enqueued_jobs_async(
@@ -56,10 +76,15 @@ async def enqueued_jobs_async(
     status: str | None = "queued",
     schema: str | None = None,
 ) -> list[Job]:
-    """The jobs matching every given filter, oldest first (see ``enqueued_jobs``)."""
+    """The jobs matching every given filter, oldest first.
+
+    ``args`` is a subset match: a job matches when its arguments contain these
+    keys with these values (nested objects too, as jsonb ``@>``). ``status``
+    defaults to ``queued`` (enqueued and not yet run); None matches any status.
+    """
     params = filter_params(task=task, queue=queue, args=args, status=status)
-    async with _connection_of(target) as conn, conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(queries.query("find_enqueued_jobs", _schema_of(target, schema)), params)
+    async with connection_of(target) as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(queries.query("find_enqueued_jobs", schema_of(target, schema)), params)
         return [Job.from_row(row) for row in await cur.fetchall()]
 
 
@@ -72,7 +97,12 @@ async def assert_enqueued_async(
     status: str | None = "queued",
     schema: str | None = None,
 ) -> Job:
-    """Return the (oldest) matching job; fail, listing what was enqueued, when none does."""
+    """Return the one job that matches; fail, listing what was enqueued, when none does.
+
+    When several match, the oldest is returned: asserting "this was enqueued"
+    should not fail because it was enqueued twice (use ``enqueued_jobs_async``
+    to count).
+    """
     found = await enqueued_jobs_async(
         target, task=task, queue=queue, args=args, status=status, schema=schema
     )

@@ -16,11 +16,17 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from queue_engine.errors import ValidationError
 from queue_engine.tasks import registry
-from queue_engine.validation import JobSpec, build_spec, check_option_names
+from queue_engine.validation import (
+    EnqueueOptions,
+    JobSpec,
+    build_spec,
+    check_option_names,
+    spec_from_options,
+)
 
 #: The task name of an input node: never claimed by a worker; it ends when a
 #: value is provided (``Client.provide_input``) or its timeout passes.
@@ -32,7 +38,10 @@ MAX_NODES = 100_000
 Requires = Literal["succeeded", "finished"]
 #: Job options a node may not carry: the workflow's own idempotency key stands
 #: for all its nodes, and a node skipped by a dedupe conflict would leave a hole.
-NODE_REFUSED_OPTIONS = ("idempotency_key", "dedupe_key")
+NODE_REFUSED_OPTIONS: tuple[Literal["idempotency_key", "dedupe_key"], ...] = (
+    "idempotency_key",
+    "dedupe_key",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +110,12 @@ class Workflow:
         return list(self._nodes)
 
     def add(
-        self, node: str, task: str, *, after: Iterable[str | After] = (), **options: Any
+        self,
+        node: str,
+        task: str,
+        *,
+        after: Iterable[str | After] = (),
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         """Add a job node running ``task``; ``options`` are ``Client.enqueue``'s.
 
@@ -120,7 +134,7 @@ class Workflow:
                 )
         check_option_names({"task": task, **options}, where=where)
         try:
-            spec = build_spec(task, declared=registry.get(task), **options)
+            spec = spec_from_options(task, options, registry.get(task))
         except ValidationError as exc:
             raise ValidationError(f"{where}: {exc}") from None
         self._nodes[node] = _Node(node, spec, self._edges(where, after))

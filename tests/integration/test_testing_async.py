@@ -61,6 +61,15 @@ async def test_async_assertion_failures_list_what_was_enqueued(async_client: Asy
     assert [j.args for j in await enqueued_jobs_async(async_client, queue=Q)] == [{"to": "a@x"}]
 
 
+async def test_async_assertions_take_a_dsn_as_the_sync_ones_do(
+    dsn: str, async_client: AsyncClient
+) -> None:
+    job = await async_client.enqueue("email.send", queue=Q, args={"to": "d@x"})
+    assert (await assert_enqueued_async(dsn, task="email.send", args={"to": "d@x"})).id == job.id
+    await refute_enqueued_async(dsn, task="email.sned")
+    assert [j.id for j in await enqueued_jobs_async(dsn, queue=Q)] == [job.id]
+
+
 async def test_drain_takes_an_async_client(async_client: AsyncClient) -> None:
     tasks = TaskRegistry()
     tasks.register(TaskDefinition("double", lambda args: args["n"] * 2, queue=Q))

@@ -13,6 +13,7 @@ from support.jobs import count_jobs as job_count
 from support.web import OPERATOR, PRODUCER, READ, is_problem, web_client
 
 from queue_engine import Client
+from queue_engine.validation import JobSpec
 
 
 @pytest.fixture
@@ -130,6 +131,35 @@ def test_idempotency_key_same_payload_200_different_payload_422(api: TestClient,
         api.post(f"/api/v1/jobs/{first.json()['id']}/cancel", headers=OPERATOR).status_code == 200
     )
     assert api.post("/api/v1/jobs", json=body, headers={**PRODUCER, **key}).status_code == 200
+
+
+def test_an_http_enqueue_is_validated_once(
+    api: TestClient, conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The route checks the request (it compares a re-sent key's options); the client does not again.
+
+    Counted as the validated requests built (``JobSpec``): one per created
+    job, whichever path the client takes (plain, keyed, the ETL trigger).
+    """
+    built: list[JobSpec] = []
+    init = JobSpec.__init__
+
+    def counting(self: JobSpec, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(JobSpec, "__init__", counting)
+    requests = [
+        ("/api/v1/jobs", {"task": "once.plain", "queue": "q", "args": {"n": 1}}, {}),
+        ("/api/v1/jobs", {"task": "once.keyed", "args": {"n": 2}}, {"Idempotency-Key": "k1"}),
+        ("/api/v1/jobs/trigger", {"task": "once.trigger", "lock_key": "lk"}, {}),
+    ]
+    for path, body, headers in requests:
+        built.clear()
+        r = api.post(path, json=body, headers={**PRODUCER, **headers})
+        assert r.status_code == 201, r.text
+        assert len(built) == 1, (path, body)
+    assert job_count(conn) == 3
 
 
 def test_batch_create_and_one_bad_item_writes_nothing(api: TestClient, conn) -> None:

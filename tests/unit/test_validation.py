@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,8 @@ from queue_engine.validation import (
     ENQUEUE_OPTIONS,
     MAX_ARGS_BYTES,
     MAX_KEY_LENGTH,
+    EnqueueOptions,
+    JobSpec,
     build_spec,
     check_option_names,
     check_queue_name,
@@ -403,6 +407,62 @@ def test_spec_params_bind_every_enqueue_parameter() -> None:
         "affinity_key": "warm",
         "defaults_of": None,
     }
+
+
+# --- one list of the options (EnqueueOptions) ---------------------------------------
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "enqueueing.md"
+
+
+def test_the_guides_option_table_lists_every_option() -> None:
+    """The first table of docs/guides/enqueueing.md: every option, and ``conn``."""
+    text = GUIDE.read_text()
+    table = text[text.index("| option | type | default | meaning |") :].split("\n\n")[0]
+    rows = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    assert rows == [*ENQUEUE_OPTIONS, "conn"]
+    assert set(EVERY_OPTION) | {"run_at"} == set(EnqueueOptions.__annotations__)
+
+
+def test_job_spec_has_a_field_for_each_option_in_the_statements_terms() -> None:
+    """JobSpec, with_args_json and params() name the fields one by one (for speed): held here."""
+    in_statement_terms = {"args": "args_json", "delay": "delay_s"}
+    expected = [
+        "task",
+        *(in_statement_terms.get(name, name) for name in EnqueueOptions.__annotations__),
+        "defaults_of",
+    ]
+    assert [f.name for f in dataclasses.fields(JobSpec)] == expected
+    params = build_spec("t", **EVERY_OPTION).params()
+    assert list(params) == ["args" if name == "args_json" else name for name in expected], (
+        "params() binds every field, args by its parameter's name"
+    )
+
+
+def test_an_unknown_option_is_a_type_error_that_suggests_the_known_one() -> None:
+    with pytest.raises(
+        TypeError, match=r"unexpected keyword argument 'prority', did you mean 'priority'\?"
+    ):
+        build_spec("t", prority=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'zzzz'$"):
+        ops.job_spec("t", zzzz=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("options", "plain"),
+    [
+        ({}, True),
+        ({"queue": "q", "args": {"a": 1}}, True),
+        ({"queue": None, "priority": None, "lock_key": None}, True),
+        ({"queue": "q", "priority": 1}, False),
+        ({"idempotency_key": "k"}, False),
+        ({"prority": None}, False),  # unknown: left to the full validation, which refuses it
+    ],
+)
+def test_a_single_enqueue_is_plain_when_it_gives_only_queue_and_args(
+    options: dict[str, Any], plain: bool
+) -> None:
+    assert ops.is_plain(options) is plain  # type: ignore[arg-type]
 
 
 # --- registered task defaults (operations.job_spec) -------------------------------

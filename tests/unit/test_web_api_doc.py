@@ -14,6 +14,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from queue_engine.validation import ENQUEUE_OPTIONS
+from queue_engine.web.api.models import JobCreate, WorkflowNodeIn
 from queue_engine.web.apidoc import current_markdown
 from queue_engine.web.app import create_app
 from queue_engine.web.openapi import openapi_document
@@ -123,3 +125,10 @@ def test_every_problem_kind_the_code_names_has_an_explanation() -> None:
             "properties"
         ]["type"]["enum"]
     )
+
+
+def test_the_create_bodies_state_exactly_the_enqueue_options() -> None:
+    """The HTTP API's constrained fields are the document's source; EnqueueOptions is the engine's."""
+    assert list(JobCreate.model_fields) == list(ENQUEUE_OPTIONS)
+    node_fields = set(WorkflowNodeIn.model_fields) - {"node", "after", "input"}
+    assert node_fields == set(ENQUEUE_OPTIONS)

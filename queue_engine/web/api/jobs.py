@@ -89,9 +89,11 @@ def _enqueue(
                 "idempotency_key: the Idempotency-Key header and the body's idempotency_key differ"
             )
         options["idempotency_key"] = key
-    spec = ops.job_spec(**options)  # every check before anything is written
+    # The engine's checks, once, before anything is written; the client
+    # enqueues the spec as validated (pydantic has checked the body's shape).
+    spec = ops.job_spec(**options)
     with client(request, principal) as c:
-        job = c.enqueue(**options)
+        job = c._enqueue_spec(spec)
     if (
         not job.created
         and spec.idempotency_key is not None
