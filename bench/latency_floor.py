@@ -3,6 +3,7 @@
 Usage::
 
     python bench/latency_floor.py                  # 2 idle listeners, 500 jobs at 100/s, 3 rounds
+    python bench/latency_floor.py --rounds 5       # bench/README.md's figure
 
 Issue 15 asks for a wake latency (the shared harness's: the producer's clock
 before its enqueue call to the handler's first line, idle workers, 100 jobs/s)

@@ -5,6 +5,7 @@ Usage::
     python bench/workflows.py                        # embedded durable Postgres, 3 rounds
     python bench/workflows.py --rounds 5 --fan 10000 --chain 1000
     python bench/workflows.py --profile              # + per-function trigger cost
+    python bench/workflows.py --only "plain K=4,fan K=4" --no-latency --rounds 30   # the fan's share
 
 Every figure comes from real ``queue-claim-worker`` processes (prefetch 1,
 no-op handler ``noop`` of ``lib/tasks.py``), on a fresh migrated
