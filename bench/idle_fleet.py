@@ -46,7 +46,7 @@ from typing import Any
 import psycopg
 from lib.builds import Build, alternated
 from lib.postgres import fresh_database, server, server_pids
-from lib.timing import cpu_seconds
+from lib.timing import cpu_seconds, pct
 from lib.workers import QUEUE, start_workers, stop_workers
 
 from queue_engine import Client
@@ -114,13 +114,6 @@ def statement_kinds(conn: Conn) -> dict[str, tuple[int, float]]:
         c0, m0 = out.get(k, (0, 0.0))
         out[k] = (c0 + int(calls), m0 + float(ms))
     return out
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 def measure(
@@ -260,7 +253,7 @@ def main() -> None:
                 f"(fleet backends {med(m['fleet_backends_pct'] for m in ms):.2f}), "
                 f"workers {med(m['workers_cpu_pct'] for m in ms):.1f} %, "
                 f"statements {med(m['stmt_per_s'] for m in ms):.1f}/s, "
-                f"pick-up p50 {pct(delays, 0.5):.0f} p99 {pct(delays, 0.99):.0f} "
+                f"pick-up p50 {pct(sorted(delays), 50):.0f} p99 {pct(sorted(delays), 99):.0f} "
                 f"max {max(delays, default=float('nan')):.0f} ms, "
                 f"missed {sum(m['missed'] for m in ms)}"
             )
@@ -270,7 +263,7 @@ def report(rnd: int, label: str, n: int, phase: str, m: dict[str, Any], window: 
     per_job = f"{m['stmt_per_s'] * window / m['jobs']:.1f}" if m["jobs"] else ""
     d = m["delays_ms"]
     picked = (
-        f"{pct(d, 0.5):.0f} / {pct(d, 0.99):.0f} / {max(d):.0f} (n={len(d)}, missed {m['missed']})"
+        f"{pct(sorted(d), 50):.0f} / {pct(sorted(d), 99):.0f} / {max(d):.0f} (n={len(d)}, missed {m['missed']})"
         if d
         else f"(missed {m['missed']})"
     )

@@ -35,6 +35,7 @@ import time
 from urllib.parse import urlsplit
 
 from lib.postgres import fresh_database, server
+from lib.timing import pct
 from lib.web import queue_web
 
 TOKEN = "bench-producer-token-0123456789"
@@ -95,18 +96,15 @@ def run(port: int, rate: float, clients: int, seconds: float) -> dict[str, float
     elapsed = time.perf_counter() - start
     ordered = sorted(latencies)
 
-    def pct(p: float) -> float:
-        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000 if ordered else 0.0
-
     return {
         "sent": total,
         "ok": len(latencies),
         "errors": len(errors),
         "elapsed_s": elapsed,
         "rate_held": len(latencies) / elapsed,
-        "p50_ms": pct(0.50),
-        "p90_ms": pct(0.90),
-        "p99_ms": pct(0.99),
+        "p50_ms": pct(ordered, 50) * 1000,
+        "p90_ms": pct(ordered, 90) * 1000,
+        "p99_ms": pct(ordered, 99) * 1000,
         "max_ms": ordered[-1] * 1000 if ordered else 0.0,
         "mean_ms": statistics.fmean(ordered) * 1000 if ordered else 0.0,
     }

@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 from lib.postgres import fresh_database, server
 from lib.report import table
+from lib.timing import pct
 from lib.web import queue_web
 
 from queue_engine import stats
@@ -185,7 +186,7 @@ def main() -> None:
                     times.append(ms)
                 times.sort()
                 p50 = statistics.median(times)
-                p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+                p95 = pct(times, 95)
                 rows.append((label, f"`{path}`", f"{p50:.1f}", f"{p95:.1f}"))
                 if p95 > BUDGET_MS:
                     slow.append(label)

@@ -6,6 +6,7 @@ CPU a process spent moves less, so the benches report both.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Iterator
 
@@ -31,10 +32,11 @@ def busy_seconds() -> float:
 
 
 def pct(values: list[float], p: float) -> float:
-    """Nearest-rank percentile ``p`` (0-100) of sorted ``values``; NaN for none."""
+    """Nearest-rank percentile ``p`` (0-100) of sorted ``values``: the smallest value with at
+    least ``p`` % of them at or below it; NaN for none."""
     if not values:
         return float("nan")
-    rank = max(1, min(len(values), round(p / 100 * len(values) + 0.5)))
+    rank = max(1, min(len(values), math.ceil(p * len(values) / 100)))
     return values[rank - 1]
 
 
