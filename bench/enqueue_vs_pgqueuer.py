@@ -23,43 +23,35 @@ asyncpg connection. No job queue can enqueue durably faster than these from
 the same driver: whatever a queue adds (its row's columns and indexes, its
 checks, its NOTIFY, its events) comes on top.
 
-``--ceilings`` adds three more, the engine's own statement with less and
-less around it, to say what a faster client or a cheaper schema could win at
-most: ``qe statement`` sends ``enqueue_plain.sql`` with the parameters the
-client would send, from a plain autocommit connection (no validation, no
-``Job``, no pool: the client's Python left out); ``qe statement, no notify``
-the same on a database without the wake-up (taken down to schema 25, where
-the wake-up was a trigger of its own, ``jobs_notify_insert``, which is then
-dropped); and ``qe statement, no notify, no rules`` on a database without
-the ``jobs_check_row`` trigger (the row's rules, and the wake-up since
-migration 0026): what the job row itself, its columns, defaults and index
-entries, costs over the bare table.
+``--ceilings`` adds two more, the engine's own statement with less and less
+around it, to say what a faster client or a cheaper schema could win at most:
+``qe statement`` sends ``enqueue_plain.sql`` with the parameters the client
+would send, from a plain autocommit connection (no validation, no ``Job``, no
+pool: the client's Python left out); ``qe statement, no notify, no rules`` the
+same on a database without the ``jobs_check_row`` trigger (the row's rules,
+and the wake-up since migration 0026): what the job row itself, its columns,
+defaults and index entries, costs over the bare table. (The wake-up alone was
+measured on schema 25, where it was a trigger of its own; since migration 0028
+the statement needs a newer schema: bench/runs/2026-11-27-log.md, "Ceilings".)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import psutil
 import psycopg
+from lib.postgres import server
+from lib.report import table
+from lib.timing import cpu_seconds
 
-#: ``--ceilings``: contestant -> (its database, its schema version or None for
-#: this build's, the triggers of jobs dropped there).
-CEILINGS: dict[str, tuple[str, int | None, tuple[str, ...]]] = {
-    "qe statement": ("qe", None, ()),
-    "qe statement, no notify": ("qe_nonotify", 25, ("jobs_notify_insert",)),
-    "qe statement, no notify, no rules": ("qe_norules", None, ("jobs_check_row",)),
+#: ``--ceilings``: contestant -> (its database, the triggers of jobs dropped there).
+CEILINGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "qe statement": ("qe", ()),
+    "qe statement, no notify, no rules": ("qe_norules", ("jobs_check_row",)),
 }
-
-
-def cpu(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
 
 
 async def main() -> None:
@@ -78,17 +70,14 @@ async def main() -> None:
 
     from queue_engine import Client
     from queue_engine import operations as ops
-    from queue_engine.embedded import EmbeddedPostgres
     from queue_engine.migrate import Migrator
 
-    folder = Path(tempfile.mkdtemp(prefix="qe-vs-pgq-"))
-    pg = EmbeddedPostgres(folder / "data")
-    admin = pg.start()
-    try:
+    with server() as admin:
         ceilings = CEILINGS if options.ceilings else {}
-        databases = dict.fromkeys(["qe", "pgq", *(db for db, _, _ in ceilings.values())])
+        databases = dict.fromkeys(["qe", "pgq", *(db for db, _ in ceilings.values())])
 
         def dsn_of(database: str) -> str:
+            """The database's URI (asyncpg takes URIs only)."""
             return admin.replace("/postgres?", f"/{database}?")
 
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -101,9 +90,7 @@ async def main() -> None:
         spec = ops.job_spec("noop", queue="bench", args={})
         statement = ops.enqueue_statement("queue_engine", spec)
         statement_cursors: dict[str, psycopg.Cursor[tuple[object, ...]]] = {}
-        for name, (database, version, dropped) in ceilings.items():
-            if version is not None:
-                Migrator(dsn_of(database)).down(version)
+        for name, (database, dropped) in ceilings.items():
             conn = psycopg.connect(dsn_of(database), autocommit=True, prepare_threshold=0)
             for trigger in dropped:
                 conn.execute(f"DROP TRIGGER {trigger} ON queue_engine.jobs")
@@ -140,7 +127,7 @@ async def main() -> None:
                 order = names if index % 2 == 0 else names[::-1]
                 for name in order:
                     backend = backends[name]
-                    s0, c0 = cpu(backend), me.cpu_times()
+                    s0, c0 = cpu_seconds([backend]), me.cpu_times()
                     t0 = time.perf_counter()
                     if name == "qe":
                         for _ in range(options.chunk):
@@ -160,7 +147,7 @@ async def main() -> None:
                             cursor.execute(statement.query, statement.params, prepare=True)
                             cursor.fetchone()
                     t1 = time.perf_counter()
-                    c1, s1 = me.cpu_times(), cpu(backend)
+                    c1, s1 = me.cpu_times(), cpu_seconds([backend])
                     row = totals[name]
                     row["wall"] += t1 - t0
                     row["client"] += (c1.user + c1.system) - (c0.user + c0.system)
@@ -172,14 +159,17 @@ async def main() -> None:
         for cursor in statement_cursors.values():
             cursor.connection.close()
         print(f"{options.chunks} chunks of {options.chunk} single enqueues per system, alternated")
-        print("| system | jobs/s | wall us/job | client CPU us/job | server backend CPU us/job |")
-        print("|---|---|---|---|---|")
-        for name, row in totals.items():
-            n = row["n"]
-            print(
-                f"| {name} | {n / row['wall']:,.0f} | {1e6 * row['wall'] / n:.0f} | "
-                f"{1e6 * row['client'] / n:.0f} | {1e6 * row['server'] / n:.0f} |"
-            )
+        table(
+            ["system", "jobs/s", "wall us/job", "client CPU us/job", "server backend CPU us/job"],
+            (
+                [
+                    name,
+                    f"{row['n'] / row['wall']:,.0f}",
+                    *(f"{1e6 * row[k] / row['n']:.0f}" for k in ("wall", "client", "server")),
+                ]
+                for name, row in totals.items()
+            ),
+        )
 
         def per_job(name: str) -> float:
             return totals[name]["wall"] / totals[name]["n"]
@@ -190,9 +180,6 @@ async def main() -> None:
                 print(f"{system} at {per_job(name) / per_job(system):.0%} of the {name} floor")
         for name in statement_cursors:
             print(f"{name} / pgqueuer throughput: {per_job('pgq') / per_job(name):.2f}x")
-    finally:
-        pg.destroy()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -38,33 +38,26 @@ import argparse
 import os
 import random
 import re
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
-from worker_bench import cpu_seconds, fresh_database, stop_workers
+from lib.builds import Build, alternated
+from lib.postgres import fresh_database, server, server_pids
+from lib.timing import cpu_seconds, pct
+from lib.workers import QUEUE, start_workers, stop_workers
 
 from queue_engine import Client
 
-WORKER_BIN = Path(sys.executable).parent / "queue-claim-worker"
-QUEUE = "bench"
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 #: Statement kinds, by a pattern of their text (first match wins).
 KINDS = [
     ("heartbeat", re.compile(r"UPDATE \S*workers SET\s+heartbeat_at", re.S)),
     ("probe", re.compile(r"SELECT EXISTS \(\s+SELECT \S+ FROM \S*jobs j", re.S)),
-    ("claim", re.compile(r"claimable|finish", re.I)),
+    ("claim", re.compile(r"claimable|finish|WITH\s+gate\s+AS", re.I)),
     ("controls", re.compile(r"AS stop_requested", re.S)),
     ("listen", re.compile(r"^(LISTEN|UNLISTEN)", re.S)),
     ("lock", re.compile(r"pg_(try_)?advisory", re.S)),
@@ -78,34 +71,6 @@ def kind_of(query: str) -> str:
         if pattern.search(query):
             return name
     return "other: " + " ".join(query.split())[:40]
-
-
-@contextmanager
-def big_server(max_connections: int) -> Iterator[str]:
-    """An embedded server allowing ``max_connections`` sessions (durable defaults)."""
-    from queue_engine.embedded import EmbeddedPostgres
-
-    folder = Path(tempfile.mkdtemp(prefix="qe-idle-"))
-    pg = EmbeddedPostgres(
-        folder / "data",
-        max_connections=max_connections,
-        settings={"shared_preload_libraries": "pg_stat_statements"},
-    )
-    try:
-        yield pg.start()
-    finally:
-        pg.destroy()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def start_fleet(dsn: str, n: int, worker_bin: Path = WORKER_BIN) -> list[subprocess.Popen[bytes]]:
-    """N workers on one queue, quiet logs."""
-    argv = [str(worker_bin), f"--queue={QUEUE}", "--app", "queue_engine.bench_app"]
-    argv += ["--dsn", dsn, "--log-level", "WARNING"]
-    return [
-        subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(n)
-    ]
 
 
 def wait_registered(conn: Conn, n: int, timeout: float) -> None:
@@ -122,12 +87,7 @@ def wait_registered(conn: Conn, n: int, timeout: float) -> None:
 
 def server_processes(conn: Conn) -> tuple[list[int], list[int], int]:
     """(pids of the fleet's backends, pids of every other server process, sessions)."""
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    try:
-        postmaster = psutil.Process(int(row[0])).parent() if row else None
-        everyone = [p.pid for p in postmaster.children()] if postmaster else []
-    except psutil.Error:
-        everyone = []
+    everyone = server_pids(conn)
     fleet = {
         int(r[0])
         for r in conn.execute(
@@ -156,13 +116,6 @@ def statement_kinds(conn: Conn) -> dict[str, tuple[int, float]]:
     return out
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
 def measure(
     conn: Conn,
     fleet: list[int],
@@ -178,7 +131,7 @@ def measure(
         # Due at random moments inside the window (after a margin for the enqueue).
         for _ in range(delayed):
             job = client.enqueue(
-                "bench.noop", queue=QUEUE, delay=timedelta(seconds=random.uniform(1, window - 2))
+                "noop", queue=QUEUE, delay=timedelta(seconds=random.uniform(1, window - 2))
             )
             delayed_ids.append(job.id)
     conn.execute("SELECT pg_stat_statements_reset()")
@@ -188,7 +141,7 @@ def measure(
     enqueued: list[int] = []
     while (elapsed := time.monotonic() - t0) < window:
         if trickle and client is not None and len(enqueued) < elapsed * rate:
-            enqueued.append(client.enqueue("bench.noop", queue=QUEUE).id)
+            enqueued.append(client.enqueue("noop", queue=QUEUE).id)
         time.sleep(0.005 if trickle else 0.25)
     span = time.monotonic() - t0
     b1, r1, w1 = cpu_seconds(backends), cpu_seconds(rest), cpu_seconds(fleet)
@@ -242,10 +195,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=1, help="rounds (alternated with --ab)")
     args = parser.parse_args()
-    builds = [("new", WORKER_BIN)] + ([("old", Path(args.ab))] if args.ab else [])
+    builds = [Build.this("new")] + ([Build("old", args.ab)] if args.ab else [])
     sizes = [int(x) for x in args.workers.split(",")]
     results: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
-    with big_server(max(sizes) + 60) as admin:
+    settings = {"shared_preload_libraries": "pg_stat_statements"}
+    with server(settings=settings, max_connections=max(sizes) + 60) as admin:
         with psycopg.connect(admin) as c:
             print(
                 f"# server {c.execute('SHOW server_version').fetchone()[0]}, "  # type: ignore[index]
@@ -259,15 +213,15 @@ def main() -> None:
         )
         print("|---|---|---|---|---|---|---|---|---|---|")
         for rnd in range(1, args.rounds + 1):
-            order = builds if rnd % 2 else builds[::-1]
             for n in sizes:
-                for label, path in order:
+                for build in alternated(builds, rnd - 1):
+                    label = build.label
                     with (
                         fresh_database(admin) as dsn,
                         psycopg.connect(dsn, autocommit=True) as conn,
                     ):
                         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-                        procs = start_fleet(dsn, n, path)
+                        procs = start_workers(dsn, n, worker_bin=build.script("queue-claim-worker"))
                         try:
                             wait_registered(conn, n, timeout=120 + 3 * n)
                             time.sleep(args.settle)
@@ -299,7 +253,7 @@ def main() -> None:
                 f"(fleet backends {med(m['fleet_backends_pct'] for m in ms):.2f}), "
                 f"workers {med(m['workers_cpu_pct'] for m in ms):.1f} %, "
                 f"statements {med(m['stmt_per_s'] for m in ms):.1f}/s, "
-                f"pick-up p50 {pct(delays, 0.5):.0f} p99 {pct(delays, 0.99):.0f} "
+                f"pick-up p50 {pct(sorted(delays), 50):.0f} p99 {pct(sorted(delays), 99):.0f} "
                 f"max {max(delays, default=float('nan')):.0f} ms, "
                 f"missed {sum(m['missed'] for m in ms)}"
             )
@@ -309,7 +263,7 @@ def report(rnd: int, label: str, n: int, phase: str, m: dict[str, Any], window: 
     per_job = f"{m['stmt_per_s'] * window / m['jobs']:.1f}" if m["jobs"] else ""
     d = m["delays_ms"]
     picked = (
-        f"{pct(d, 0.5):.0f} / {pct(d, 0.99):.0f} / {max(d):.0f} (n={len(d)}, missed {m['missed']})"
+        f"{pct(sorted(d), 50):.0f} / {pct(sorted(d), 99):.0f} / {max(d):.0f} (n={len(d)}, missed {m['missed']})"
         if d
         else f"(missed {m['missed']})"
     )

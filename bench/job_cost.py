@@ -59,31 +59,31 @@ import tempfile
 import threading
 import time
 from argparse import SUPPRESS
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil
 import psycopg
-
-from queue_engine import Client
-
-if TYPE_CHECKING:
-    from queue_engine.sql.compiler import RawStatement
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worker_bench import (
+from lib.builds import alternated
+from lib.callgrind import callgrind_total
+from lib.postgres import fresh_database, server, server_pids
+from lib.report import table
+from lib.timing import busy_seconds, cpu_seconds
+from lib.workers import (
     QUEUE,
+    TASKS,
     WORKER_BIN,
-    callgrind_total,
-    cpu_seconds,
-    fresh_database,
-    server_pids,
+    enqueue_noops,
     start_workers,
     stop_workers,
     unfinished,
+    worker_env,
 )
+
+if TYPE_CHECKING:
+    from queue_engine.sql.compiler import RawStatement
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 SERVER_SETTINGS = {
@@ -91,29 +91,16 @@ SERVER_SETTINGS = {
     "track_functions": "pl",
     "pg_stat_statements.track": "all",
 }
+#: ``JOB_COST_PLAIN_SERVER=1``: no per-function timing and only top-level statements
+#: tracked (the instrumentation itself costs a PL/pgSQL call and its nested query).
+PLAIN_SERVER_SETTINGS = {
+    **SERVER_SETTINGS,
+    "track_functions": "none",
+    "pg_stat_statements.track": "top",
+}
 HOT_STATEMENT = "%finished AS (%SKIP LOCKED%"
-
-
-@contextmanager
-def server(dsn: str) -> Iterator[str]:
-    """An admin DSN: the given one (which must preload pg_stat_statements) or an embedded server."""
-    if dsn:
-        yield dsn
-        return
-    from queue_engine.embedded import EmbeddedPostgres
-
-    folder = Path(tempfile.mkdtemp(prefix="qe-jobcost-"))
-    settings = dict(SERVER_SETTINGS)
-    if os.environ.get("JOB_COST_PLAIN_SERVER"):
-        # No per-function timing and only top-level statements tracked: the
-        # instrumentation itself costs a PL/pgSQL call (and its nested query).
-        settings.update({"track_functions": "none", "pg_stat_statements.track": "top"})
-    pg = EmbeddedPostgres(folder / "data", settings=settings)
-    try:
-        yield pg.start()
-    finally:
-        pg.destroy()
-        shutil.rmtree(folder, ignore_errors=True)
+#: Something run beside the workers during a drain, given the database's DSN.
+Beside = Callable[[str], AbstractContextManager[object]]
 
 
 def scalar(conn: Conn, query: str) -> Any:
@@ -157,29 +144,28 @@ def statements(conn: Conn) -> tuple[float, float, float]:
     return float(row[0]), float(row[1]), float(row[2])
 
 
-def busy_seconds() -> float:
-    """CPU seconds the whole machine spent busy (every core)."""
-    t = psutil.cpu_times()
-    return float(sum(t)) - t.idle - getattr(t, "iowait", 0.0)
-
-
 def measure(
-    admin: str, n: int, k: int, worker_bin: str, log_level: str, prefetch: int = 1, ddl: str = ""
+    admin: str,
+    n: int,
+    k: int,
+    worker_bin: str,
+    log_level: str,
+    prefetch: int = 1,
+    ddl: str = "",
+    beside: Beside | None = None,
 ) -> dict[str, float]:
     """One drain of ``n`` jobs by ``k`` workers of ``worker_bin`` (``prefetch`` each); per-job figures.
 
     ``ddl``: SQL applied to the fresh database first (a migration's down SQL,
-    say: an A/B of a schema change with one worker build).
+    say: an A/B of a schema change with one worker build). ``beside(dsn)``: a
+    context run while the workers drain (a maintenance service, say); its CPU in
+    the server counts.
     """
     with fresh_database(admin) as dsn:
         if ddl:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(ddl.replace("__SCHEMA__", "queue_engine"))  # type: ignore[arg-type]  # bench's own file
-        with Client(dsn) as client:
-            for start in range(0, n, 1000):
-                client.enqueue_many(
-                    [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, n - start))]
-                )
+        enqueue_noops(dsn, n)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             conn.execute("ANALYZE queue_engine.jobs")
@@ -203,15 +189,18 @@ def measure(
                     for out in outs
                 ]
             else:
-                procs = start_workers(dsn, k, prefetch, {}, worker_bin, log_level)
+                procs = start_workers(
+                    dsn, k, prefetch=prefetch, worker_bin=worker_bin, log_level=log_level
+                )
             try:
-                deadline = time.monotonic() + 600
-                while unfinished(conn) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                server_cpu = cpu_seconds(server_pids(conn)) - server_before
-                worker_cpu = cpu_seconds([p.pid for p in procs])
-                own = cpu_seconds([os.getpid()]) - own_before
-                busy, wall = busy_seconds() - busy_before, time.monotonic() - wall_before
+                with beside(dsn) if beside else nullcontext():
+                    deadline = time.monotonic() + 600
+                    while unfinished(conn) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    server_cpu = cpu_seconds(server_pids(conn)) - server_before
+                    worker_cpu = cpu_seconds([p.pid for p in procs])
+                    own = cpu_seconds([os.getpid()]) - own_before
+                    busy, wall = busy_seconds() - busy_before, time.monotonic() - wall_before
             finally:
                 if outs:  # in-process workers stop themselves once the queue is empty
                     for p in procs:
@@ -287,13 +276,17 @@ COLUMNS = (
 
 def print_table(results: dict[tuple[str, int], list[dict[str, float]]]) -> None:
     """Markdown: medians per build and K, every round below them."""
-    head = "| build | K | " + " | ".join(c[1] for c in COLUMNS) + " |"
-    print(head)
-    print("|" + "---|" * (len(COLUMNS) + 2))
-    for (build, k), rounds in results.items():
-        med = {key: statistics.median(r[key] for r in rounds) for key, _, _ in COLUMNS}
-        cells = " | ".join(fmt.format(med[key]) for key, _, fmt in COLUMNS)
-        print(f"| {build} | {k} | {cells} |")
+    medians = {
+        build_k: {key: statistics.median(r[key] for r in rounds) for key, _, _ in COLUMNS}
+        for build_k, rounds in results.items()
+    }
+    table(
+        ["build", "K", *(c[1] for c in COLUMNS)],
+        (
+            [build, k, *(fmt.format(med[key]) for key, _, fmt in COLUMNS)]
+            for (build, k), med in medians.items()
+        ),
+    )
     print("\nrounds (jobs/s; server + worker CPU ms/job; foreign CPU):")
     for (build, k), rounds in results.items():
         text = ", ".join(
@@ -330,14 +323,7 @@ def explain(admin: str, loops: int, batch: int = 1) -> None:
         store.worker_tags(batch, batch),
     )
     with fresh_database(admin) as dsn:
-        with Client(dsn) as client:
-            for start in range(0, (loops + 1) * batch, 1000):
-                client.enqueue_many(
-                    [
-                        {"task": "noop", "queue": QUEUE}
-                        for _ in range(min(1000, (loops + 1) * batch - start))
-                    ]
-                )
+        enqueue_noops(dsn, (loops + 1) * batch)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE queue_engine.jobs")
             store.configure_session(conn, synchronous_commit="off")
@@ -413,29 +399,19 @@ def sum_wal(node: dict[str, Any]) -> float:
 
 
 def child_env(prefetch: int) -> dict[str, str]:
-    """The environment of an in-process worker child: this folder importable, its prefetch."""
-    return dict(
-        os.environ,
-        PYTHONPATH=str(Path(__file__).resolve().parent),
-        JOB_COST_PREFETCH=str(prefetch),
-    )
+    """The environment of an in-process worker child: ``bench/`` importable, its prefetch."""
+    return worker_env({"JOB_COST_PREFETCH": str(prefetch)})
 
 
 def profile(admin: str, n: int, prefetch: int = 1) -> None:
     """Drain ``n`` jobs with a worker in this process under cProfile; print the top functions."""
-    import worker_bench_tasks  # noqa: F401  (registers the noop task)
-
     from queue_engine.logs import setup_logging
     from queue_engine.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 
     with fresh_database(admin) as dsn:
-        with Client(dsn) as client:
-            for start in range(0, n, 1000):
-                client.enqueue_many(
-                    [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, n - start))]
-                )
+        enqueue_noops(dsn, n)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE queue_engine.jobs")
         # The console script's logging: INFO (one line per finished job) to a file.
@@ -443,8 +419,8 @@ def profile(admin: str, n: int, prefetch: int = 1) -> None:
             saved_stderr, sys.stderr = sys.stderr, log_file
             setup_logging("text", "INFO")
             worker = Worker(
-                WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn, prefetch=prefetch),
-                load_app("worker_bench_tasks"),
+                WorkerSettings(queue=QUEUE, app=TASKS, dsn=dsn, prefetch=prefetch),
+                load_app(TASKS),
                 exit=lambda code: None,
             )
 
@@ -479,8 +455,6 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
     a file like the console script; ``thread_time`` of the main thread is the
     job loop's own CPU, apart from the heartbeat and watchdog threads.
     """
-    import worker_bench_tasks  # noqa: F401  (registers the noop task)
-
     from queue_engine.logs import setup_logging
     from queue_engine.tasks import load_app
     from queue_engine.worker.loop import Worker
@@ -491,8 +465,8 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
         setup_logging("text", level)
         prefetch = int(os.environ.get("JOB_COST_PREFETCH") or 1)
         worker = Worker(
-            WorkerSettings(queue=QUEUE, app="worker_bench_tasks", dsn=dsn, prefetch=prefetch),
-            load_app("worker_bench_tasks"),
+            WorkerSettings(queue=QUEUE, app=TASKS, dsn=dsn, prefetch=prefetch),
+            load_app(TASKS),
         )
 
         def stop_when_done() -> None:
@@ -547,8 +521,7 @@ def callgrind(
         totals = []
         for n in counts:
             with fresh_database(admin) as dsn:
-                with Client(dsn) as client:
-                    client.enqueue_many([{"task": "noop", "queue": QUEUE} for _ in range(n)])
+                enqueue_noops(dsn, n)
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     conn.execute("ANALYZE queue_engine.jobs")
                 out = tempfile.mktemp(prefix="qe-jobcost-")
@@ -595,7 +568,7 @@ def sql_variants(extra: list[str]) -> dict[str, tuple[RawStatement, str]]:
     (another build's, say: ``git show REV:queue_engine/sql/...``), each sent
     as the prefetch-1 worker's variant of that text.
     """
-    from statement_cost import statement, without_claim_event
+    from lib.statements import statement, without_claim_event
 
     from queue_engine.worker import store
 
@@ -636,14 +609,7 @@ def sql_ab(admin: str, loops: int, extra: list[str]) -> None:
         backend: dict[str, int] = {}
         for label, (worker, ddl) in variants.items():
             dsn = stack.enter_context(fresh_database(admin))
-            with Client(dsn) as client:
-                for start in range(0, loops + 10, 1000):
-                    client.enqueue_many(
-                        [
-                            {"task": "noop", "queue": QUEUE}
-                            for _ in range(min(1000, loops + 10 - start))
-                        ]
-                    )
+            enqueue_noops(dsn, loops + 10)
             conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             if ddl:
@@ -772,13 +738,13 @@ def main() -> None:
         label: Path(path).read_text()
         for label, _, path in (spec.partition("=") for spec in opts.ddl)
     }
-    with server(opts.dsn) as admin:
+    plain = bool(os.environ.get("JOB_COST_PLAIN_SERVER"))
+    with server(opts.dsn, settings=PLAIN_SERVER_SETTINGS if plain else SERVER_SETTINGS) as admin:
         if not opts.explain_only and opts.rounds:
             results: dict[tuple[str, int], list[dict[str, float]]] = {}
             for r in range(opts.rounds):
-                order = builds if r % 2 == 0 else builds[::-1]
                 for k in ks:
-                    for label, binary, level in order:
+                    for label, binary, level in alternated(builds, r):
                         m = measure(
                             admin, opts.jobs, k, binary, level, opts.prefetch, ddls.get(label, "")
                         )

@@ -3,6 +3,7 @@
 Usage::
 
     python bench/latency_floor.py                  # 2 idle listeners, 500 jobs at 100/s, 3 rounds
+    python bench/latency_floor.py --rounds 5       # bench/README.md's figure
 
 Issue 15 asks for a wake latency (the shared harness's: the producer's clock
 before its enqueue call to the handler's first line, idle workers, 100 jobs/s)
@@ -19,11 +20,15 @@ that the engine's figure can be read against a floor rather than a wish:
   ``notifies()`` and claim with one ``UPDATE ... FOR UPDATE SKIP LOCKED
   ... RETURNING`` (asynchronous commit, the engine's worker default); the latency is taken as soon as the claim returns (no
   handler, no bookkeeping, no finish);
-- ``engine``: ``bench/wake_latency.py``'s round (``Client.enqueue``, K idle
-  ``queue-claim-worker`` processes, the handler's first line).
+- ``engine``: the harness's round on the engine: ``Client.enqueue`` (one
+  durable transaction each), K idle ``queue-claim-worker`` processes, the
+  handler's first line (``lib.tasks.noop`` returns ``time.time() - t``).
 
-Each is split into the producer's call and the rest (``wake``). The rounds
-alternate floor and engine.
+Each is split into the producer's call (the INSERT, the commit and its WAL
+flush, the round trip: the job exists and its NOTIFY is sent only when it
+returns) and the rest (``wake``: the NOTIFY's delivery, the wake-up, the claim,
+and for the engine its bookkeeping and the handler call). The rounds alternate
+floor and engine.
 """
 
 from __future__ import annotations
@@ -34,24 +39,16 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psycopg
+from lib.builds import alternated
+from lib.postgres import fresh_database, server
+from lib.report import table
+from lib.statements import FLOOR_CLAIM, FLOOR_ENQUEUE, FLOOR_TABLE
+from lib.timing import paced, pct
+from lib.workers import QUEUE, start_workers, stop_workers, unfinished
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wake_latency import add_scenario_options, measure, server  # a sibling script
-from worker_bench import WORKER_BIN, fresh_database, pct
-
-SETUP = "CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, t float8 NOT NULL, claimed bool NOT NULL DEFAULT false)"
-ENQUEUE = (
-    "WITH j AS (INSERT INTO floor_jobs (t) VALUES (%s) RETURNING id) "
-    "SELECT pg_notify('floor', 'job') FROM j"
-)
-CLAIM = (
-    "UPDATE floor_jobs SET claimed = true WHERE id = ("
-    "SELECT id FROM floor_jobs WHERE NOT claimed ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
-    ") RETURNING t"
-)
+from queue_engine import Client
 
 
 def listener(dsn: str) -> None:
@@ -69,7 +66,7 @@ def listener(dsn: str) -> None:
             if not payloads:
                 continue
             while True:
-                row = conn.execute(CLAIM, prepare=True).fetchone()
+                row = conn.execute(FLOOR_CLAIM, prepare=True).fetchone()
                 if row is None:
                     break
                 t = float(row[0])
@@ -80,7 +77,7 @@ def listener(dsn: str) -> None:
 def floor_round(admin: str, k: int, m: int, rate: float) -> dict[str, list[float]]:
     """One round of the bare queue: per job, total latency, the producer's call, the rest."""
     with fresh_database(admin) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(SETUP)
+        conn.execute(FLOOR_TABLE)
         procs = [
             subprocess.Popen(
                 [sys.executable, __file__, "--listener", dsn],
@@ -94,15 +91,10 @@ def floor_round(admin: str, k: int, m: int, rate: float) -> dict[str, list[float
                 assert p.stdout is not None and p.stdout.readline().strip() == "ready"
             time.sleep(1.0)
             calls: dict[float, float] = {}
-            next_at = time.monotonic()
-            for _ in range(m):
-                next_at += 1.0 / rate
+            for _ in paced(m, rate):
                 t0 = time.time()
-                conn.execute(ENQUEUE, [t0], prepare=True)
+                conn.execute(FLOOR_ENQUEUE, [t0], prepare=True)
                 calls[t0] = time.time() - t0
-                pause = next_at - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
             time.sleep(0.5)
             conn.execute("SELECT pg_notify('floor', 'stop')")
             ran: list[tuple[float, float]] = []
@@ -121,6 +113,41 @@ def floor_round(admin: str, k: int, m: int, rate: float) -> dict[str, list[float
         "total": [lat for _, lat in ran],
         "enqueue": [calls[t] for t, _ in ran],
         "wake": [lat - calls[t] for t, lat in ran],
+    }
+
+
+def engine_round(admin: str, k: int, m: int, rate: float) -> dict[str, list[float]]:
+    """One round of the engine: per job, total latency, the producer's call, the rest (seconds)."""
+    enqueue_s: dict[int, float] = {}
+    with fresh_database(admin) as dsn, Client(dsn) as client:
+        procs = start_workers(dsn, k)
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for _ in range(20):  # warm-up: workers connected and listening
+                    client.enqueue("noop", queue=QUEUE)
+                deadline = time.monotonic() + 120
+                while unfinished(conn) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                time.sleep(1.0)  # idle: every worker waits for a notification
+                conn.execute("DELETE FROM queue_engine.jobs")
+                for _ in paced(m, rate):
+                    t0 = time.time()
+                    job = client.enqueue("noop", queue=QUEUE, args={"t": t0})
+                    enqueue_s[job.id] = time.time() - t0
+                deadline = time.monotonic() + 60
+                while unfinished(conn) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                rows = conn.execute(
+                    "SELECT id, (result)::float8 FROM queue_engine.jobs WHERE status = 'succeeded'"
+                ).fetchall()
+        finally:
+            stop_workers(procs)
+    total = [float(r[1]) for r in rows]
+    enq = [enqueue_s[int(r[0])] for r in rows]
+    return {
+        "total": total,
+        "enqueue": enq,
+        "wake": [t - e for t, e in zip(total, enq, strict=True)],
     }
 
 
@@ -147,7 +174,11 @@ def ms(values: list[float], p: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_scenario_options(parser)
+    parser.add_argument("--dsn", default="", help="an admin DSN (default: an embedded Postgres)")
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--listener", metavar="DSN", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.listener:
@@ -156,12 +187,9 @@ def main() -> None:
     got: dict[str, list[dict[str, list[float]]]] = {}
     with server(opts.dsn) as admin:
         for r in range(opts.rounds):
-            order = ["floor", "engine"] if r % 2 == 0 else ["engine", "floor"]
-            for name in order:
-                if name == "floor":
-                    res = floor_round(admin, opts.workers, opts.jobs, opts.rate)
-                else:
-                    res = measure(admin, str(WORKER_BIN), opts.workers, opts.jobs, opts.rate)
+            for name in alternated(["floor", "engine"], r):
+                round_of = floor_round if name == "floor" else engine_round
+                res = round_of(admin, opts.workers, opts.jobs, opts.rate)
                 got.setdefault(name, []).append(res)
                 print(f"  round {r + 1} {name}: p50 {ms(res['total'], 50):.2f} ms", file=sys.stderr)
             got.setdefault("rtt", []).append(round_trips(admin, 200, opts.rate))
@@ -173,20 +201,20 @@ def main() -> None:
         f"\nwake latency, {opts.jobs} jobs at {opts.rate:g}/s to {opts.workers} idle listeners,"
         f" ms: median over {opts.rounds} rounds of each round's percentile\n"
     )
-    print("| what | p50 | p95 | p99 |")
-    print("|---|---|---|---|")
-    for label, name, part in (
-        ("`SELECT 1`, paced", "rtt", "paced"),
-        ("`SELECT 1`, back to back", "rtt", "back to back"),
-        ("floor: total", "floor", "total"),
-        ("floor: insert + notify call", "floor", "enqueue"),
-        ("floor: wake to claimed", "floor", "wake"),
-        ("engine: total", "engine", "total"),
-        ("engine: enqueue call", "engine", "enqueue"),
-        ("engine: wake to handler", "engine", "wake"),
-    ):
-        cells = " | ".join(f"{med(name, part, p):.2f}" for p in (50, 95, 99))
-        print(f"| {label} | {cells} |")
+    rows = (
+        [label, *(f"{med(name, part, p):.2f}" for p in (50, 95, 99))]
+        for label, name, part in (
+            ("`SELECT 1`, paced", "rtt", "paced"),
+            ("`SELECT 1`, back to back", "rtt", "back to back"),
+            ("floor: total", "floor", "total"),
+            ("floor: insert + notify call", "floor", "enqueue"),
+            ("floor: wake to claimed", "floor", "wake"),
+            ("engine: total", "engine", "total"),
+            ("engine: enqueue call", "engine", "enqueue"),
+            ("engine: wake to handler", "engine", "wake"),
+        )
+    )
+    table(["what", "p50", "p95", "p99"], rows)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ The shared harness's latency scenario enqueues one job every 10 ms, and most
 of a job's latency there is the producer's ``enqueue`` call itself (its
 INSERT, its durable commit, the round trip: 1.1-1.4 ms of 1.8-2.2,
 ``cold_claim.py``). Paced calls run with the producer's caches cold, so they
-are slower than back to back (``enqueue_costs.py``) and weigh the client's
+are slower than back to back (``enqueue_bench.py``) and weigh the client's
 Python differently. This puts two idle ``queue-claim-worker`` processes of
 this build on one embedded server (fsync on) and, in rounds alternated ABBA,
 runs a producer child process of each build: ``--jobs`` calls of
@@ -25,16 +25,12 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worker_bench import (  # a sibling script, not a package
-    fresh_database,
-    pct,
-    server,
-    start_workers,
-    stop_workers,
-)
+from lib.builds import Build, alternated
+from lib.postgres import fresh_database, server
+from lib.report import table
+from lib.timing import pct
+from lib.workers import start_workers, stop_workers
 
 
 def child(dsn: str, jobs: int, rate: float) -> None:
@@ -70,20 +66,18 @@ def main() -> int:
     if options.child:
         child(options.child, options.jobs, options.rate)
         return 0
-    builds = {"new": sys.executable}
-    if options.base:
-        builds["base"] = options.base
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in builds}
+    builds = [Build.this("new")] + ([Build("base", options.base)] if options.base else [])
+    results: dict[str, list[dict[str, float]]] = {build.label: [] for build in builds}
     with server(options.dsn) as admin, fresh_database(admin) as dsn:
-        workers = start_workers(dsn, 2, 1, {})
+        workers = start_workers(dsn, 2)
         try:
             time.sleep(2)  # started, listening, idle
-            names = list(builds)
             for rnd in range(options.rounds):
-                for name in names if rnd % 2 == 0 else names[::-1]:
+                for build in alternated(builds, rnd):
+                    name = build.label
                     out = subprocess.run(
                         [
-                            *(builds[name], __file__, "--child", dsn),
+                            *(build.python, __file__, "--child", dsn),
                             *("--jobs", str(options.jobs), "--rate", str(options.rate)),
                         ],
                         capture_output=True,
@@ -100,12 +94,13 @@ def main() -> int:
         finally:
             stop_workers(workers)
     print(f"\npaced enqueue call, {options.jobs} jobs at {options.rate:g}/s, 2 idle workers")
-    print("| build | p50 ms (median of rounds) | p90 ms |")
-    print("|---|---|---|")
-    for name, rows in results.items():
-        p50 = statistics.median(r["p50"] for r in rows)
-        p90 = statistics.median(r["p90"] for r in rows)
-        print(f"| {name} | {p50:.3f} | {p90:.3f} |")
+    table(
+        ["build", "p50 ms (median of rounds)", "p90 ms"],
+        (
+            [name, *(f"{statistics.median(r[p] for r in rows):.3f}" for p in ("p50", "p90"))]
+            for name, rows in results.items()
+        ),
+    )
     return 0
 
 

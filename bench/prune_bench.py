@@ -22,7 +22,7 @@ like after a million jobs went through them, not the job rate.
 Without ``--dsn`` an embedded Postgres is started in a temp folder with the
 server's default settings except ``autovacuum_naptime = 5s`` (docs/operations.md
 recommends a short naptime for queue tables); with ``--dsn`` the DSN is an admin
-connection and the script creates and drops one ``qe_prune_bench_*`` database.
+connection and the script creates and drops one database.
 """
 
 from __future__ import annotations
@@ -30,19 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from lib.postgres import fresh_database, server
 
-from queue_engine.migrate import Migrator
 from queue_engine.orchestrator.pruner import Retention, prune_once
 
 CLAIM = (
@@ -60,39 +54,6 @@ FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE i.indrelid = 'queue_engine.jobs'::regclass
 UNION ALL SELECT 'job_events (total)', pg_total_relation_size('queue_engine.job_events')
 """
-
-
-@contextmanager
-def server(dsn: str) -> Iterator[str]:
-    """Yield an admin DSN: the given one, or an embedded server's (destroyed afterwards)."""
-    if dsn:
-        yield dsn
-        return
-    from queue_engine.embedded import EmbeddedPostgres
-
-    folder = Path(tempfile.mkdtemp(prefix="qe-prune-bench-"))
-    pg = EmbeddedPostgres(folder / "data", settings={"autovacuum_naptime": "5s"})
-    try:
-        yield pg.start()
-    finally:
-        pg.destroy()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def database(admin_dsn: str) -> Iterator[str]:
-    """A fresh migrated database, dropped afterwards."""
-    name = f"qe_prune_bench_{os.getpid()}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}"')
-    dsn = make_conninfo(admin_dsn, dbname=name)
-    Migrator(dsn).up()
-    try:
-        yield dsn
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def enqueue(conn: psycopg.Connection[Any], n: int, priority: int) -> tuple[int, int]:
@@ -201,7 +162,10 @@ def main() -> None:
     args = parser.parse_args()
     per_round = args.jobs // args.rounds
 
-    with server(args.dsn) as admin, database(admin) as dsn:
+    with (
+        server(args.dsn, settings={"autovacuum_naptime": "5s"}) as admin,
+        fresh_database(admin) as dsn,
+    ):
         conn = psycopg.connect(dsn, autocommit=True)
         version = conn.execute("SHOW server_version").fetchone()
         naptime = conn.execute("SHOW autovacuum_naptime").fetchone()

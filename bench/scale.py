@@ -34,14 +34,13 @@ autovacuum counts and the time of a plain VACUUM of each table.
 
 Why this file is long (~660 lines): it holds every measurement of the run
 (enqueue, drain, the --base-schema A/B, queue-ctl views, --compare-sql, the pruner phase) and the
-report, each short; the server, the fill and the statistics readers are in
-``bench/scale_db.py``.
+report, each short; the fill and the statistics readers are in ``bench/scale_db.py``,
+the server and the workers in ``bench/lib``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -52,12 +51,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
 import scale_db as db
+from lib.postgres import describe, recreate, server
+from lib.report import log
+from lib.workers import (
+    bench_left,
+    drain,
+    enqueue_noops,
+    finished_span,
+    start_workers,
+    stop_workers,
+)
 from psycopg import sql as psql
 from psycopg.conninfo import make_conninfo
-from worker_bench import stop_workers
 
 from queue_engine import Client
 from queue_engine import sql as queries
@@ -113,54 +120,6 @@ def report(figures: Figures) -> None:
         r = ratio(name, me, mb, figures.rates)
         rounds = "  ".join(f"{e:,.3g}/{b:,.3g}" for e, b in zip(empty, big, strict=False))
         print(f"{name:<46}{me:>11,.3f}{mb:>11,.3f}{r:>7.2f}x   {rounds}")
-
-
-# -- processes ------------------------------------------------------------------------
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            t = psutil.Process(pid).cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system
-    return total
-
-
-def server_pids(conn: psycopg.Connection[Any]) -> list[int]:
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    try:
-        parent = psutil.Process(int(row[0])).parent() if row else None
-        return [p.pid for p in parent.children()] if parent else []
-    except psutil.Error:
-        return []
-
-
-def start_workers(dsn: str, k: int, bin_dir: Path = BIN) -> list[subprocess.Popen[bytes]]:
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join([str(db.BENCH_DIR), os.environ.get("PYTHONPATH", "")]),
-    )
-    argv = [str(bin_dir / "queue-claim-worker"), "--queue=bench", "--app", "worker_bench_tasks"]
-    argv += ["--dsn", dsn, "--prefetch=1", "--log-level", "WARNING"]
-    return [subprocess.Popen(argv, env=env) for _ in range(k)]
-
-
-def bench_left(conn: psycopg.Connection[Any]) -> int:
-    """Jobs of queue bench still queued or running, through the two partial indexes.
-
-    One count per status: ``status IN ('queued', 'running')`` matches neither
-    partial index's predicate, and once psycopg prepares the statement its plan
-    was a sequential scan of the whole table, 5.8 s a poll at 11 million jobs,
-    counted in the big database's server CPU per job (before 2026-11-24).
-    """
-    row = conn.execute(
-        "SELECT (SELECT count(*) FROM queue_engine.jobs WHERE queue = 'bench' AND status = 'queued')"
-        " + (SELECT count(*) FROM queue_engine.jobs WHERE queue = 'bench' AND status = 'running')"
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 # -- measurements ---------------------------------------------------------------------
@@ -233,7 +192,7 @@ def archive_phase(which: str, dsn: str) -> None:
             if not result.more:
                 break
             if moved and statements % 2000 == 0:
-                db.log(f"{which}: archived {moved:,}")
+                log(f"{which}: archived {moved:,}")
         seconds = time.perf_counter() - t0
         wal = conn.execute(
             "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)", (lsn[0],)
@@ -255,41 +214,22 @@ def drain_figures(
     t: Target, admin: psycopg.Connection[Any], n: int, k: int, timeout: float, figures: Figures
 ) -> None:
     """K workers drain N jobs of queue bench."""
-    with Client(t.dsn) as client:
-        ids: list[int] = []
-        for start in range(0, n, 1000):
-            ids += client.enqueue_many(
-                [{"task": "noop", "queue": "bench"} for _ in range(min(1000, n - start))]
-            )
+    ids = enqueue_noops(t.dsn, n)
     with psycopg.connect(t.dsn, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
         db.pss_reset(admin, t.oid)
-        server_before = cpu_seconds(server_pids(conn))
-        procs = start_workers(t.dsn, k, t.bin_dir)
-        try:
-            deadline = time.monotonic() + timeout
-            while bench_left(conn) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            server_cpu = cpu_seconds(server_pids(conn)) - server_before
-            worker_cpu = cpu_seconds([p.pid for p in procs])
-        finally:
-            stop_workers(procs)
-        row = conn.execute(
-            "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
-            " extract(epoch FROM max(finished_at) - min(started_at))"
-            " FROM queue_engine.jobs WHERE id BETWEEN %s AND %s AND queue = 'bench'",
-            (min(ids), max(ids)),
-        ).fetchone()
-    assert row is not None
-    done, seconds = int(row[0]), float(row[1] or 1)
+        worker_bin = t.bin_dir / "queue-claim-worker"
+        cpu = drain(conn, t.dsn, k, left=bench_left, timeout=timeout, worker_bin=worker_bin)
+        done, seconds = finished_span(conn, ids)
     if done != n:
-        db.log(f"warning: {t.which}: only {done} of {n} jobs succeeded")
+        log(f"warning: {t.which}: only {done} of {n} jobs succeeded")
     worker = db.pss_totals(admin, t.oid, WORKER_STATEMENT)
     p = t.label
+    per_job = 1000 / max(done, 1)
     figures.add(f"{p}drain K={k} (jobs/s)", t.which, done / seconds, rate=True)
     figures.add(f"{p}claim+finish server ms/job K={k}", t.which, worker.total_ms / max(done, 1))
-    figures.add(f"{p}server CPU ms/job K={k}", t.which, server_cpu / max(done, 1) * 1000)
-    figures.add(f"{p}worker CPU ms/job K={k}", t.which, worker_cpu / max(done, 1) * 1000)
+    figures.add(f"{p}server CPU ms/job K={k}", t.which, cpu.server_cpu_s * per_job)
+    figures.add(f"{p}worker CPU ms/job K={k}", t.which, cpu.worker_cpu_s * per_job)
     figures.add(f"{p}claim+finish buffers/job K={k}", t.which, worker.buffers / max(done, 1))
 
 
@@ -325,7 +265,7 @@ def ctl_figures(t: Target, admin: psycopg.Connection[Any], repeat: int, figures:
         figures.add(f"queue-ctl {name} server ms", t.which, statistics.median(server))
         worst = max(slowest)
         if worst[0] > CTL_BAR_MS / 4:
-            db.log(f"{t.which}: queue-ctl {name}: slowest statement {worst[0]:.1f} ms: {worst[1]}")
+            log(f"{t.which}: queue-ctl {name}: slowest statement {worst[0]:.1f} ms: {worst[1]}")
 
 
 #: Parameters of the view statements --compare-sql can time (every filter off).
@@ -375,7 +315,7 @@ def prune_phase(
     admin: psycopg.Connection[Any],
     seconds: float,
     rate: int,
-    drain: int,
+    drain_jobs: int,
     interval: float,
 ) -> dict[str, float]:
     """The pruner against a stream of expired jobs, beside 2 draining workers."""
@@ -409,11 +349,7 @@ def prune_phase(
 
             every(0.02, stop, step)
 
-    with Client(t.dsn) as client:
-        for start in range(0, drain, 1000):
-            client.enqueue_many(
-                [{"task": "noop", "queue": "bench"} for _ in range(min(1000, drain - start))]
-            )
+    enqueue_noops(t.dsn, drain_jobs)
     db.pss_reset(admin, t.oid)
     threads = [threading.Thread(target=feed), threading.Thread(target=watch_locks)]
     procs = start_workers(t.dsn, 2)
@@ -541,22 +477,22 @@ def main() -> None:
     skip = {x for x in opts.skip.split(",") if x}
     ks = [int(x) for x in opts.workers.split(",") if x]
 
-    with db.server(opts.dsn, opts.data_dir) as admin_dsn:
+    with server(opts.dsn, settings=db.SERVER_SETTINGS, data_dir=opts.data_dir) as admin_dsn:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
             admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            version = admin.execute("SHOW server_version").fetchone()
-            settings = admin.execute(
-                "SELECT string_agg(name || '=' || setting, ' ') FROM pg_settings WHERE name IN"
-                " ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size',"
-                " 'autovacuum_naptime', 'checkpoint_timeout')"
-            ).fetchone()
-        print(f"PostgreSQL {version[0] if version else '?'}: {settings[0] if settings else ''}")
-        empty_dsn = db.recreate(admin_dsn, db.EMPTY_DB)
+        print(
+            describe(
+                admin_dsn,
+                *("fsync", "synchronous_commit", "shared_buffers", "max_wal_size"),
+                *("autovacuum_naptime", "checkpoint_timeout"),
+            )
+        )
+        empty_dsn = recreate(admin_dsn, db.EMPTY_DB)
         if opts.reuse and db.exists(admin_dsn, db.BIG_DB):
             big_dsn = make_conninfo(admin_dsn, dbname=db.BIG_DB)
-            db.log("reusing the big database (no fill)")
+            log("reusing the big database (no fill)")
         else:
-            big_dsn = db.recreate(admin_dsn, db.BIG_DB)
+            big_dsn = recreate(admin_dsn, db.BIG_DB)
             took = db.fill(big_dsn, opts.finished, opts.queued, opts.chunk, opts.span_days)
             print(
                 f"fill: {opts.finished:,} finished + {opts.queued:,} queued jobs in {took:,.0f} s"
@@ -602,7 +538,7 @@ def main() -> None:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
             for rnd in range(1, opts.rounds + 1):
                 for t in targets:
-                    db.log(f"round {rnd}: {t.which}")
+                    log(f"round {rnd}: {t.which}")
                     if "enqueue" not in skip:
                         enqueue_figures(t, admin, opts.single, opts.bulk, figures)
                     if "drain" not in skip:
@@ -672,7 +608,7 @@ def ab_rounds(
                     db.migrate_to(t.dsn, version)
                 for t in targets:
                     with psycopg.connect(t.dsn) as conn:
-                        db.log(f"round {rnd}: {label}{t.which}: jobs ({db.jobs_options(conn)})")
+                        log(f"round {rnd}: {label}{t.which}: jobs ({db.jobs_options(conn)})")
                     half = Target(t.which, t.dsn, t.oid, label, bin_dir)
                     if "enqueue" not in skip:
                         enqueue_figures(half, admin, opts.single, opts.bulk, figures)

@@ -1,8 +1,9 @@
-"""Server, databases, fill and statistics for ``bench/scale.py`` (which measures).
+"""The databases, fill and statistics of ``bench/scale.py`` (which measures).
 
-Kept apart from the measurements so each file has one job: this one builds the
-two databases (near-empty and big) and reads the server's own counters
-(pg_stat_statements, pg_stat_user_tables, relation sizes).
+Kept apart from the measurements so each file has one job: this one sets up the
+server (``lib.postgres``, with the settings below), builds the two databases
+(near-empty and big) and reads the server's own counters (pg_stat_statements,
+pg_stat_user_tables, relation sizes).
 
 All bench-only SQL with parameters lives in ``bench/sql/*.sql``, loaded by
 name; identifiers (database names) go through ``psycopg.sql.Identifier``.
@@ -10,20 +11,15 @@ name; identifiers (database names) go through ``psycopg.sql.Identifier``.
 
 from __future__ import annotations
 
-import shutil
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from lib.report import log
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from queue_engine.migrate import Migrator
 
@@ -50,53 +46,10 @@ def load_sql(name: str) -> str:
     return (BENCH_DIR / "sql" / f"{name}.sql").read_text()
 
 
-def log(message: str) -> None:
-    """A progress line on stderr, with the UTC time."""
-    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def server(dsn: str, data_dir: str) -> Iterator[str]:
-    """Yield an admin DSN: ``dsn``, or an embedded server's.
-
-    With ``data_dir`` the server's folder is kept (a later run with ``--reuse``
-    skips the fill); without, it is a temporary folder (under ``TMPDIR``, which picks
-    the disk: a 10M fill takes several GB), deleted at the end.
-    """
-    if dsn:
-        yield dsn
-        return
-    from queue_engine.embedded import EmbeddedPostgres
-
-    keep = bool(data_dir)
-    folder = Path(data_dir) if keep else Path(tempfile.mkdtemp(prefix="qe-scale-"))
-    pg = EmbeddedPostgres(folder / "data", settings=SERVER_SETTINGS)
-    try:
-        yield pg.start()
-    finally:
-        if keep:
-            pg.stop()
-        else:
-            pg.destroy()
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 def exists(admin_dsn: str, name: str) -> bool:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
     return row is not None
-
-
-def recreate(admin_dsn: str, name: str) -> str:
-    """Drop and create database ``name``, migrate it; return its DSN."""
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = make_conninfo(admin_dsn, dbname=name)
-    Migrator(dsn).up()
-    return dsn
 
 
 def fill(dsn: str, finished: int, queued: int, chunk: int, span_days: float) -> float:

@@ -29,58 +29,16 @@ import http.client
 import json
 import os
 import queue
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from enqueue_bench import fresh_database, server
+from lib.postgres import fresh_database, server
+from lib.timing import pct
+from lib.web import queue_web
 
-BIN = Path(sys.executable).parent
 TOKEN = "bench-producer-token-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def queue_web(dsn: str, port: int, pool_size: int) -> Iterator[None]:
-    """A running queue-web on ``port``; SIGTERM at the end (its exit code is checked)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
-    env["QUEUE_ENGINE_WEB_TOKENS"] = f"producer:{TOKEN}"
-    env["QUEUE_ENGINE_WEB_POOL_SIZE"] = str(pool_size)
-    proc = subprocess.Popen(
-        [str(BIN / "queue-web"), "--dsn", dsn, "--port", str(port), "--log-level", "WARNING"],
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit("queue-web did not become ready")
-            time.sleep(0.1)
-        yield
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
-        print(f"queue-web stopped with exit code {code}", file=sys.stderr)
 
 
 def client_loop(
@@ -138,18 +96,15 @@ def run(port: int, rate: float, clients: int, seconds: float) -> dict[str, float
     elapsed = time.perf_counter() - start
     ordered = sorted(latencies)
 
-    def pct(p: float) -> float:
-        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000 if ordered else 0.0
-
     return {
         "sent": total,
         "ok": len(latencies),
         "errors": len(errors),
         "elapsed_s": elapsed,
         "rate_held": len(latencies) / elapsed,
-        "p50_ms": pct(0.50),
-        "p90_ms": pct(0.90),
-        "p99_ms": pct(0.99),
+        "p50_ms": pct(ordered, 50) * 1000,
+        "p90_ms": pct(ordered, 90) * 1000,
+        "p99_ms": pct(ordered, 99) * 1000,
         "max_ms": ordered[-1] * 1000 if ordered else 0.0,
         "mean_ms": statistics.fmean(ordered) * 1000 if ordered else 0.0,
     }
@@ -163,11 +118,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--pool-size", type=int, default=8, help="queue-web's database pool")
     args = parser.parse_args()
-    with server(args.dsn) as admin, fresh_database(admin) as dsn:
-        port = free_port()
-        with queue_web(dsn, port, args.pool_size):
-            run(port, min(args.rate, 50.0), min(args.clients, 8), 2.0)  # warm-up
-            figures = run(port, args.rate, args.clients, args.seconds)
+    env = {
+        "QUEUE_ENGINE_WEB_TOKENS": f"producer:{TOKEN}",
+        "QUEUE_ENGINE_WEB_POOL_SIZE": str(args.pool_size),
+    }
+    with server(args.dsn) as admin, fresh_database(admin) as dsn, queue_web(dsn, env) as base:
+        port = urlsplit(base).port or 80
+        run(port, min(args.rate, 50.0), min(args.clients, 8), 2.0)  # warm-up
+        figures = run(port, args.rate, args.clients, args.seconds)
     print(
         f"POST /api/v1/jobs: target {args.rate:g}/s from {args.clients} clients for "
         f"{args.seconds:g}s (pool {args.pool_size})"

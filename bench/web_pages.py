@@ -23,24 +23,19 @@ from __future__ import annotations
 
 import argparse
 import base64
-import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from lib.postgres import fresh_database, server
+from lib.report import table
+from lib.timing import pct
+from lib.web import queue_web
 
-from queue_engine.migrate import Migrator
+from queue_engine import stats
 
 S = "queue_engine"
 BUDGET_MS = 300.0
@@ -103,39 +98,6 @@ FROM generate_series(0, 19) g
 """
 
 
-@contextmanager
-def server(dsn: str) -> Iterator[str]:
-    """An admin DSN: the given one, or an embedded server's (destroyed afterwards)."""
-    if dsn:
-        yield dsn
-        return
-    from queue_engine.embedded import EmbeddedPostgres
-
-    folder = Path(tempfile.mkdtemp(prefix="qe-web-bench-"))
-    pg = EmbeddedPostgres(folder / "data")
-    try:
-        yield pg.start()
-    finally:
-        pg.destroy()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def database(admin_dsn: str) -> Iterator[str]:
-    """A fresh migrated database, dropped afterwards."""
-    name = f"qe_web_bench_{os.getpid()}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}"')
-    dsn = make_conninfo(admin_dsn, dbname=name)
-    Migrator(dsn).up()
-    try:
-        yield dsn
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def fill(dsn: str, n: int) -> dict[str, Any]:
     """Insert the jobs, events, workers and schedules; return ids to visit."""
     queued = min(20_000, n // 50)
@@ -164,12 +126,6 @@ def fill(dsn: str, n: int) -> dict[str, Any]:
         file=sys.stderr,
     )
     return {"failed": ids.get("failed", 1), "running": ids.get("running", 1), "n": n}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def get(url: str, auth: str) -> tuple[int, float]:
@@ -213,26 +169,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
     auth = "Basic " + base64.b64encode(f"{USER[0]}:{USER[1]}".encode()).decode()
-    web_bin = Path(sys.executable).parent / "queue-web"
-    with server(args.dsn) as admin_dsn, database(admin_dsn) as dsn:
+    env = {"QUEUE_ENGINE_WEB_USERS": f"{USER[0]}:operator:{USER[1]}"}
+    with server(args.dsn) as admin_dsn, fresh_database(admin_dsn) as dsn:
         ids = fill(dsn, args.jobs)
-        port = free_port()
-        env = dict(os.environ, QUEUE_ENGINE_WEB_USERS=f"{USER[0]}:operator:{USER[1]}")
-        proc = subprocess.Popen(
-            [str(web_bin), "--dsn", dsn, "--port", str(port), "--log-level", "warning"],
-            env=env,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    get(f"{base}/health", auth)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
+        with queue_web(dsn, env) as base:
             get(f"{base}/", auth)  # the aggregator's first read, the pool's connections
             time.sleep(2)
             rows = []
@@ -246,27 +186,20 @@ def main() -> None:
                     times.append(ms)
                 times.sort()
                 p50 = statistics.median(times)
-                p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-                rows.append((label, path, p50, p95))
+                p95 = pct(times, 95)
+                rows.append((label, f"`{path}`", f"{p50:.1f}", f"{p95:.1f}"))
                 if p95 > BUDGET_MS:
                     slow.append(label)
-        finally:
-            proc.terminate()
-            proc.wait(30)
         with psycopg.connect(dsn, autocommit=True) as conn:
             timed = []
             for _ in range(5):
                 started = time.perf_counter()
                 conn.execute(f"SELECT * FROM {S}.jobs LIMIT 0")  # warm the catalog
-                from queue_engine import stats
-
                 stats.queue_stats(conn, S)
                 stats.workers(conn, S)
                 timed.append((time.perf_counter() - started) * 1000)
     print(f"\n{args.jobs:,} jobs, {args.repeat} requests per page, budget {BUDGET_MS:.0f} ms\n")
-    print("| page | path | p50 ms | p95 ms |\n|---|---|---:|---:|")
-    for label, path, p50, p95 in rows:
-        print(f"| {label} | `{path}` | {p50:.1f} | {p95:.1f} |")
+    table(["page", "path", "p50 ms", "p95 ms"], rows)
     print(
         f"\naggregator read (stats_queues + stats_workers, once per refresh, shared by every "
         f"browser): median {statistics.median(timed):.1f} ms"

@@ -7,10 +7,10 @@ Usage::
 The chain target of issue 11 (a 1,000-node chain at >= 80 % of one worker's
 plain drain) is about what the server does per node: one worker waits for
 every statement. Time per statement moves with the machine's load;
-instructions do not. This counts them as ``statement_cost.py`` does (one data
-folder per run, PostgreSQL in single-user mode under ``valgrind --tool=callgrind``,
-the worker's session settings, one PREPAREd statement EXECUTEd N times, each
-its own transaction; N2 - N1 statements cancel start-up out), for:
+instructions do not. This counts them as ``statement_cost.py`` does
+(``lib.callgrind``: one data folder per run, PostgreSQL in single-user mode
+under callgrind, the worker's session settings, PREPAREd statements EXECUTEd N
+times, each its own transaction; N2 - N1 statements cancel start-up out), for:
 
   plain       the worker's plain statement, each finishing the job the one
               before claimed and claiming the next (prefetch 1)
@@ -38,23 +38,22 @@ It prints instructions and WAL bytes per statement, and chain / plain.
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import workflows
-from statement_cost import QUEUE, enqueue_plain, prepare_folder, run_single, statement, succeeded
-from statement_cost import execute as finish
+from lib.callgrind import DATABASE, per_statement, single_user_input
+from lib.report import table
+from lib.statements import WORKER_SESSION, downs, statement, succeeded
+from lib.statements import execute as finish
+from lib.workers import enqueue_noops
 
-from queue_engine import Client, Workflow
+from queue_engine.embedded import EmbeddedPostgres
 from queue_engine.sql import compiler
 from queue_engine.worker import store
 from queue_engine.worker.handover import HandoverPolicy
 from queue_engine.worker.outcomes import Outcome
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_chain(dsn: str, nodes: int) -> None:
@@ -64,12 +63,12 @@ def load_chain(dsn: str, nodes: int) -> None:
 
 def load_fan(dsn: str, parts: int) -> None:
     """root -> ``parts`` parts -> join (the join counts its parents through gates)."""
-    wf = Workflow(f"fan-{parts}")
-    root = wf.add("root", "noop", queue=QUEUE)
-    names = [wf.add(f"part-{i}", "noop", queue=QUEUE, after=[root]) for i in range(parts)]
-    wf.add("join", "noop", queue=QUEUE, after=names)
-    with Client(dsn) as client:
-        client.start_workflow(wf)
+    workflows.fan(parts)(dsn)
+
+
+def load_plain(dsn: str, jobs: int) -> None:
+    """``jobs`` queued no-op jobs."""
+    enqueue_noops(dsn, jobs)
 
 
 def job_ids(pg_dsn: str) -> list[int]:
@@ -135,9 +134,7 @@ def script(ids: list[int], n: int, chain: bool | None, solo: bool = True) -> str
     """
     cold, hand, alone = worker_statements()
     lines = [
-        "SET synchronous_commit = off;",
-        "SET plan_cache_mode = force_generic_plan;",
-        "SET enable_seqscan = off;",
+        *WORKER_SESSION,
         f"PREPARE fc AS {cold.text};",
         f"PREPARE fh AS {hand.text};",
         f"PREPARE fs AS {alone.text};",
@@ -155,36 +152,22 @@ def script(ids: list[int], n: int, chain: bool | None, solo: bool = True) -> str
         else:
             lines.append(execute("fc", cold.names, ids[i - 1]))
     lines.append("SELECT count(*) AS left_waiting FROM queue_engine.jobs WHERE status = 'waiting';")
-    lines.append("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn AS wal_end;")
-    return "\n\n".join(lines) + "\n"
+    return single_user_input(lines)
 
 
 def measure(
     label: str, chain: bool | None, ddl: str, n1: int, n2: int, solo: bool = True
 ) -> tuple[float, float]:
     """Instructions and WAL bytes per statement; ``chain`` None: the fan."""
-    counts: list[tuple[int, int]] = []
-    for n in (n1, n2):
-        folder = Path(tempfile.mkdtemp(prefix="qe-wfcost-"))
-        folder.chmod(0o777)
-        try:
-            load = load_fan if chain is None else load_chain if chain else enqueue_plain
-            pg, wal_start = prepare_folder(folder, ddl, n2 + 10, load)
-            try:
-                pg.start()
-                ids = job_ids(pg.dsn("qe_stmt"))
-                pg.stop()
-                instructions, wal_end = run_single(pg, script(ids, n, chain, solo), folder)
-            finally:
-                shutil.rmtree(pg.socket_dir, ignore_errors=True)
-            counts.append((instructions, wal_end - wal_start))
-            print(f"  {label} N={n}: {instructions:,} instructions", file=sys.stderr)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-    return (
-        (counts[1][0] - counts[0][0]) / (n2 - n1),
-        (counts[1][1] - counts[0][1]) / (n2 - n1),
-    )
+
+    def input_for(pg: EmbeddedPostgres, n: int) -> str:
+        pg.start()
+        ids = job_ids(pg.dsn(DATABASE))
+        pg.stop()
+        return script(ids, n, chain, solo)
+
+    load = load_fan if chain is None else load_chain if chain else load_plain
+    return per_statement(label, (n1, n2), ddl, n2 + 10, input_for, load)
 
 
 def main() -> None:
@@ -203,16 +186,16 @@ def main() -> None:
     )
     opts = parser.parse_args()
     n1, n2 = (int(x) for x in opts.counts.split(","))
-    before = (ROOT / "migrations" / "0014_workflow_trigger.down.sql").read_text()
+    before = downs(14)
     runs: dict[str, tuple[bool | None, str, bool]] = {
         "plain": (False, "", True),
         "chain": (True, "", True),
         "chain, handover with the claim (no solo)": (True, "", False),
-        "chain (before 0014, no solo)": (True, before.replace("__SCHEMA__", "queue_engine"), False),
+        "chain (before 0014, no solo)": (True, before, False),
     }
     if opts.fan:
         runs["fan part"] = (None, "", True)
-        runs["fan part (before 0014)"] = (None, before.replace("__SCHEMA__", "queue_engine"), False)
+        runs["fan part (before 0014)"] = (None, before, False)
     for path in opts.ddl:
         extra = Path(path).read_text().replace("__SCHEMA__", "queue_engine")
         runs[f"plain + {Path(path).name}"] = (False, extra, True)
@@ -222,13 +205,16 @@ def main() -> None:
         wanted = tuple(x.strip() for x in opts.only.split(",") if x.strip())
         runs = {k: v for k, v in runs.items() if k.startswith(wanted)}
     print(f"server instructions per statement ({n2} - {n1} statements):\n")
-    print("| run | instructions per statement | WAL bytes per statement | / plain |")
-    print("|---|---|---|---|")
-    plain = 0.0
-    for label, (chain, ddl, solo) in runs.items():
-        per, wal = measure(label, chain, ddl, n1, n2, solo)
-        plain = plain or per
-        print(f"| {label} | {per:,.0f} | {wal:,.0f} | {per / plain:.2f} |", flush=True)
+
+    def rows() -> Iterator[list[str]]:
+        plain = 0.0
+        for label, (chain, ddl, solo) in runs.items():
+            per, wal = measure(label, chain, ddl, n1, n2, solo)
+            plain = plain or per
+            yield [label, f"{per:,.0f}", f"{wal:,.0f}", f"{per / plain:.2f}"]
+
+    header = ["run", "instructions per statement", "WAL bytes per statement", "/ plain"]
+    table(header, rows())
 
 
 if __name__ == "__main__":

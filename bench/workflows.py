@@ -5,10 +5,11 @@ Usage::
     python bench/workflows.py                        # embedded durable Postgres, 3 rounds
     python bench/workflows.py --rounds 5 --fan 10000 --chain 1000
     python bench/workflows.py --profile              # + per-function trigger cost
+    python bench/workflows.py --only "plain K=4,fan K=4" --no-latency --rounds 30   # the fan's share
 
 Every figure comes from real ``queue-claim-worker`` processes (prefetch 1,
-no-op handler ``noop`` of ``worker_bench_tasks.py``), on a fresh migrated
-database per measurement (``worker_bench.fresh_database``), jobs inserted and
+no-op handler ``noop`` of ``lib/tasks.py``), on a fresh migrated
+database per measurement (``lib.postgres.fresh_database``), jobs inserted and
 ``ANALYZE``d before the workers start; jobs/s = jobs / (last ``finished_at`` -
 first ``started_at``), from the jobs table. Rounds alternate the scenarios so
 drifts of this shared machine hit them all; medians are printed.
@@ -20,9 +21,6 @@ drifts of this shared machine hit them all; medians are printed.
                  from the start, so the fan without its root's release (one
                  statement readying N children while the other workers wait)
                  and without each part's parent in its claim
-  fan-nogate K=4 the same workflow with the join's gates removed before the
-                 workers start (every part's finish decrements the join's own
-                 row): the hot-row design the gates replace
   fan-generic    (with --compare-generic) the fan with the release function's
                  own plan_cache_mode reset, so it runs with the worker
                  session's force_generic_plan, as before migration 0007 set it
@@ -63,37 +61,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from lib.builds import alternated
+from lib.postgres import describe, fresh_database, server, server_pids
+from lib.timing import cpu_seconds
+from lib.workers import QUEUE, enqueue_noops, finished_span, start_workers, stop_workers, unfinished
 from psycopg import sql
-from worker_bench import (
-    QUEUE,
-    cpu_seconds,
-    fresh_database,
-    server,
-    server_pids,
-    start_workers,
-    stop_workers,
-)
 
 from queue_engine import Client, Workflow
 
 Conn = psycopg.Connection[Any]
-UNFINISHED = (
-    "SELECT count(*) FROM queue_engine.jobs WHERE status IN ('waiting', 'queued', 'running')"
-)
-#: Remove a workflow's gates from its widest node before any worker runs: its
-#: parents then count on the node's own row (the design without gates).
-UNGATE = """
-WITH c AS (SELECT d.child_id FROM queue_engine.job_deps d JOIN queue_engine.jobs j
-           ON j.id = d.child_id WHERE j.workflow_id = %(wf)s
-           GROUP BY d.child_id ORDER BY count(*) DESC LIMIT 1),
-deps AS (UPDATE queue_engine.job_deps d SET gate = NULL FROM c WHERE d.child_id = c.child_id
-         RETURNING d.child_id),
-gates AS (DELETE FROM queue_engine.job_gates g USING c WHERE g.child_id = c.child_id)
-UPDATE queue_engine.jobs j SET pending_parents = (SELECT count(*) FROM deps)
-FROM c WHERE j.id = c.child_id
-"""
-
-
 #: The release as it was before it set its own plan_cache_mode: it then ran
 #: with the worker session's force_generic_plan.
 RELEASE_GENERIC = (
@@ -189,10 +165,10 @@ def drain(
             wal_before = wal_lsn(conn)
             sampler = LockSampler(dsn)
             sampler.start()
-            procs = start_workers(dsn, k, 1, {}, worker_bin)
+            procs = start_workers(dsn, k, worker_bin=worker_bin)
             try:
                 deadline = time.monotonic() + timeout
-                while conn.execute(UNFINISHED).fetchone() != (0,):
+                while unfinished(conn):
                     if time.monotonic() > deadline:
                         print("  warning: timed out", file=sys.stderr)
                         break
@@ -206,15 +182,10 @@ def drain(
                 sampler.join()
             time.sleep(0.6)  # the statistics of the workers' last transactions arrive
             committed = commits(conn) - commits_before
-            row = conn.execute(
-                "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*),"
-                " extract(epoch FROM max(finished_at) - min(started_at))"
-                " FROM queue_engine.jobs"
-            ).fetchone()
-            assert row is not None
-            done, total, seconds = int(row[0]), int(row[1]), float(row[2])
-            if done != total:
-                print(f"  warning: only {done} of {total} jobs succeeded", file=sys.stderr)
+            done, seconds = finished_span(conn)
+            total = conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()
+            if total and done != total[0]:
+                print(f"  warning: only {done} of {total[0]} jobs succeeded", file=sys.stderr)
             return Drain(
                 jobs=done,
                 rate=done / seconds,
@@ -230,11 +201,7 @@ def drain(
 
 def plain_jobs(n: int) -> Callable[[str], None]:
     def load(dsn: str) -> None:
-        with Client(dsn) as client:
-            for start in range(0, n, 1000):
-                client.enqueue_many(
-                    [{"task": "noop", "queue": QUEUE} for _ in range(min(1000, n - start))]
-                )
+        enqueue_noops(dsn, n)
 
     return load
 
@@ -249,7 +216,7 @@ def fan_workflow(n: int, parents: int = 0) -> Workflow:
 
 
 def fan(
-    n: int, *, gates: bool, generic: bool = False, base: str = "", root: bool = True
+    n: int, *, generic: bool = False, base: str = "", root: bool = True
 ) -> Callable[[str], None]:
     """The fan-out/fan-in; ``generic``: the release runs with the worker's generic plans.
 
@@ -259,10 +226,8 @@ def fan(
 
     def load(dsn: str) -> None:
         with Client(dsn) as client:
-            info = client.start_workflow(fan_workflow(n, 0 if root else n))
+            client.start_workflow(fan_workflow(n, 0 if root else n))
         with psycopg.connect(dsn, autocommit=True) as conn:
-            if not gates:
-                conn.execute(UNGATE, {"wf": info.id})
             if generic:
                 conn.execute(RELEASE_GENERIC)
             if base:
@@ -290,12 +255,12 @@ def ready_latency(admin: str, workflows: int, parents: int, timeout: float) -> l
     """ms from the last parent's finish to the join's start, one sample per workflow."""
     out: list[float] = []
     with fresh_database(admin) as dsn, Client(dsn) as client:
-        procs = start_workers(dsn, 4, 1, {})
+        procs = start_workers(dsn, 4)
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 client.enqueue_many([{"task": "noop", "queue": QUEUE} for _ in range(40)])
                 deadline = time.monotonic() + timeout
-                while conn.execute(UNFINISHED).fetchone() != (0,):
+                while unfinished(conn):
                     if time.monotonic() > deadline:
                         raise RuntimeError("warm-up jobs not drained")
                     time.sleep(0.05)
@@ -330,13 +295,13 @@ def profile(admin: str, n: int, timeout: float) -> list[tuple[Any, ...]]:
                     sql.Identifier(conn.info.dbname)
                 )
             )
-        fan(n, gates=True)(dsn)
+        fan(n)(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("ANALYZE")
-            procs = start_workers(dsn, 4, 1, {})
+            procs = start_workers(dsn, 4)
             try:
                 deadline = time.monotonic() + timeout
-                while conn.execute(UNFINISHED).fetchone() != (0,):
+                while unfinished(conn):
                     if time.monotonic() > deadline:
                         break
                     time.sleep(0.05)
@@ -392,15 +357,10 @@ def main() -> None:
             base = f.read().replace("__SCHEMA__", "queue_engine")
     scenarios: dict[str, tuple[int, Callable[[str], None]]] = {
         "plain K=4": (4, plain_jobs(opts.fan + 2)),
-        "fan K=4": (4, fan(opts.fan, gates=True)),
-        "fan-noroot K=4": (4, fan(opts.fan, gates=True, root=False)),
-        "fan-nogate K=4": (4, fan(opts.fan, gates=False)),
-        **(
-            {"fan-generic K=4": (4, fan(opts.fan, gates=True, generic=True))}
-            if opts.compare_generic
-            else {}
-        ),
-        **({"fan-base K=4": (4, fan(opts.fan, gates=True, base=base))} if base else {}),
+        "fan K=4": (4, fan(opts.fan)),
+        "fan-noroot K=4": (4, fan(opts.fan, root=False)),
+        **({"fan-generic K=4": (4, fan(opts.fan, generic=True))} if opts.compare_generic else {}),
+        **({"fan-base K=4": (4, fan(opts.fan, base=base))} if base else {}),
         "plain K=1": (1, plain_jobs(opts.chain)),
         "chain K=1": (1, chain(opts.chain)),
         **({"chain-base K=1": (1, chain(opts.chain, base=base))} if base else {}),
@@ -411,15 +371,10 @@ def main() -> None:
     results: dict[str, list[Drain]] = {name: [] for name in scenarios}
     latencies: dict[int, list[float]] = {8: [], 32: []}
     with server(opts.dsn) as admin:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            version = conn.execute("SHOW server_version").fetchone()
-            fsync = conn.execute("SHOW fsync").fetchone()
-            sync = conn.execute("SHOW synchronous_commit").fetchone()
-        print(f"PostgreSQL {version[0] if version else '?'}, fsync {fsync}, sync commit {sync}")
+        print(describe(admin, "fsync", "synchronous_commit"))
         for r in range(opts.rounds):
             # Alternate the order each round, so no scenario always runs first.
-            names = list(scenarios) if r % 2 == 0 else list(reversed(scenarios))
-            for name in names:
+            for name in alternated(list(scenarios), r):
                 k, load = scenarios[name]
                 worker_bin = opts.base_bin if name.endswith("-base K=" + str(k)) else ""
                 d = drain(admin, k, load, opts.timeout, worker_bin)
@@ -459,7 +414,6 @@ def main() -> None:
             ("fan K=4", "plain K=4"),
             *([("fan-generic K=4", "plain K=4")] if opts.compare_generic else []),
             ("fan-noroot K=4", "plain K=4"),
-            ("fan-nogate K=4", "plain K=4"),
             ("chain K=1", "plain K=1"),
             *(
                 [

@@ -133,7 +133,7 @@ def test_a_machine_path_is_found(line: str) -> None:
         "NOTIFY_SOCKET=/run/systemd/notify",
         "Environment=CHROME=/usr/bin/chromium",
         "python bench/shared_harness.py --dest /tmp/qe-harness",
-        "python bench/statement_profile.py --out /tmp/fc.callgrind",
+        "callgrind_annotate --inclusive=yes /tmp/fc.callgrind",
         "postgresql:///x?host=/tmp/a b",
         "https://github.com/ada/work/blob/main/README.md",
         "cd ../work/queue-engine; ls ~/work/",
