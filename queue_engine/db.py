@@ -12,10 +12,13 @@ a primary fenced with ``default_transaction_read_only`` during a switchover.
 A daemon's work is writes, so retrying on that session only repeats the
 error; dropping it and connecting again lets a multi-host DSN with
 ``target_session_attrs=read-write`` find the server that is primary now.
+:class:`LazyConnection` is that policy for a daemon's long-lived session.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -281,3 +284,72 @@ def is_connection_error(exc: psycopg.Error) -> bool:
     """
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in _SESSION_GONE_STATES
+
+
+#: libpq TCP keepalives for a daemon's long-lived connections: a half-open
+#: connection (peer gone without a FIN, e.g. a network partition) is noticed in
+#: about 20 s instead of the operating system's default of hours. Ignored on
+#: Unix sockets, where a dead peer is seen at once.
+KEEPALIVE_KWARGS: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+
+
+class LazyConnection:
+    """One autocommit connection, opened on first use and dropped after a connection error.
+
+    A service's run uses it through :meth:`session`; when a statement fails
+    because the connection broke or the server refuses writes
+    (:data:`RECONNECT_ERRORS`), the session is reset, and the
+    next run reconnects. That is the whole reconnect policy: the service's
+    error backoff spaces the attempts.
+
+    ``writable`` (the default: every daemon service writes, or holds a lock
+    that only means something on the primary): a session whose server reports
+    itself read-only (a standby, a fenced primary) is dropped by :meth:`get`
+    before it is used, and a new one opened, so a multi-host DSN moves to the
+    primary; when none is writable, :meth:`get` raises ``DatabaseUnavailable``.
+    """
+
+    def __init__(self, dsn: str, *, writable: bool = True, **connect_kwargs: Any) -> None:
+        self.dsn = dsn
+        self.writable = writable
+        self.connect_kwargs = connect_kwargs
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def get(self) -> psycopg.Connection[Any]:
+        """Return the open connection, connecting if needed (may raise DatabaseUnavailable)."""
+        if self.writable and self._conn is not None and read_only_reason(self._conn):
+            # The server turned read-only under us (fenced, or demoted): connect again.
+            self.reset()
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.dsn, writable=self.writable, **self.connect_kwargs)
+        return self._conn
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection for one run; a connection error drops it (:meth:`reset`), then propagates.
+
+        Any other error (a statement the server refused) keeps the connection.
+        """
+        try:
+            yield self.get()
+        except RECONNECT_ERRORS:
+            self.reset()
+            raise
+
+    @property
+    def is_open(self) -> bool:
+        """True when a connection is open (it may still turn out to be broken)."""
+        return self._conn is not None and not self._conn.closed
+
+    def reset(self) -> None:
+        """Close and forget the connection (after an error, or on stop)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            # Closing a broken connection may fail; there is nothing left to do then.
+            with contextlib.suppress(Exception):
+                conn.close()

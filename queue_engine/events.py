@@ -12,7 +12,7 @@ them in log pipelines, so they are a **public contract**, like a CLI option:
   snake_case parts), so a pipeline can split on the first dot;
 - every name is documented in ``docs/reference/log-events.md``.
 
-:func:`queue_engine.service.log_event` does **not** check names at run time: a
+:func:`queue_engine.logs.log_event` does **not** check names at run time: a
 typo must never cost a log line or crash a daemon. The check is static, in
 ``tests/unit/test_log_events.py``: it finds every name the code can emit
 (string literals, and the computed ones: ``job.<outcome kind>``,

@@ -1,11 +1,11 @@
-"""Logging for the daemons: text or one JSON object per line, with secrets masked.
+"""Logging: log events, their formats (text or JSON lines), secrets masked.
 
-Records made with :func:`queue_engine.service.log_event` carry a stable event
-name (``job.succeeded``) and snake_case fields; the text format prints them as
-``event key=value ...`` and the JSON format as top-level keys, so the same
-record is grep-able by a human and parseable by a log pipeline. Job arguments
-may hold credentials: :func:`mask_secrets` replaces the value of any key that
-looks secret before arguments reach a log line.
+:func:`log_event` makes a record with a stable event name (``job.succeeded``)
+and snake_case fields; the text format prints it as ``event key=value ...``
+and the JSON format as top-level keys, so the same record is grep-able by a
+human and parseable by a log pipeline. Job arguments may hold credentials:
+:func:`mask_secrets` replaces the value of any key that looks secret before
+arguments reach a log line.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -106,3 +107,70 @@ def setup_logging(log_format: str = "text", level: str = "INFO") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+def format_fields(fields: dict[str, Any]) -> str:
+    """Render ``key=value`` pairs in a stable order, quoting values with spaces.
+
+    A value with whitespace or any unprintable character (a NUL, an escape
+    sequence, a newline sent in a request path) is written as its ``repr``:
+    a log line never carries a raw control character from its input, which
+    could forge a line or a terminal sequence.
+    """
+    parts = []
+    for key, value in fields.items():
+        text = str(value)
+        # The worker formats a line like this for every job it finishes. A
+        # printable text without a space has no whitespace at all (every other
+        # whitespace character is unprintable): two C scans, no regex, for
+        # the ids, names and numbers that make up most fields.
+        if not text or not text.isprintable() or " " in text:
+            text = repr(text)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+#: Job ids named in one log line; the rest are counted (``17,18,+40``).
+LOGGED_IDS_MAX = 20
+
+
+def logged_ids(ids: Iterable[int]) -> str:
+    """Ids for a log field: the first :data:`LOGGED_IDS_MAX`, then how many more."""
+    ids = list(ids)
+    shown = ",".join(str(i) for i in ids[:LOGGED_IDS_MAX])
+    return shown + (f",+{len(ids) - LOGGED_IDS_MAX}" if len(ids) > LOGGED_IDS_MAX else "")
+
+
+def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
+    """Log ``event key=value ...``; the event name is stable so operators can grep and alert on it.
+
+    The fields are also attached to the record (``event`` and ``fields``) for a
+    structured formatter.
+
+    ``event`` must be a name of :data:`queue_engine.events.EVENTS` (a public
+    contract for log pipelines). It is deliberately *not* checked here: an
+    unknown name is logged like any other, because a typo must never cost a log
+    line or raise in a daemon. ``tests/unit/test_log_events.py`` finds every
+    name the code can emit, literal or computed, and fails on an unknown one.
+    """
+    if logger.isEnabledFor(level):
+        text = f"{event} {format_fields(fields)}" if fields else event
+        # logger.log() would walk the stack to find its caller, which is always
+        # this line; the worker logs every job it finishes, so the record is
+        # made here, naming this function, and handed to the logger as it is.
+        record = logger.makeRecord(
+            logger.name,
+            level,
+            __file__,
+            _LOG_LINE,
+            text,
+            (),
+            None,
+            "log_event",
+            {"event": event, "fields": fields},
+        )
+        logger.handle(record)
+
+
+#: The line a record of :func:`log_event` names (what ``logger.log`` found there).
+_LOG_LINE = log_event.__code__.co_firstlineno

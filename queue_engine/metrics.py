@@ -47,9 +47,8 @@ import psycopg
 
 from queue_engine import sql as queries
 from queue_engine import stats
-from queue_engine.db import first_line
+from queue_engine.db import LazyConnection, first_line
 from queue_engine.errors import ConfigError
-from queue_engine.service import LazyConnection
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

@@ -33,19 +33,16 @@ scheduler's ticker) are all the same shape, so they share this base:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-import psycopg
-
-from queue_engine.db import RECONNECT_ERRORS, connect, read_only_reason
+from queue_engine.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import ReconnectBackoff, reconnect_backoff
 
@@ -86,73 +83,6 @@ class Timing:
 
 #: The real time: :func:`time.monotonic`, :func:`event_wait` and :func:`random.random`.
 REAL_TIMING = Timing()
-
-
-def format_fields(fields: dict[str, Any]) -> str:
-    """Render ``key=value`` pairs in a stable order, quoting values with spaces.
-
-    A value with whitespace or any unprintable character (a NUL, an escape
-    sequence, a newline sent in a request path) is written as its ``repr``:
-    a log line never carries a raw control character from its input, which
-    could forge a line or a terminal sequence.
-    """
-    parts = []
-    for key, value in fields.items():
-        text = str(value)
-        # The worker formats a line like this for every job it finishes. A
-        # printable text without a space has no whitespace at all (every other
-        # whitespace character is unprintable): two C scans, no regex, for
-        # the ids, names and numbers that make up most fields.
-        if not text or not text.isprintable() or " " in text:
-            text = repr(text)
-        parts.append(f"{key}={text}")
-    return " ".join(parts)
-
-
-#: Job ids named in one log line; the rest are counted (``17,18,+40``).
-LOGGED_IDS_MAX = 20
-
-
-def logged_ids(ids: Iterable[int]) -> str:
-    """Ids for a log field: the first :data:`LOGGED_IDS_MAX`, then how many more."""
-    ids = list(ids)
-    shown = ",".join(str(i) for i in ids[:LOGGED_IDS_MAX])
-    return shown + (f",+{len(ids) - LOGGED_IDS_MAX}" if len(ids) > LOGGED_IDS_MAX else "")
-
-
-def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
-    """Log ``event key=value ...``; the event name is stable so operators can grep and alert on it.
-
-    The fields are also attached to the record (``event`` and ``fields``) for a
-    structured formatter.
-
-    ``event`` must be a name of :data:`queue_engine.events.EVENTS` (a public
-    contract for log pipelines). It is deliberately *not* checked here: an
-    unknown name is logged like any other, because a typo must never cost a log
-    line or raise in a daemon. ``tests/unit/test_log_events.py`` finds every
-    name the code can emit, literal or computed, and fails on an unknown one.
-    """
-    if logger.isEnabledFor(level):
-        text = f"{event} {format_fields(fields)}" if fields else event
-        # logger.log() would walk the stack to find its caller, which is always
-        # this line; the worker logs every job it finishes, so the record is
-        # made here, naming this function, and handed to the logger as it is.
-        record = logger.makeRecord(
-            logger.name,
-            level,
-            __file__,
-            _LOG_LINE,
-            text,
-            (),
-            None,
-            "log_event",
-            {"event": event, "fields": fields},
-        )
-        logger.handle(record)
-
-
-#: The line a record of :func:`log_event` names (what ``logger.log`` found there).
-_LOG_LINE = log_event.__code__.co_firstlineno
 
 
 class ServiceResult(Protocol):
@@ -359,72 +289,3 @@ class Service(ABC, Generic[R]):
                 self.on_stop()
             except Exception:
                 self.log.exception("%s: error while stopping", self.name)
-
-
-#: libpq TCP keepalives for a daemon's long-lived connections: a half-open
-#: connection (peer gone without a FIN, e.g. a network partition) is noticed in
-#: about 20 s instead of the operating system's default of hours. Ignored on
-#: Unix sockets, where a dead peer is seen at once.
-KEEPALIVE_KWARGS: dict[str, Any] = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
-
-
-class LazyConnection:
-    """One autocommit connection, opened on first use and dropped after a connection error.
-
-    A service's run uses it through :meth:`session`; when a statement fails
-    because the connection broke or the server refuses writes
-    (:data:`queue_engine.db.RECONNECT_ERRORS`), the session is reset, and the
-    next run reconnects. That is the whole reconnect policy: the service's
-    error backoff spaces the attempts.
-
-    ``writable`` (the default: every daemon service writes, or holds a lock
-    that only means something on the primary): a session whose server reports
-    itself read-only (a standby, a fenced primary) is dropped by :meth:`get`
-    before it is used, and a new one opened, so a multi-host DSN moves to the
-    primary; when none is writable, :meth:`get` raises ``DatabaseUnavailable``.
-    """
-
-    def __init__(self, dsn: str, *, writable: bool = True, **connect_kwargs: Any) -> None:
-        self.dsn = dsn
-        self.writable = writable
-        self.connect_kwargs = connect_kwargs
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def get(self) -> psycopg.Connection[Any]:
-        """Return the open connection, connecting if needed (may raise DatabaseUnavailable)."""
-        if self.writable and self._conn is not None and read_only_reason(self._conn):
-            # The server turned read-only under us (fenced, or demoted): connect again.
-            self.reset()
-        if self._conn is None or self._conn.closed:
-            self._conn = connect(self.dsn, writable=self.writable, **self.connect_kwargs)
-        return self._conn
-
-    @contextlib.contextmanager
-    def session(self) -> Iterator[psycopg.Connection[Any]]:
-        """The connection for one run; a connection error drops it (:meth:`reset`), then propagates.
-
-        Any other error (a statement the server refused) keeps the connection.
-        """
-        try:
-            yield self.get()
-        except RECONNECT_ERRORS:
-            self.reset()
-            raise
-
-    @property
-    def is_open(self) -> bool:
-        """True when a connection is open (it may still turn out to be broken)."""
-        return self._conn is not None and not self._conn.closed
-
-    def reset(self) -> None:
-        """Close and forget the connection (after an error, or on stop)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            # Closing a broken connection may fail; there is nothing left to do then.
-            with contextlib.suppress(Exception):
-                conn.close()

@@ -31,8 +31,7 @@ from queue_engine.config import validate_schema
 from queue_engine.daemon.signals import StopSignals
 from queue_engine.errors import ConfigError, QueueEngineError
 from queue_engine.exit_codes import ExitCode
-from queue_engine.logs import setup_logging
-from queue_engine.service import log_event
+from queue_engine.logs import log_event, setup_logging
 
 log = logging.getLogger("queue_engine.web")
 

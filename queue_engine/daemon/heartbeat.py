@@ -63,14 +63,9 @@ import psutil
 
 from queue_engine import settings as table
 from queue_engine import sql as queries
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    LazyConnection,
-    Service,
-    Timing,
-    log_event,
-)
+from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.logs import log_event
+from queue_engine.service import REAL_TIMING, Service, Timing
 from queue_engine.telemetry import GpuProbe, host_telemetry
 
 #: Heartbeat cadence (seconds); ``QUEUE_ENGINE_HEARTBEAT_S``.

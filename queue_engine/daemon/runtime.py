@@ -58,7 +58,8 @@ from queue_engine.daemon.signals import StopSignals
 from queue_engine.daemon.startup import StopRequested, wait_for_database
 from queue_engine.errors import DatabaseUnavailable
 from queue_engine.exit_codes import ExitCode
-from queue_engine.service import REAL_TIMING, Timing, log_event
+from queue_engine.logs import log_event
+from queue_engine.service import REAL_TIMING, Timing
 from queue_engine.systemd import SystemdNotifier
 
 T = TypeVar("T")

@@ -27,14 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import statistics
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    STAGGER_DEFAULT_S,
-    LazyConnection,
-    Service,
-    Timing,
-)
+from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
 
 #: How often the leader reads the change counter (seconds).
 ANALYZE_CHECK_DEFAULT_S = 5.0

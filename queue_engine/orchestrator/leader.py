@@ -48,17 +48,11 @@ import psycopg
 
 from queue_engine import settings as table
 from queue_engine import sql as queries
-from queue_engine.db import RECONNECT_OR_UNREACHABLE, first_line
+from queue_engine.db import KEEPALIVE_KWARGS, RECONNECT_OR_UNREACHABLE, LazyConnection, first_line
+from queue_engine.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    LazyConnection,
-    Service,
-    Timing,
-    log_event,
-)
+from queue_engine.service import REAL_TIMING, Service, Timing
 
 #: Standby retry and leader self-check cadence (seconds).
 ELECT_INTERVAL_DEFAULT_S = table.ELECT_S.default

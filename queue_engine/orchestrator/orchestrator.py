@@ -41,6 +41,7 @@ from queue_engine._version import __version__
 from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
 from queue_engine.db import connect
+from queue_engine.logs import log_event
 from queue_engine.migrate import Migration, Migrator
 from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.archiver import Archiver
@@ -61,7 +62,7 @@ from queue_engine.orchestrator.reaper import (
 from queue_engine.orchestrator.stuck_nodes import CHECK_DEFAULT_S, StuckNodeCheck
 from queue_engine.orchestrator.vacuumer import Vacuumer
 from queue_engine.pooler import refuse_shared_sessions
-from queue_engine.service import Service, log_event
+from queue_engine.service import Service
 from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.orchestrator")

@@ -34,16 +34,8 @@ from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, Unpack
 import psycopg
 
 from queue_engine.config import validate_schema
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    STAGGER_DEFAULT_S,
-    LazyConnection,
-    R,
-    Service,
-    ServiceResult,
-    Timing,
-)
+from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, R, Service, ServiceResult, Timing
 
 #: ``now()``: the instant a sweep compares with, or None for the database's clock.
 Now = Callable[[], datetime | None]

@@ -35,15 +35,9 @@ import psycopg
 
 from queue_engine import metrics, statistics
 from queue_engine import settings as table
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    STAGGER_DEFAULT_S,
-    LazyConnection,
-    Service,
-    Timing,
-    log_event,
-)
+from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.logs import log_event
+from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
 
 #: The share of wall time the vacuumer may spend in VACUUM (a run of d seconds
 #: is followed by at least d * (1 / share - 1) seconds without one).

@@ -33,6 +33,7 @@ from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, DaemonRuntime
 from queue_engine.db import connect
 from queue_engine.errors import ConfigError, MigrationError
+from queue_engine.logs import log_event
 from queue_engine.migrate import engine_migrations_dir, load_chain, wait_for_schema
 from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.scheduler import store
@@ -45,7 +46,6 @@ from queue_engine.scheduler.ticker import (
     ScheduleListener,
     Ticker,
 )
-from queue_engine.service import log_event
 from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.scheduler")

@@ -56,21 +56,15 @@ import psycopg
 from psycopg import sql
 
 from queue_engine import settings as table
-from queue_engine.db import RECONNECT_ERRORS, first_line
+from queue_engine.db import KEEPALIVE_KWARGS, RECONNECT_ERRORS, LazyConnection, first_line
 from queue_engine.errors import QueueEngineError
+from queue_engine.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.scheduler import store
 from queue_engine.scheduler.cron import Trigger
 from queue_engine.scheduler.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    LazyConnection,
-    Service,
-    Timing,
-    log_event,
-)
+from queue_engine.service import REAL_TIMING, Service, Timing
 
 log = logging.getLogger("queue_engine.scheduler")
 

@@ -40,7 +40,7 @@ from queue_engine import sql as queries
 from queue_engine import stats
 from queue_engine.db import schema_errors
 from queue_engine.errors import QueueEngineError
-from queue_engine.service import log_event
+from queue_engine.logs import log_event
 
 log = logging.getLogger("queue_engine.web.live")
 

@@ -60,8 +60,8 @@ from queue_engine.errors import (
     ValidationError,
     WorkflowNotFound,
 )
+from queue_engine.logs import log_event
 from queue_engine.scheduler.store import ScheduleExists, ScheduleNotFound
-from queue_engine.service import log_event
 from queue_engine.web.auth import REALM, Forbidden, Unauthorized
 
 PROBLEM_TYPE = "application/problem+json"

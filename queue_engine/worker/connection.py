@@ -38,9 +38,10 @@ from queue_engine.db import (
     refuse_read_only,
 )
 from queue_engine.errors import DatabaseUnavailable
+from queue_engine.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
-from queue_engine.service import REAL_TIMING, Timing, log_event
+from queue_engine.service import REAL_TIMING, Timing
 from queue_engine.worker import store
 from queue_engine.worker.jobs import HeldJobs
 

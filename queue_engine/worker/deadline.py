@@ -51,7 +51,7 @@ from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from queue_engine.exit_codes import ExitCode
-from queue_engine.service import log_event
+from queue_engine.logs import log_event
 
 log = logging.getLogger("queue_engine.worker.watchdog")
 

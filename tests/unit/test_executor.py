@@ -18,8 +18,8 @@ import pytest
 
 from queue_engine.daemon.heartbeat import Heartbeat
 from queue_engine.errors import ConfigError
-from queue_engine.logs import JsonFormatter, mask_secrets
-from queue_engine.service import Timing, log_event
+from queue_engine.logs import JsonFormatter, log_event, mask_secrets
+from queue_engine.service import Timing
 from queue_engine.tasks import TaskDefinition, _accepts_context
 from queue_engine.worker.executor import Executor, JobCanceled
 from queue_engine.worker.settings import WorkerSettings

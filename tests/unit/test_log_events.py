@@ -1,7 +1,7 @@
 """Every log event name the code can emit is catalogued, documented and well formed.
 
 Event names are a public contract (see :mod:`queue_engine.events`), but
-:func:`queue_engine.service.log_event` never checks them at run time: a typo
+:func:`queue_engine.logs.log_event` never checks them at run time: a typo
 must not cost a log line in production. This module is the check, and it is
 static so that it covers code paths no unit test runs (shutdown, watchdog
 trips, database outages):
