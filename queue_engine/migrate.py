@@ -28,7 +28,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 
 from queue_engine import sql as queries
-from queue_engine import statistics
+from queue_engine import table_statistics
 from queue_engine.config import resolve_schema, validate_schema
 from queue_engine.db import connect, first_line
 from queue_engine.errors import ConfigError, DatabaseUnavailable, MigrationError, SchemaMissing
@@ -219,7 +219,7 @@ class Migrator:
 
     def _analyze(self, conn: psycopg.Connection[Any]) -> None:
         try:
-            tables = statistics.analyze_schema(conn, self.schema)
+            tables = table_statistics.analyze_schema(conn, self.schema)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"lost the database while analyzing after migrating: {first_line(exc)}"

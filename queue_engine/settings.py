@@ -8,8 +8,8 @@ daemons that it exists to prevent.
 Each :class:`Setting` says once what a variable is: its name, how its text is
 parsed, its default, its bounds or choices, which processes read it, the
 command-line option that overrides it (if any) and a one-line description.
-The settings objects (``WorkerSettings.from_env``, ``OrchestratorConfig.from_env``,
-``SchedulerConfig.from_env``, the pruner's ``Retention.from_env``), the views'
+The settings objects (``WorkerSettings.from_env``, ``OrchestratorSettings.from_env``,
+``SchedulerSettings.from_env``, the pruner's ``Retention.from_env``), the views'
 dead-worker threshold and the click options all read their defaults and
 bounds from here, so one variable cannot mean two things in two processes
 (it did: ``QUEUE_ENGINE_RECONNECT_MAX_S`` defaulted to 10 s in the

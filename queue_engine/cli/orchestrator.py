@@ -55,15 +55,15 @@ def orchestrator(
     may run at once; one leads, the others take over within seconds if it goes.
     """
     # Imported once the options are read, so --help and a usage error answer at once.
-    from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
+    from queue_engine.orchestrator import Orchestrator, OrchestratorSettings
 
     try:
         validate_schema(schema)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--schema") from None
     setup_logging(log_format, log_level)
-    config = OrchestratorConfig.from_env(dsn, schema, http_port=http_port, http_host=http_host)
-    return Orchestrator(config).main()
+    settings = OrchestratorSettings.from_env(dsn, schema, http_port=http_port, http_host=http_host)
+    return Orchestrator(settings).main()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -50,7 +50,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     QUEUE_ENGINE_CONNECT_RETRY_S (10).
     """
     # Imported once the options are read, so --help and a usage error answer at once.
-    from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
+    from queue_engine.scheduler.scheduler import Scheduler, SchedulerSettings, check_specs
     from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
 
     try:
@@ -60,7 +60,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     setup_logging(log_format, log_level)
     specs: list[ScheduleSpec] = load_schedules(app) if app else []
     check_specs(specs)
-    return Scheduler(SchedulerConfig.from_env(dsn, schema, app), specs).main()
+    return Scheduler(SchedulerSettings.from_env(dsn, schema, app), specs).main()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,7 +31,7 @@ from queue_engine.orchestrator.dead_workers import (
 )
 from queue_engine.orchestrator.fast_recovery import FastRecovery, GoneWorker, RecoveryResult
 from queue_engine.orchestrator.leader import ElectionResult, LeaderElector, leader_key
-from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorConfig
+from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorSettings
 from queue_engine.orchestrator.reaper import ReapedJob, Reaper, ReapResult
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
     "GoneWorker",
     "LeaderElector",
     "Orchestrator",
-    "OrchestratorConfig",
+    "OrchestratorSettings",
     "ReapResult",
     "ReapedJob",
     "Reaper",

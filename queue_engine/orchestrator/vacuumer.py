@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import metrics, statistics
+from queue_engine import metrics, table_statistics
 from queue_engine import settings as table
 from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
 from queue_engine.logs import log_event
@@ -161,8 +161,8 @@ class Vacuumer(Service[VacuumResult]):
         kwargs.setdefault("interval_s", table.VACUUM_S.read())
         return cls(dsn, schema, dead_rows=dead_rows, **kwargs)
 
-    def _statistics(self, conn: psycopg.Connection[Any]) -> statistics.TableStatistics:
-        (jobs,) = statistics.table_statistics(conn, self.schema, (VACUUM_TABLE,))
+    def _statistics(self, conn: psycopg.Connection[Any]) -> table_statistics.TableStatistics:
+        (jobs,) = table_statistics.read(conn, self.schema, (VACUUM_TABLE,))
         return jobs
 
     def run_once(self) -> VacuumResult:
@@ -172,7 +172,7 @@ class Vacuumer(Service[VacuumResult]):
             started = self.timing.clock()
             if not self.pacer.due(before.dead_rows, started):
                 return VacuumResult(dead_before=before.dead_rows, dead_after=before.dead_rows)
-            statistics.vacuum(conn, self.schema, VACUUM_TABLE)
+            table_statistics.vacuum(conn, self.schema, VACUUM_TABLE)
             ended = self.timing.clock()
             # VACUUM reports its count and what it left before it returns.
             after = self._statistics(conn)

@@ -169,7 +169,7 @@ class Renewer:
             telemetry = json.dumps(host_telemetry(self._gpu))
         schema = self.connection.schema
 
-        def run(conn: Connection) -> store.HeartbeatResult:
+        def run(conn: Connection) -> store.BeatReply:
             result = store.heartbeat(
                 conn,
                 schema,

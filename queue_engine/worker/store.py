@@ -371,8 +371,12 @@ def finish_only(
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    """What a heartbeat learned: whether the worker row exists, lost jobs, cancel requests."""
+class BeatReply:
+    """What the database answered a worker's beat: its row exists, held jobs lost, cancels asked.
+
+    Not :class:`queue_engine.daemon.HeartbeatResult`, which is what one run of
+    the heartbeat service did; this is the answer of the statement it sent.
+    """
 
     registered: bool
     lost_ids: frozenset[int]
@@ -393,7 +397,7 @@ def heartbeat(
     telemetry: str | None = None,
     publish: bool = False,
     warm_key: str | None = None,
-) -> HeartbeatResult:
+) -> BeatReply:
     """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``.
 
     ``telemetry`` (JSON text, see :mod:`queue_engine.telemetry`) is stored by
@@ -421,7 +425,7 @@ def heartbeat(
         },
     ).fetchone()
     assert row is not None
-    return HeartbeatResult(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
+    return BeatReply(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
 
 
 def register(

@@ -37,7 +37,7 @@ def register(conn: psycopg.Connection[Any], worker_id: str) -> None:
 def run_two_jobs(conn: psycopg.Connection[Any], worker_id: str) -> list[tuple[Any, ...]]:
     """Claim a job, beat, finish it while claiming the next, beat: what each step answered."""
 
-    def beat(job: ClaimedJob) -> store.HeartbeatResult:
+    def beat(job: ClaimedJob) -> store.BeatReply:
         return store.heartbeat(
             conn,
             S,

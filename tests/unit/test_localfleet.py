@@ -168,8 +168,8 @@ def test_each_daemons_settings_take_the_fleet_when_given_an_empty_dsn(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Their console scripts pass ``--dsn``'s default, "", when none was given."""
-    from queue_engine.orchestrator.orchestrator import OrchestratorConfig
-    from queue_engine.scheduler.scheduler import SchedulerConfig
+    from queue_engine.orchestrator.orchestrator import OrchestratorSettings
+    from queue_engine.scheduler.scheduler import SchedulerSettings
     from queue_engine.web.settings import WebSettings
     from queue_engine.worker.settings import WorkerSettings
 
@@ -179,6 +179,6 @@ def test_each_daemons_settings_take_the_fleet_when_given_an_empty_dsn(
     with _held(env, pid=1, dsn=DSN, schema="queue_engine"):
         assert WebSettings.from_env(dsn="").dsn == DSN
         assert WorkerSettings.from_env(dsn="", queue="q", app="a").dsn == DSN
-        assert OrchestratorConfig.from_env("", "queue_engine").dsn == DSN
-        assert SchedulerConfig.from_env("", "queue_engine", None).dsn == DSN
+        assert OrchestratorSettings.from_env("", "queue_engine").dsn == DSN
+        assert SchedulerSettings.from_env("", "queue_engine", None).dsn == DSN
         assert WebSettings.from_env(dsn="postgresql:///given").dsn == "postgresql:///given"

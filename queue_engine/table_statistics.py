@@ -46,7 +46,7 @@ class TableStatistics:
         return self.analyzed_at is None
 
 
-def table_statistics(
+def read(
     conn: psycopg.Connection[Any], schema: str, tables: Sequence[str] | None = None
 ) -> list[TableStatistics]:
     """Return the change counters of the engine's tables (``tables``: only those)."""
@@ -76,7 +76,7 @@ def vacuum(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
 
 def analyze_schema(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     """ANALYZE every table of the engine schema; return their names."""
-    names = [t.name for t in table_statistics(conn, schema)]
+    names = [t.name for t in read(conn, schema)]
     for name in names:
         analyze(conn, schema, name)
     return names

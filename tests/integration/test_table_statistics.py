@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from queue_engine import Client
+from queue_engine import Client, table_statistics
 from queue_engine.migrate import Migrator
 from queue_engine.orchestrator.analyzer import Analyzer, needs_analyze
-from queue_engine.statistics import TableStatistics, table_statistics
+from queue_engine.table_statistics import TableStatistics
 
 SCHEMA = "queue_engine"
 
@@ -88,7 +88,7 @@ def _wait_for_changes(dsn: str, at_least: int) -> None:
     deadline = time.monotonic() + 60
     with psycopg.connect(dsn, autocommit=True) as conn:
         while True:
-            (jobs,) = table_statistics(conn, SCHEMA, ["jobs"])
+            (jobs,) = table_statistics.read(conn, SCHEMA, ["jobs"])
             if jobs.changes >= at_least:
                 return
             assert time.monotonic() < deadline, f"the change counter stayed at {jobs.changes}"
@@ -111,7 +111,7 @@ def test_analyzer_analyzes_jobs_after_a_burst(dsn: str) -> None:
             assert result.analyzed == ("jobs",)
             assert result.changes >= 10_000
             assert _reltuples(conn, "jobs") == 10_000
-            (jobs,) = table_statistics(conn, SCHEMA, ["jobs"])
+            (jobs,) = table_statistics.read(conn, SCHEMA, ["jobs"])
             assert jobs.analyzed_at is not None
             assert jobs.analyzed_at <= datetime.now(UTC)
             # The counter restarts at zero: the next check does nothing.
@@ -122,8 +122,8 @@ def test_analyzer_analyzes_jobs_after_a_burst(dsn: str) -> None:
 
 
 def test_the_orchestrator_runs_the_analyzer_on_the_leader(dsn: str) -> None:
-    from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorConfig
+    from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorSettings
 
-    orch = Orchestrator(OrchestratorConfig(dsn=dsn, schema=SCHEMA))
+    orch = Orchestrator(OrchestratorSettings(dsn=dsn, schema=SCHEMA))
     analyzers = [s for s in orch.leader_services if isinstance(s, Analyzer)]
     assert len(analyzers) == 1 and analyzers[0].schema == SCHEMA
