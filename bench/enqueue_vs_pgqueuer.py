@@ -70,7 +70,7 @@ async def main() -> None:
 
     from queue_engine import Client
     from queue_engine import operations as ops
-    from queue_engine.migrate import Migrator
+    from queue_engine.foundation.migrate import Migrator
 
     with server() as admin:
         ceilings = CEILINGS if options.ceilings else {}

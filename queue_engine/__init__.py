@@ -3,7 +3,7 @@
 The public API: :class:`Client` and :class:`AsyncClient` to enqueue and manage
 jobs, :func:`task` to register handlers, :class:`Job` and :class:`JobStatus`
 to read them, :class:`Workflow` to build DAGs of jobs, and the exceptions in
-:mod:`queue_engine.errors`.
+:mod:`queue_engine.foundation.errors`.
 
 The names are loaded when first used (PEP 562's module ``__getattr__``), not
 when the package is imported: every ``import queue_engine.<module>`` runs this
@@ -19,10 +19,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from queue_engine._version import __version__
     from queue_engine.async_client import AsyncClient
     from queue_engine.client import Client
-    from queue_engine.errors import (
+    from queue_engine.foundation.errors import (
         ConfigError,
         DatabaseUnavailable,
         InvalidTransition,
@@ -33,8 +32,9 @@ if TYPE_CHECKING:
         ValidationError,
         WorkflowNotFound,
     )
+    from queue_engine.foundation.migrate import Migrator, wait_for_schema
+    from queue_engine.foundation.version import __version__
     from queue_engine.jobs import Job, JobStatus
-    from queue_engine.migrate import Migrator, wait_for_schema
     from queue_engine.retry import ExponentialBackoff, FixedBackoff, Permanent, Skip, Snooze
     from queue_engine.scheduler.schedules import periodic
     from queue_engine.tasks import registry, task
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 #: Each public name and the module it comes from (the imports above, as data).
 _PUBLIC: dict[str, str] = {
-    "__version__": "queue_engine._version",
+    "__version__": "queue_engine.foundation.version",
     "AsyncClient": "queue_engine.async_client",
     "Client": "queue_engine.client",
     **dict.fromkeys(
@@ -58,12 +58,12 @@ _PUBLIC: dict[str, str] = {
             "ValidationError",
             "WorkflowNotFound",
         ),
-        "queue_engine.errors",
+        "queue_engine.foundation.errors",
     ),
     "Job": "queue_engine.jobs",
     "JobStatus": "queue_engine.jobs",
-    "Migrator": "queue_engine.migrate",
-    "wait_for_schema": "queue_engine.migrate",
+    "Migrator": "queue_engine.foundation.migrate",
+    "wait_for_schema": "queue_engine.foundation.migrate",
     **dict.fromkeys(
         ("ExponentialBackoff", "FixedBackoff", "Permanent", "Skip", "Snooze"),
         "queue_engine.retry",

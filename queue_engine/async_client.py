@@ -34,16 +34,16 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
 from queue_engine import operations as ops
-from queue_engine import sql as queries
-from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.db import (
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.db import (
     APPLICATION_NAME,
     AsyncCursorKeepingConnection,
     SchemaErrors,
     async_tuple_cursor,
     connect_async,
 )
-from queue_engine.errors import JobNotFound, WorkflowNotFound
+from queue_engine.foundation.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.kept_defaults import KeptDefaults
 from queue_engine.validation import EnqueueOptions, JobSpec
@@ -283,7 +283,7 @@ class AsyncClient:
         return [i for i in ids if i is not None]
 
     async def get(self, job_id: int, *, conn: AsyncConnection | None = None) -> Job:
-        """Return the job, or raise :class:`~queue_engine.errors.JobNotFound`."""
+        """Return the job, or raise :class:`~queue_engine.foundation.errors.JobNotFound`."""
         async with self._connection(conn) as c:
             job = ops.job_or_none(await self._fetch_one(c, ops.get_statement(self.schema, job_id)))
         if job is None:
@@ -397,7 +397,7 @@ class AsyncClient:
     ) -> tuple[int, int]:
         """Cancel every unfinished node; return (canceled now, running nodes asked to stop).
 
-        Refused (:class:`~queue_engine.errors.InvalidTransition`) for a workflow
+        Refused (:class:`~queue_engine.foundation.errors.InvalidTransition`) for a workflow
         that has already ended.
         """
         async with self._connection(conn) as c:

@@ -36,16 +36,16 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
 from queue_engine import operations as ops
-from queue_engine import sql as queries
-from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.db import (
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.db import (
     APPLICATION_NAME,
     CursorKeepingConnection,
     SchemaErrors,
     connect,
     tuple_cursor,
 )
-from queue_engine.errors import JobNotFound, WorkflowNotFound
+from queue_engine.foundation.errors import JobNotFound, WorkflowNotFound
 from queue_engine.jobs import Job
 from queue_engine.kept_defaults import KeptDefaults
 from queue_engine.validation import EnqueueOptions, JobSpec
@@ -259,7 +259,7 @@ class Client:
         return [i for i in ids if i is not None]
 
     def get(self, job_id: int, *, conn: Connection | None = None) -> Job:
-        """Return the job, or raise :class:`~queue_engine.errors.JobNotFound`."""
+        """Return the job, or raise :class:`~queue_engine.foundation.errors.JobNotFound`."""
         with self._connection(conn) as c:
             job = ops.job_or_none(self._fetch_one(c, ops.get_statement(self.schema, job_id)))
         if job is None:
@@ -365,7 +365,7 @@ class Client:
     ) -> tuple[int, int]:
         """Cancel every unfinished node; return (canceled now, running nodes asked to stop).
 
-        Refused (:class:`~queue_engine.errors.InvalidTransition`) for a workflow
+        Refused (:class:`~queue_engine.foundation.errors.InvalidTransition`) for a workflow
         that has already ended.
         """
         with self._connection(conn) as c:

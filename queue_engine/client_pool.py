@@ -34,8 +34,8 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from queue_engine.db import SchemaErrors
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.foundation.db import SchemaErrors
+from queue_engine.foundation.errors import DatabaseUnavailable
 
 Connection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -197,7 +197,7 @@ class PooledSession(SchemaErrors):
     """One call's session of a :class:`KeptConnectionPool` (see :meth:`~KeptConnectionPool.session`).
 
     A class rather than a generator-based context manager, for the same
-    reason as :class:`~queue_engine.db.SchemaErrors`, whose translation of a
+    reason as :class:`~queue_engine.foundation.db.SchemaErrors`, whose translation of a
     missing schema or a lost connection it adds.
     """
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 import psycopg
 
-from queue_engine.db import connect
 from queue_engine.followups import FollowUpBuffer
+from queue_engine.foundation.db import connect
 from queue_engine.validation import EnqueueOptions
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ class JobContext:
 
         Takes :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`'s
         options and validates them now, so a bad one raises
-        :class:`~queue_engine.errors.ValidationError` here, in the handler.
+        :class:`~queue_engine.foundation.errors.ValidationError` here, in the handler.
         Nothing is written until the handler returns: the worker's finish
         statement inserts the follow-ups in the transaction that records the
         success; a failure, retry, snooze or cancel discards them. A job whose

@@ -26,10 +26,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine import sql as queries
-from queue_engine.db import schema_errors
-from queue_engine.errors import QueueEngineError, ValidationError
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import schema_errors
+from queue_engine.foundation.errors import QueueEngineError, ValidationError
+from queue_engine.foundation.exit_codes import ExitCode
 from queue_engine.validation import check_queue_name
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from queue_engine import operations as ops
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.validation import EnqueueOptions, JobSpec
 
 #: At most this many follow-ups per job attempt: a fan-out wider than this

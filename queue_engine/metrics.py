@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from queue_engine import sql as queries
 from queue_engine import stats
-from queue_engine.db import LazyConnection, first_line
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import LazyConnection, first_line
+from queue_engine.foundation.errors import ConfigError
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -535,7 +535,7 @@ def start_metrics_server(
     """Serve ``/metrics`` and ``/health`` on ``host:port`` from a daemon thread; return a handle.
 
     ``port`` 0 picks a free port (read it back from ``handle.port``). Raises
-    :class:`~queue_engine.errors.ConfigError` when prometheus-client is missing
+    :class:`~queue_engine.foundation.errors.ConfigError` when prometheus-client is missing
     or the address cannot be bound.
     """
     require_prometheus_client()

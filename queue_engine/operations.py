@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, LiteralString, Unpack
 
-from queue_engine import sql as queries
-from queue_engine.errors import InvalidTransition, JobNotFound, QueueEngineError, ValidationError
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.errors import (
+    InvalidTransition,
+    JobNotFound,
+    QueueEngineError,
+    ValidationError,
+)
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.tasks import TaskDefinition, registry
 from queue_engine.validation import (

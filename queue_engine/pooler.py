@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import secrets
 
-from queue_engine import sql as queries
-from queue_engine.db import connect
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import connect
+from queue_engine.foundation.errors import ConfigError
 
 #: How many reads each connection makes (each one a transaction of its own).
 PROBES = 3

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 
 
 class Permanent(Exception):

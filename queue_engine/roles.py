@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from queue_engine import sql as queries
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.errors import ConfigError
 
 WORKER_ROLE = "queue_engine_worker"
 PRODUCER_ROLE = "queue_engine_producer"

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from queue_engine.logs import log_event
+from queue_engine.foundation.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import ReconnectBackoff, reconnect_backoff
 

@@ -48,9 +48,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine import settings
-from queue_engine import sql as queries
-from queue_engine.db import schema_errors
+from queue_engine.foundation import settings
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import schema_errors
 
 #: Busy fraction the replicas suggestion aims for: headroom for bursts and restarts.
 TARGET_UTILISATION = 0.7

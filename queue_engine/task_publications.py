@@ -28,8 +28,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine import sql as queries
-from queue_engine.db import schema_errors
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import schema_errors
 from queue_engine.retry import policy_data
 from queue_engine.tasks import TaskDefinition
 from queue_engine.validation import DEFAULTED_OPTIONS
@@ -210,7 +210,7 @@ def read(
     """Every published task (or only ``task``), by name.
 
     ``dead_after_s``: heartbeat age after which a worker that did not stop
-    counts as dead (``queue_engine.settings.dead_after_s()``).
+    counts as dead (``queue_engine.foundation.settings.dead_after_s()``).
     """
     with schema_errors(schema), conn.cursor(row_factory=dict_row) as cur:
         cur.execute(

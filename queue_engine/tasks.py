@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from queue_engine.errors import ConfigError, ValidationError
+from queue_engine.foundation.errors import ConfigError, ValidationError
 from queue_engine.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, NoReturn, Protocol, TypedDict, Unpack
 
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 
 QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 TASK_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")

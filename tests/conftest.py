@@ -144,7 +144,7 @@ def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     """A runtime folder of the session's own, where a ``queue-ctl up`` of a test records itself.
 
     Without it, a test's ``up`` with no DSN would be the local fleet that every
-    other test's command run with no DSN finds (queue_engine/localfleet.py),
+    other test's command run with no DSN finds (queue_engine/foundation/localfleet.py),
     and a developer's own ``queue-ctl up`` would be found by the suite.
     ``support.ctl.clean_env`` passes it on to the commands tests run.
     """

@@ -33,18 +33,18 @@ import click
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine import localfleet
-from queue_engine import sql as queries
 from queue_engine.bench_app import QUEUE as BENCH_QUEUE
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
 from queue_engine.client import Client
-from queue_engine.config import DEFAULT_SCHEMA
-from queue_engine.db import connect, describe_dsn
-from queue_engine.embedded import database_for
-from queue_engine.errors import QueueEngineError
-from queue_engine.exit_codes import ExitCode
-from queue_engine.migrate import Migrator
+from queue_engine.foundation import localfleet
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.config import DEFAULT_SCHEMA
+from queue_engine.foundation.db import connect, describe_dsn
+from queue_engine.foundation.embedded import database_for
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.migrate import Migrator
 
 BENCH_APP = "queue_engine.bench_app"
 BENCH_TASK = "bench.noop"

@@ -36,7 +36,7 @@ from queue_engine.controls import (
     unpark,
 )
 from queue_engine.controls import controls as read_controls
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.validation import check_queue_name
 
 

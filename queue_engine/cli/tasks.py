@@ -14,9 +14,10 @@ from typing import Any
 
 import click
 
-from queue_engine import settings, task_publications
+from queue_engine import task_publications
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json, table
+from queue_engine.foundation import settings
 from queue_engine.stats import format_duration
 from queue_engine.task_publications import Publication, PublishedTask
 from queue_engine.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE

@@ -43,16 +43,16 @@ from typing import Any
 
 import click
 
-from queue_engine import localfleet
 from queue_engine.cli.common import embedded_folder_options
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import command_for
 from queue_engine.cli.fleet_watch import DatabaseWatch
 from queue_engine.cli.supervisor import ChildSpec, Supervisor
-from queue_engine.config import DEFAULT_SCHEMA
-from queue_engine.db import describe_dsn
-from queue_engine.embedded import own_server
-from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.foundation import localfleet
+from queue_engine.foundation.config import DEFAULT_SCHEMA
+from queue_engine.foundation.db import describe_dsn
+from queue_engine.foundation.embedded import own_server
+from queue_engine.foundation.errors import ConfigError, DatabaseUnavailable
 
 #: The keys a fleet file may have.
 FILE_KEYS = ("app", "queues", "env", "pythonpath")

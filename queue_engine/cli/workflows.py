@@ -21,7 +21,7 @@ from queue_engine.cli import workflow_render
 from queue_engine.cli.common import color_option, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
-from queue_engine.errors import InvalidTransition, ValidationError
+from queue_engine.foundation.errors import InvalidTransition, ValidationError
 from queue_engine.workflows.model import WorkflowState
 from queue_engine.workflows.operations import LIST_LIMIT_MAX
 

@@ -61,10 +61,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import psutil
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
-from queue_engine.logs import log_event
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.foundation.logs import log_event
 from queue_engine.service import REAL_TIMING, Service, Timing
 from queue_engine.telemetry import GpuProbe, host_telemetry
 

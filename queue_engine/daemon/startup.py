@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.foundation.errors import DatabaseUnavailable
 from queue_engine.retry import ExponentialBackoff
 
 T = TypeVar("T")

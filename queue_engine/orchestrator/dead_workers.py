@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.logs import log_event, logged_ids
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
 from queue_engine.orchestrator.reaper import SWEEP_DEFAULT_S
 from queue_engine.orchestrator.sweep import SweepOptions, SweepService
 

@@ -49,9 +49,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.logs import log_event, logged_ids
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
 from queue_engine.orchestrator.sweep import SweepOptions, SweepService
 
 #: How often the leader looks for ended sessions (seconds); ``QUEUE_ENGINE_RECOVERY_S``.

@@ -46,10 +46,15 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.db import KEEPALIVE_KWARGS, RECONNECT_OR_UNREACHABLE, LazyConnection, first_line
-from queue_engine.logs import log_event
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import (
+    KEEPALIVE_KWARGS,
+    RECONNECT_OR_UNREACHABLE,
+    LazyConnection,
+    first_line,
+)
+from queue_engine.foundation.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.service import REAL_TIMING, Service, Timing

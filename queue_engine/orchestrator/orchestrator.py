@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine import metrics
-from queue_engine import settings as table
-from queue_engine._version import __version__
-from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
-from queue_engine.db import connect
-from queue_engine.logs import log_event
-from queue_engine.migrate import Migration, Migrator
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.db import connect
+from queue_engine.foundation.logs import log_event
+from queue_engine.foundation.migrate import Migration, Migrator
+from queue_engine.foundation.version import __version__
 from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.archiver import Archiver
 from queue_engine.orchestrator.dead_workers import DeadWorkerSweep
@@ -106,7 +106,7 @@ class OrchestratorSettings:
         http_port: int | None = None,
         http_host: str = "127.0.0.1",
     ) -> OrchestratorSettings:
-        """Explicit values first, then the environment (:mod:`queue_engine.settings`)."""
+        """Explicit values first, then the environment (:mod:`queue_engine.foundation.settings`)."""
         return cls(
             http_port=http_port,
             http_host=http_host,

@@ -29,9 +29,9 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.logs import log_event, logged_ids
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
 from queue_engine.orchestrator.sweep import SweepService
 
 #: How often the leader sweeps (seconds); ``QUEUE_ENGINE_SWEEP_S``.

@@ -33,8 +33,8 @@ from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, Unpack
 
 import psycopg
 
-from queue_engine.config import validate_schema
-from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.foundation.config import validate_schema
+from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
 from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, R, Service, ServiceResult, Timing
 
 #: ``now()``: the instant a sweep compares with, or None for the database's clock.
@@ -119,7 +119,7 @@ class SweepService(Service[R]):
         """The service's connection for one run (:meth:`LazyConnection.session`).
 
         A connection error, a read-only server's refusal included
-        (:data:`~queue_engine.db.RECONNECT_ERRORS`), drops it and propagates:
+        (:data:`~queue_engine.foundation.db.RECONNECT_ERRORS`), drops it and propagates:
         the next run opens a new one, after the service's error backoff.
         """
         return self.db.session()

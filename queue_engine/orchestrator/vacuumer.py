@@ -33,10 +33,11 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import metrics, table_statistics
-from queue_engine import settings as table
-from queue_engine.db import KEEPALIVE_KWARGS, LazyConnection
-from queue_engine.logs import log_event
+from queue_engine import metrics
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import table_statistics
+from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.foundation.logs import log_event
 from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
 
 #: The share of wall time the vacuumer may spend in VACUUM (a run of d seconds

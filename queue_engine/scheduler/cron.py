@@ -41,7 +41,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -27,14 +27,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine import settings as table
-from queue_engine._version import __version__
-from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, DaemonRuntime
-from queue_engine.db import connect
-from queue_engine.errors import ConfigError, MigrationError
-from queue_engine.logs import log_event
-from queue_engine.migrate import engine_migrations_dir, load_chain, wait_for_schema
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.db import connect
+from queue_engine.foundation.errors import ConfigError, MigrationError
+from queue_engine.foundation.logs import log_event
+from queue_engine.foundation.migrate import engine_migrations_dir, load_chain, wait_for_schema
+from queue_engine.foundation.version import __version__
 from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.scheduler import store
 from queue_engine.scheduler.schedules import ScheduleSpec
@@ -82,7 +82,7 @@ class SchedulerSettings:
     def from_env(
         cls, dsn: str | None = None, schema: str | None = None, app: str | None = None
     ) -> SchedulerSettings:
-        """Explicit values first, then the environment (:mod:`queue_engine.settings`)."""
+        """Explicit values first, then the environment (:mod:`queue_engine.foundation.settings`)."""
         return cls(
             dsn=resolve_dsn(dsn),
             schema=resolve_schema(schema),

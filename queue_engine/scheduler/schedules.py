@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from queue_engine.errors import ConfigError, ValidationError
+from queue_engine.foundation.errors import ConfigError, ValidationError
 from queue_engine.scheduler.cron import Trigger, parse
 from queue_engine.tasks import registry as task_registry
 from queue_engine.validation import (

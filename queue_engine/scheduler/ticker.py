@@ -55,10 +55,15 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from queue_engine import settings as table
-from queue_engine.db import KEEPALIVE_KWARGS, RECONNECT_ERRORS, LazyConnection, first_line
-from queue_engine.errors import QueueEngineError
-from queue_engine.logs import log_event
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.db import (
+    KEEPALIVE_KWARGS,
+    RECONNECT_ERRORS,
+    LazyConnection,
+    first_line,
+)
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.foundation.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.scheduler import store
@@ -68,7 +73,7 @@ from queue_engine.service import REAL_TIMING, Service, Timing
 
 log = logging.getLogger("queue_engine.scheduler")
 
-# Defaults from the settings table (queue_engine.settings), the one source.
+# Defaults from the settings table (queue_engine.foundation.settings), the one source.
 #: A due slot older than this is missed rather than late (``QUEUE_ENGINE_SCHEDULER_GRACE_S``).
 GRACE_DEFAULT_S = table.SCHEDULER_GRACE_S.default
 #: Longest sleep between two reads of the schedules table (``QUEUE_ENGINE_SCHEDULER_POLL_S``).

@@ -28,10 +28,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine import sql as queries
 from queue_engine.client import Client
-from queue_engine.config import resolve_schema
-from queue_engine.db import connect
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.config import resolve_schema
+from queue_engine.foundation.db import connect
 from queue_engine.jobs import Job
 from queue_engine.testing.matching import filter_params, missing_job, unexpected_jobs
 

@@ -34,9 +34,9 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from queue_engine import sql as queries
 from queue_engine.async_client import AsyncClient
-from queue_engine.db import connect
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import connect
 from queue_engine.jobs import Job
 from queue_engine.retry import Snooze
 from queue_engine.tasks import TaskDefinition, TaskRegistry, registry

@@ -18,8 +18,8 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import sql as queries
-from queue_engine.db import LazyConnection
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import LazyConnection
 from queue_engine.scheduler import schedule_registry
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.scheduler.schedules import ScheduleSpec

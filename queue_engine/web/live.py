@@ -36,11 +36,11 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import sql as queries
 from queue_engine import stats
-from queue_engine.db import schema_errors
-from queue_engine.errors import QueueEngineError
-from queue_engine.logs import log_event
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import schema_errors
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.foundation.logs import log_event
 
 log = logging.getLogger("queue_engine.web.live")
 

@@ -50,8 +50,8 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from queue_engine.controls import NoLiveWorker
-from queue_engine.db import is_connection_error
-from queue_engine.errors import (
+from queue_engine.foundation.db import is_connection_error
+from queue_engine.foundation.errors import (
     DatabaseUnavailable,
     InvalidTransition,
     JobNotFound,
@@ -60,7 +60,7 @@ from queue_engine.errors import (
     ValidationError,
     WorkflowNotFound,
 )
-from queue_engine.logs import log_event
+from queue_engine.foundation.logs import log_event
 from queue_engine.scheduler.store import ScheduleExists, ScheduleNotFound
 from queue_engine.web.auth import REALM, Forbidden, Unauthorized
 

@@ -27,18 +27,18 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
 from queue_engine.daemon.startup import StopRequested
-from queue_engine.db import (
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import (
     RECONNECT_OR_UNREACHABLE,
     CursorKeepingConnection,
     connect,
     first_line,
     refuse_read_only,
 )
-from queue_engine.errors import DatabaseUnavailable
-from queue_engine.logs import log_event
+from queue_engine.foundation.errors import DatabaseUnavailable
+from queue_engine.foundation.logs import log_event
 from queue_engine.outage import OutageProbe
 from queue_engine.retry import reconnect_backoff
 from queue_engine.service import REAL_TIMING, Timing

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from time import perf_counter
 
 from queue_engine.context import ClaimedJob, JobContext
-from queue_engine.logs import log_event, mask_secrets
+from queue_engine.foundation.logs import log_event, mask_secrets
 from queue_engine.tasks import TaskRegistry
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store

@@ -4,10 +4,10 @@ Why this module is a little long: it is the worker's whole SQL surface. Most
 of it is the finish-and-claim statement: which of its variants a batch sends
 (warm or cold, follow-ups, hand-over, solo, the one-job forms), its
 parameters, and its rows read back. The variants are compiled from
-``finish_and_claim_jobs.sql`` by :mod:`queue_engine.sql.compiler`; the choice
+``finish_and_claim_jobs.sql`` by :mod:`queue_engine.foundation.sql.compiler`; the choice
 stays here, beside the outcomes it is made from.
 
-Every function runs one named query (``queue_engine/sql``) as a prepared
+Every function runs one named query (``queue_engine/foundation/sql``) as a prepared
 statement: the worker runs the same few statements thousands of times, so
 parsing and planning them once per connection is a measurable saving.
 """
@@ -25,10 +25,10 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import set_json_loads
 
-from queue_engine import sql as queries
 from queue_engine.context import ClaimedJob
-from queue_engine.db import raw_cursor
-from queue_engine.sql.compiler import RawStatement, raw_statement
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import raw_cursor
+from queue_engine.foundation.sql.compiler import RawStatement, raw_statement
 from queue_engine.worker import prepared
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import DEFAULT_AFFINITY_WAIT_S

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from queue_engine import sql as queries
-from queue_engine.errors import (
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.errors import (
     InvalidTransition,
     QueueEngineError,
     ValidationError,

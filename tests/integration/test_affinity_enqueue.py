@@ -23,7 +23,7 @@ from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
 from queue_engine import operations as ops
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 
 Conn = psycopg.Connection[Any]
 TOO_LONG = "m" * 256

@@ -17,7 +17,7 @@ import pytest
 from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.scheduler.schedules import ScheduleSpec
 

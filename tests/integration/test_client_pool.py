@@ -20,7 +20,7 @@ from support.timing import FakeTiming
 
 from queue_engine import AsyncClient, Client, JobNotFound
 from queue_engine.client_pool import HOLD_S, KeptAsyncConnectionPool, KeptConnectionPool
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 
 
 def test_a_one_connection_pool_keeps_serving_after_errors(dsn: str) -> None:

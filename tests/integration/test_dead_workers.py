@@ -430,7 +430,7 @@ def test_orchestrator_runs_both_services_on_the_leader_with_their_settings(
 def test_bad_settings_are_refused_with_the_variable_named(
     name: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from queue_engine.errors import ConfigError
+    from queue_engine.foundation.errors import ConfigError
 
     monkeypatch.setenv(f"QUEUE_ENGINE_{name}", value)
     with pytest.raises(ConfigError, match=f"QUEUE_ENGINE_{name}"):

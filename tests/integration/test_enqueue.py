@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
-from queue_engine.errors import InvalidTransition, JobNotFound, ValidationError
+from queue_engine.foundation.errors import InvalidTransition, JobNotFound, ValidationError
 from queue_engine.jobs import Job, JobStatus
 
 Conn = psycopg.Connection[Any]

@@ -33,8 +33,8 @@ from queue_engine.controls import (
     stop_workers,
     unpark,
 )
-from queue_engine.errors import ValidationError
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.foundation.migrate import Migrator
 from queue_engine.worker import store
 
 SCHEMA = "queue_engine"

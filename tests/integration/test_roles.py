@@ -22,7 +22,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client, stats
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 from queue_engine.orchestrator.archiver import Cursor, archive_once
 from queue_engine.roles import roles_sql
 from queue_engine.task_publications import publish, read

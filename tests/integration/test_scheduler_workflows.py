@@ -23,7 +23,7 @@ import pytest
 from support.scheduler import make_ticker
 
 from queue_engine import Client, Workflow
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.scheduler import store
 from queue_engine.scheduler.schedules import (
     WORKFLOW_TASK,

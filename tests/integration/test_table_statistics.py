@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from queue_engine import Client, table_statistics
-from queue_engine.migrate import Migrator
+from queue_engine import Client
+from queue_engine.foundation import table_statistics
+from queue_engine.foundation.migrate import Migrator
+from queue_engine.foundation.table_statistics import TableStatistics
 from queue_engine.orchestrator.analyzer import Analyzer, needs_analyze
-from queue_engine.table_statistics import TableStatistics
 
 SCHEMA = "queue_engine"
 

@@ -27,8 +27,8 @@ from fastapi.testclient import TestClient
 from support.web import PRODUCER, web_client
 
 from queue_engine import AsyncClient, Client, Workflow, task
+from queue_engine.foundation.migrate import Migrator
 from queue_engine.kept_defaults import KEEP_S, KeptDefaults
-from queue_engine.migrate import Migrator
 from queue_engine.retry import FixedBackoff
 from queue_engine.task_publications import publish, read
 from queue_engine.tasks import TaskDefinition

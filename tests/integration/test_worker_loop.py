@@ -19,7 +19,7 @@ import qe_worker_tasks
 from support.workers import all_in, running_worker, statuses, wait_until
 
 from queue_engine import Client
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 from queue_engine.testing import drain
 
 Q = "wt"

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.scheduler.cron import parse
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -35,7 +35,7 @@ from queue_engine.daemon import (
     wait_for_database,
 )
 from queue_engine.daemon.heartbeat import TICK_S, Heartbeat, HeartbeatResult
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.foundation.errors import DatabaseUnavailable
 from queue_engine.service import REAL_TIMING, Timing
 from queue_engine.systemd import SystemdNotifier
 from queue_engine.tasks import TaskRegistry

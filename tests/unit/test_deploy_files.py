@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, engine_migrations_dir, load_chain
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, engine_migrations_dir, load_chain
 from queue_engine.tasks import registry
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -187,7 +187,7 @@ def test_dockerignore_keeps_out(path: str) -> None:
         "pyproject.toml",
         "README.md",
         "queue_engine/client.py",
-        "queue_engine/sql/finish_and_claim_jobs.sql",
+        "queue_engine/foundation/sql/finish_and_claim_jobs.sql",
         "migrations/0001_initial.sql",
     ],
 )

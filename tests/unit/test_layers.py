@@ -247,7 +247,7 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     pairs = {(e.source, e.target) for e in import_graph()}
     assert len(_modules()) > 40
     assert ("queue_engine.client", "queue_engine.operations") in pairs  # from pkg import module
-    assert ("queue_engine.client", "queue_engine.db") in pairs  # from module import name
+    assert ("queue_engine.client", "queue_engine.foundation.db") in pairs  # from module import name
     # function-level: context.py imports the client inside a method
     assert any(
         e.source == "queue_engine.context" and e.target == "queue_engine.client" and e.line > 100
@@ -259,7 +259,7 @@ def test_the_graph_sees_every_kind_of_import() -> None:
 
 def test_cycle_detection_finds_a_circle() -> None:
     """Sanity: the detector reports a two-module circle and nothing for a chain."""
-    a, b, c = "queue_engine.client", "queue_engine.db", "queue_engine.errors"
+    a, b, c = "queue_engine.client", "queue_engine.foundation.db", "queue_engine.foundation.errors"
     assert _cycles((Edge(a, b, 1), Edge(b, c, 1))) == []
     assert _cycles((Edge(a, b, 1), Edge(b, a, 1), Edge(b, c, 1))) == [sorted([a, b])]
 
@@ -285,12 +285,12 @@ def test_no_import_cycles() -> None:
     ("source", "target", "allowed"),
     [
         ("queue_engine.cli.ctl", "queue_engine.orchestrator.pruner", True),
-        ("queue_engine.worker.loop", "queue_engine.db", True),
+        ("queue_engine.worker.loop", "queue_engine.foundation.db", True),
         ("queue_engine.worker.loop", "queue_engine.cli.common", False),
         ("queue_engine.scheduler.ticker", "queue_engine.orchestrator.heartbeat", False),
         ("queue_engine.scheduler.ticker", "queue_engine.daemon.heartbeat", True),
         ("queue_engine.scheduler.scheduler", "queue_engine", False),
-        ("queue_engine.orchestrator.orchestrator", "queue_engine._version", True),
+        ("queue_engine.orchestrator.orchestrator", "queue_engine.foundation.version", True),
         ("queue_engine.client", "queue_engine.worker.store", False),
         ("queue_engine.stats", "queue_engine.cli.views", False),
         ("queue_engine", "queue_engine.scheduler.schedules", True),
@@ -387,8 +387,8 @@ def test_architecture_page_names_every_module() -> None:
     for module, path in _modules().items():
         relative = path.relative_to(PACKAGE_DIR).as_posix()
         if path.name == "__init__.py" and module != ROOT:
-            if relative == "sql/__init__.py" and "`sql/`" not in page:
-                missing.append("sql/")
+            if relative == "foundation/sql/__init__.py" and "`foundation/sql/`" not in page:
+                missing.append("foundation/sql/")
             continue  # a package is described by its modules
         if f"`{relative}`" not in page:
             missing.append(relative)

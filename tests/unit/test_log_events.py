@@ -1,7 +1,7 @@
 """Every log event name the code can emit is catalogued, documented and well formed.
 
-Event names are a public contract (see :mod:`queue_engine.events`), but
-:func:`queue_engine.logs.log_event` never checks them at run time: a typo
+Event names are a public contract (see :mod:`queue_engine.foundation.events`), but
+:func:`queue_engine.foundation.logs.log_event` never checks them at run time: a typo
 must not cost a log line in production. This module is the check, and it is
 static so that it covers code paths no unit test runs (shutdown, watchdog
 trips, database outages):
@@ -40,7 +40,7 @@ from typing import Any
 import queue_engine
 from queue_engine.daemon import DAEMON_ROLES
 from queue_engine.daemon.signals import SIGNAL_ROLES
-from queue_engine.events import EVENT_GROUPS, EVENT_NAME_RE, EVENTS, daemon_of
+from queue_engine.foundation.events import EVENT_GROUPS, EVENT_NAME_RE, EVENTS, daemon_of
 from queue_engine.service import Service
 from queue_engine.worker.outcomes import Outcome
 
@@ -369,7 +369,7 @@ def test_literal_event_names_are_catalogued() -> None:
         if name not in EVENTS
     )
     assert not unknown, (
-        "log_event names missing from queue_engine/events.py (add them there and to "
+        "log_event names missing from queue_engine/foundation/events.py (add them there and to "
         f"docs/reference/log-events.md): {unknown}"
     )
 
@@ -468,7 +468,9 @@ def test_every_event_is_documented_once_under_its_daemon() -> None:
     undocumented = sorted(set(EVENTS) - set(rows))
     assert not undocumented, f"missing from {DOC.relative_to(REPO_ROOT)}: {undocumented}"
     uncatalogued = sorted(set(rows) - set(EVENTS))
-    assert not uncatalogued, f"documented but not in queue_engine/events.py: {uncatalogued}"
+    assert not uncatalogued, (
+        f"documented but not in queue_engine/foundation/events.py: {uncatalogued}"
+    )
     twice = sorted(name for name, cells in rows.items() if len(cells) > 1)
     assert not twice, f"documented in more than one row: {twice}"
     wrong = sorted(

@@ -14,7 +14,7 @@ import pytest
 
 from queue_engine import retry
 from queue_engine.context import ClaimedJob
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.retry import (
     DEFAULT_RETRY,
     ExponentialBackoff,

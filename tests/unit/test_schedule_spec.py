@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queue_engine import periodic, task
-from queue_engine.errors import ConfigError, ValidationError
+from queue_engine.foundation.errors import ConfigError, ValidationError
 from queue_engine.scheduler.cron import parse
 from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules, schedule_registry
 from queue_engine.scheduler.store import schedule_args

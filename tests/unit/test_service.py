@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from support.timing import FakeTiming
 
-from queue_engine.logs import format_fields, log_event
+from queue_engine.foundation.logs import format_fields, log_event
 from queue_engine.service import ERROR_BACKOFF_MAX_S, Service, Timing
 
 

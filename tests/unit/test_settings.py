@@ -1,4 +1,4 @@
-"""The settings table (``queue_engine.settings``) is the one source of every setting.
+"""The settings table (``queue_engine.foundation.settings``) is the one source of every setting.
 
 Checked here, without a database:
 
@@ -31,9 +31,9 @@ import click
 import pytest
 from support.ctl import console_commands, walk_commands
 
-from queue_engine import settings as table
 from queue_engine import stats
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.errors import ConfigError
 from queue_engine.orchestrator import orchestrator as orchestrator_module
 from queue_engine.orchestrator.orchestrator import OrchestratorSettings
 from queue_engine.orchestrator.pruner import Retention
@@ -265,7 +265,7 @@ def test_modules_read_their_defaults_from_the_table() -> None:
     copies = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {name} copies {what}; read it from the table"
         for path in sorted(package.rglob("*.py"))
-        if path != package / "settings.py"
+        if path != package / "foundation" / "settings.py"
         for name, line, what in _copies_of_the_table(ast.parse(path.read_text()))
     ]
     assert not copies, "\n".join(copies)

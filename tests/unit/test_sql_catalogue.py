@@ -1,6 +1,6 @@
 """Every named SQL file is used, every name asked for has a file, each loaded as it is written.
 
-The files of ``queue_engine/sql/`` are the catalogue of the engine's
+The files of ``queue_engine/foundation/sql/`` are the catalogue of the engine's
 statements (docs/internals/sql.md). Nothing checks a name at import time: a
 statement the code asks for and nobody ships fails only when that code path
 runs (an outage's repair, a prune), and a file nobody asks for any more is
@@ -37,17 +37,17 @@ import pytest
 from psycopg import sql
 
 import queue_engine
-from queue_engine.sql.compiler import _BLOCK_TAG, _LINE_TAG, select_variant
+from queue_engine.foundation.sql.compiler import _BLOCK_TAG, _LINE_TAG, select_variant
 
 PACKAGE_DIR = Path(queue_engine.__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
-SQL_DIR = PACKAGE_DIR / "sql"
+SQL_DIR = PACKAGE_DIR / "foundation" / "sql"
 #: Where code that asks for named statements lives; only the package's uses count as use.
 AREAS = ("queue_engine", "tests", "bench", "examples")
-#: The functions of ``queue_engine.sql`` whose first argument names a file.
+#: The functions of ``queue_engine.foundation.sql`` whose first argument names a file.
 LOADERS = frozenset({"query", "plain", "source"})
 #: The module that compiles line-tagged files into their variants.
-COMPILER = "queue_engine/sql/compiler.py"
+COMPILER = "queue_engine/foundation/sql/compiler.py"
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -99,16 +99,18 @@ def _enclosing_function(path: Path, node: ast.AST) -> ast.FunctionDef | ast.Asyn
 
 @cache
 def _loader_names(path: Path) -> tuple[frozenset[str], frozenset[str]]:
-    """(names bound to the ``queue_engine.sql`` module, names bound to one of its loaders)."""
+    """(names bound to the ``queue_engine.foundation.sql`` module, names bound to one of its loaders)."""
     modules: set[str] = set()
     loaders: set[str] = set()
     for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.ImportFrom) and node.module == "queue_engine":
+        if isinstance(node, ast.ImportFrom) and node.module == "queue_engine.foundation":
             modules |= {a.asname or a.name for a in node.names if a.name == "sql"}
-        elif isinstance(node, ast.ImportFrom) and node.module == "queue_engine.sql":
+        elif isinstance(node, ast.ImportFrom) and node.module == "queue_engine.foundation.sql":
             loaders |= {a.asname or a.name for a in node.names if a.name in LOADERS}
         elif isinstance(node, ast.Import):
-            modules |= {a.asname for a in node.names if a.name == "queue_engine.sql" and a.asname}
+            modules |= {
+                a.asname for a in node.names if a.name == "queue_engine.foundation.sql" and a.asname
+            }
     return frozenset(modules), frozenset(loaders)
 
 
@@ -263,7 +265,7 @@ def _scan() -> tuple[tuple[Asked, ...], tuple[str, ...]]:
     asked: list[Asked] = []
     unresolved: list[str] = []
     for path in _sources():
-        if "import sql" not in _text(path) and "queue_engine.sql" not in _text(path):
+        if "import sql" not in _text(path) and "queue_engine.foundation.sql" not in _text(path):
             continue  # imports no loader: skip the walk
         for node in ast.walk(_tree(path)):
             if not (isinstance(node, ast.Call) and _is_loader_call(path, node) and node.args):
@@ -297,7 +299,7 @@ def asked_by(area: str) -> dict[str, list[Asked]]:
 
 @cache
 def files() -> dict[str, str]:
-    """Name -> text of every file in ``queue_engine/sql/``."""
+    """Name -> text of every file in ``queue_engine/foundation/sql/``."""
     return {p.stem: p.read_text(encoding="utf-8") for p in sorted(SQL_DIR.glob("*.sql"))}
 
 
@@ -320,7 +322,9 @@ def test_the_scan_finds_the_known_uses() -> None:
     # Through the compiler's raw_statement(name, ...), a parameter followed to its callers.
     assert "queue_engine/worker/store.py" in where("finish_and_claim_jobs")
     assert {u.loaded.rsplit(":", 1)[0] for u in package["finish_and_claim_jobs"]} == {COMPILER}
-    assert "queue_engine/migrate.py" in where("ledger_create")  # _ledger_sql("ledger_create", ...)
+    assert "queue_engine/foundation/migrate.py" in where(
+        "ledger_create"
+    )  # _ledger_sql("ledger_create", ...)
     assert "queue_engine/testing/databases.py" in where("create_test_database")  # a method's
     assert "enqueue_plain_defaults" in package  # returned by a function
     assert "enqueue_many_plain_defaults" in package  # a conditional in an annotated assignment
@@ -344,7 +348,7 @@ def test_every_name_asked_for_has_a_file(area: str) -> None:
         if name not in files()
         for use in uses
     )
-    assert not missing, "no queue_engine/sql/<name>.sql for:\n" + "\n".join(missing)
+    assert not missing, "no queue_engine/foundation/sql/<name>.sql for:\n" + "\n".join(missing)
 
 
 def test_every_file_is_used_by_the_package() -> None:
@@ -416,6 +420,8 @@ def test_line_tagged_files_are_loaded_only_by_the_compiler() -> None:
         for use in uses
         if name in tagged and not use.loaded.startswith(COMPILER + ":")
     )
-    assert not wrong, "load these through queue_engine.sql.compiler:\n" + "\n".join(wrong)
+    assert not wrong, "load these through queue_engine.foundation.sql.compiler:\n" + "\n".join(
+        wrong
+    )
     for name in tagged:
         select_variant(files()[name], None)  # balanced blocks, or ValueError

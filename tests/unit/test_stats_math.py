@@ -131,7 +131,7 @@ def test_a_missing_prometheus_client_says_which_extra_to_install(monkeypatch) ->
     import sys
 
     from queue_engine import metrics
-    from queue_engine.errors import ConfigError
+    from queue_engine.foundation.errors import ConfigError
 
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ConfigError, match=r"pip install 'queue-engine\[metrics\]'"):

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_engine.db import LazyConnection
+from queue_engine.foundation.db import LazyConnection
 from queue_engine.orchestrator import DeadWorkerSweep, FastRecovery, Reaper
 from queue_engine.orchestrator.pruner import Pruner, Retention
 from queue_engine.orchestrator.sweep import SweepService, run_batches

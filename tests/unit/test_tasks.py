@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from queue_engine import task as public_task
-from queue_engine.errors import ConfigError, ValidationError
+from queue_engine.foundation.errors import ConfigError, ValidationError
 from queue_engine.tasks import TaskDefinition, TaskRegistry, load_app, registry, task
 
 

@@ -11,8 +11,8 @@ from support.timing import FakeTiming
 
 from queue_engine.cli.supervisor import Decision, RestartPolicy, Verdict, describe_exit
 from queue_engine.cli.up import FleetSpec, build_config, child_specs, read_file, throttled
-from queue_engine.errors import ConfigError
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.foundation.exit_codes import ExitCode
 
 
 def policy(clock: FakeTiming) -> RestartPolicy:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from queue_engine import operations as ops
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.tasks import task
 from queue_engine.validation import (
     DEFAULT_MAX_ATTEMPTS,

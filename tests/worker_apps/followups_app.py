@@ -16,7 +16,7 @@ from typing import Any
 
 from queue_engine import FixedBackoff, Permanent, Snooze, task
 from queue_engine.context import JobContext
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.tasks import TaskRegistry, registry
 
 QUEUE = "fu"

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, Strict, WithJsonSchema
 
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.scheduler.schedules import NAME_PATTERN as SCHEDULE_NAME_PATTERN
 from queue_engine.validation import (
     ID_RANGE,

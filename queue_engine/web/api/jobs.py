@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from queue_engine import operations as ops
 from queue_engine import stats
 from queue_engine.client import Client
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.jobs import Job, JobStatus
 from queue_engine.web.api.deps import (
     API_PREFIX,

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 from queue_engine.web.api.deps import API_PREFIX, ApiRoute, client, errors
 from queue_engine.web.api.fields import ID_MAX, ID_MIN, Key, WorkflowName
 from queue_engine.web.api.models import (

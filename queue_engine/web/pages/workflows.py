@@ -26,7 +26,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from queue_engine.client import Client
-from queue_engine.errors import ValidationError, WorkflowNotFound
+from queue_engine.foundation.errors import ValidationError, WorkflowNotFound
 from queue_engine.web.pages import graph
 from queue_engine.web.pages.context import Page, PageContext
 from queue_engine.web.pages.render import badge, dur, num

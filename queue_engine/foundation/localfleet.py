@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from queue_engine import settings
+from queue_engine.foundation import settings
 
 log = logging.getLogger("queue_engine.localfleet")
 

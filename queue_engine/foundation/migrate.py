@@ -27,11 +27,16 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from queue_engine import sql as queries
-from queue_engine import table_statistics
-from queue_engine.config import resolve_schema, validate_schema
-from queue_engine.db import connect, first_line
-from queue_engine.errors import ConfigError, DatabaseUnavailable, MigrationError, SchemaMissing
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation import table_statistics
+from queue_engine.foundation.config import resolve_schema, validate_schema
+from queue_engine.foundation.db import connect, first_line
+from queue_engine.foundation.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    MigrationError,
+    SchemaMissing,
+)
 
 log = logging.getLogger("queue_engine.migrate")
 
@@ -76,7 +81,7 @@ class MigrationState:
 
 def engine_migrations_dir() -> Path:
     """Find the engine's migrations: inside the installed package, else the source checkout."""
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[1]  # queue_engine/, above this wing
     for candidate in (package_dir / "migrations", package_dir.parent / "migrations"):
         if candidate.is_dir() and any(candidate.glob("0001_*.sql")):
             return candidate

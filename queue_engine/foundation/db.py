@@ -26,7 +26,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
-from queue_engine.errors import ConfigError, DatabaseUnavailable, SchemaMissing
+from queue_engine.foundation.errors import ConfigError, DatabaseUnavailable, SchemaMissing
 
 APPLICATION_NAME = "queue-engine"
 

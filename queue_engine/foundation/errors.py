@@ -7,7 +7,7 @@ what to do about it.
 
 from __future__ import annotations
 
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation.exit_codes import ExitCode
 
 
 class QueueEngineError(Exception):

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from queue_engine import settings
+from queue_engine.foundation import settings
 
 #: A key containing any of these (case-insensitive) has its value logged as ``***``.
 SECRET_KEY_PARTS = ("password", "passwd", "token", "secret", "key", "authorization")
@@ -147,7 +147,7 @@ def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> 
     The fields are also attached to the record (``event`` and ``fields``) for a
     structured formatter.
 
-    ``event`` must be a name of :data:`queue_engine.events.EVENTS` (a public
+    ``event`` must be a name of :data:`queue_engine.foundation.events.EVENTS` (a public
     contract for log pipelines). It is deliberately *not* checked here: an
     unknown name is logged like any other, because a typo must never cost a log
     line or raise in a daemon. ``tests/unit/test_log_events.py`` finds every

@@ -7,7 +7,7 @@ does, and a cached plan is only re-made when an ``ANALYZE`` or ``VACUUM``
 invalidates it. Autovacuum analyzes a table only once per naptime (60 s by
 default) at the earliest, and a brand-new table never before its first burst.
 So the engine analyzes its tables itself at two moments: after a migration run
-that changed the schema (:class:`queue_engine.migrate.Migrator`), and when the
+that changed the schema (:class:`queue_engine.foundation.migrate.Migrator`), and when the
 orchestrator's leader sees a burst (:mod:`queue_engine.orchestrator.analyzer`).
 The same counters tell the leader's vacuumer when the claim index has collected
 enough dead entries to be worth a ``VACUUM`` (:mod:`queue_engine.orchestrator.vacuumer`).
@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from queue_engine import sql as queries
-from queue_engine.config import validate_schema
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.config import validate_schema
 
 
 @dataclass(frozen=True, slots=True)

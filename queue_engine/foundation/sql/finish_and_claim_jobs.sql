@@ -21,7 +21,7 @@
 -- Two variants: lines tagged --@warm (and the "-- @warm begin/end" block) are
 -- only in the statement of a worker with a warm key, lines tagged --@cold only
 -- in the others', so workers without one pay nothing for the preference. The
--- tags are read by queue_engine/sql/compiler.py, which also drops the comments
+-- tags are read by queue_engine/foundation/sql/compiler.py, which also drops the comments
 -- and numbers the placeholders $n (docs/internals/sql.md); the worker chooses
 -- the variant of each batch in queue_engine/worker/store.py.
 --

@@ -6,7 +6,7 @@ value. What a parameter cannot carry is put into the text in one of three ways
 (docs/internals/sql.md): ``__SCHEMA__``, replaced here by the quoted, validated
 engine schema identifier; ``{name}`` placeholders for an identifier chosen per
 call, filled by the caller with psycopg's ``sql.Identifier``; and the line tags
-of a statement with several variants, read by :mod:`queue_engine.sql.compiler`.
+of a statement with several variants, read by :mod:`queue_engine.foundation.sql.compiler`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import LiteralString
 
 from psycopg import sql
 
-from queue_engine.config import validate_schema
+from queue_engine.foundation.config import validate_schema
 
 SCHEMA_PLACEHOLDER = "__SCHEMA__"
 

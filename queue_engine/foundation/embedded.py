@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from queue_engine.errors import ConfigError
+from queue_engine.foundation.errors import ConfigError
 
 log = logging.getLogger("queue_engine.embedded")
 

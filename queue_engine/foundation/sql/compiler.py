@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from queue_engine import sql as queries
+from queue_engine.foundation import sql as queries
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Every setting has one name, ``QUEUE_ENGINE_<NAME>``, and the same meaning in
 every process; command-line options override the environment. The names,
-defaults and bounds live in one table, :mod:`queue_engine.settings`, and every
+defaults and bounds live in one table, :mod:`queue_engine.foundation.settings`, and every
 variable is read through it; this module resolves the DSN (explicit, the
 environment, else the local fleet's) and checks the schema name.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import re
 
-from queue_engine import localfleet, settings
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import localfleet, settings
+from queue_engine.foundation.errors import ConfigError
 
 DEFAULT_SCHEMA = settings.SCHEMA.default
 log = logging.getLogger("queue_engine.config")
@@ -46,7 +46,7 @@ def resolve_dsn(dsn: str | None = None) -> str:
     """Return the explicit DSN, else ``QUEUE_ENGINE_DSN``, else the local fleet's, else "".
 
     The local fleet is the database of a running ``queue-ctl up``
-    (:mod:`queue_engine.localfleet`), used only when no libpq variable names a
+    (:mod:`queue_engine.foundation.localfleet`), used only when no libpq variable names a
     server; "" leaves the choice to libpq's defaults and ``PG*`` variables.
     """
     chosen, fleet = localfleet.resolve(dsn)

@@ -2,7 +2,7 @@
 
 Event names (``job.succeeded``, ``reaper.requeued``, ``worker.flagged_dead``)
 are the first word of a text log line and the ``event`` key of a JSON one
-(:mod:`queue_engine.logs`). Operators grep for them, alert on them and route
+(:mod:`queue_engine.foundation.logs`). Operators grep for them, alert on them and route
 them in log pipelines, so they are a **public contract**, like a CLI option:
 
 - a name is only ever *added*; it is never renamed or removed without a
@@ -12,7 +12,7 @@ them in log pipelines, so they are a **public contract**, like a CLI option:
   snake_case parts), so a pipeline can split on the first dot;
 - every name is documented in ``docs/reference/log-events.md``.
 
-:func:`queue_engine.logs.log_event` does **not** check names at run time: a
+:func:`queue_engine.foundation.logs.log_event` does **not** check names at run time: a
 typo must never cost a log line or crash a daemon. The check is static, in
 ``tests/unit/test_log_events.py``: it finds every name the code can emit
 (string literals, and the computed ones: ``job.<outcome kind>``,

@@ -17,10 +17,10 @@ orchestrator, 5 s in the scheduler and was ignored by the worker).
 ``docs/reference/configuration.md`` is checked against this table by a test.
 
 Values are checked when read: a bad value raises a one-line
-:class:`~queue_engine.errors.ConfigError` naming the variable (exit code 2),
+:class:`~queue_engine.foundation.errors.ConfigError` naming the variable (exit code 2),
 so a typo stops a daemon at start rather than at the first job.
 
-This module imports only :mod:`queue_engine.errors`, so any layer may use it.
+This module imports only :mod:`queue_engine.foundation.errors`, so any layer may use it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from queue_engine.errors import ConfigError
+from queue_engine.foundation.errors import ConfigError
 
 PREFIX = "QUEUE_ENGINE_"
 
