@@ -114,7 +114,7 @@ def claim_part(admin: str, n: int) -> None:
 def split_worker(dsn: str, out: str) -> None:
     """One idle worker in this process, its steps timed (CLOCK_MONOTONIC, shared by processes)."""
     from queue_engine.foundation.logs import setup_logging
-    from queue_engine.tasks import load_app
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 

@@ -406,7 +406,7 @@ def child_env(prefetch: int) -> dict[str, str]:
 def profile(admin: str, n: int, prefetch: int = 1) -> None:
     """Drain ``n`` jobs with a worker in this process under cProfile; print the top functions."""
     from queue_engine.foundation.logs import setup_logging
-    from queue_engine.tasks import load_app
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 
@@ -456,7 +456,7 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
     job loop's own CPU, apart from the heartbeat and watchdog threads.
     """
     from queue_engine.foundation.logs import setup_logging
-    from queue_engine.tasks import load_app
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queue_engine.tasks import task
+from queue_engine.producer.tasks import task
 
 QUEUE = "bench"
 

@@ -30,7 +30,7 @@ from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
 from queue_engine.foundation.errors import QueueEngineError, ValidationError
 from queue_engine.foundation.exit_codes import ExitCode
-from queue_engine.validation import check_queue_name
+from queue_engine.producer.validation import check_queue_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from queue_engine.retry import FixedBackoff
-from queue_engine.tasks import task
+from queue_engine.producer.retry import FixedBackoff
+from queue_engine.producer.tasks import task
 
 QUEUE = "demo"
 

@@ -1,7 +1,7 @@
 """Waiting out a database outage: a reconnect backoff cut short once Postgres is back.
 
 Every daemon retries a lost database after a capped, jittered backoff
-(:func:`queue_engine.retry.reconnect_backoff`, up to ``QUEUE_ENGINE_RECONNECT_MAX_S``).
+(:func:`queue_engine.producer.retry.reconnect_backoff`, up to ``QUEUE_ENGINE_RECONNECT_MAX_S``).
 The backoff is right when the server answers but fails (too many clients, a
 bad password, a standby): retrying faster would only add load. While the
 server is simply down it only delays recovery: after an outage of a few

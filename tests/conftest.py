@@ -219,7 +219,7 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 @pytest.fixture(autouse=True)
 def _clean_registry() -> Iterator[None]:
     """Undo tasks registered by a test so tests do not leak handlers into each other."""
-    from queue_engine.tasks import registry
+    from queue_engine.producer.tasks import registry
 
     before = set(registry.names())
     yield
@@ -240,7 +240,7 @@ def load_example() -> Iterator[Callable[[str, str], ModuleType]]:
     test and are undone after it (tasks by ``_clean_registry``, schedules
     here), and module-level state (a loaded model) starts empty.
     """
-    from queue_engine.scheduler import schedule_registry
+    from queue_engine.producer.schedules import schedule_registry
 
     schedules_before = {spec.name for spec in schedule_registry.specs()}
     loaded: list[str] = []

@@ -36,7 +36,6 @@ from psycopg.rows import dict_row
 from queue_engine.bench_app import QUEUE as BENCH_QUEUE
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
-from queue_engine.client import Client
 from queue_engine.foundation import localfleet
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.config import DEFAULT_SCHEMA
@@ -45,6 +44,7 @@ from queue_engine.foundation.embedded import database_for
 from queue_engine.foundation.errors import QueueEngineError
 from queue_engine.foundation.exit_codes import ExitCode
 from queue_engine.foundation.migrate import Migrator
+from queue_engine.producer.client import Client
 
 BENCH_APP = "queue_engine.bench_app"
 BENCH_TASK = "bench.noop"

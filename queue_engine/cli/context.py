@@ -29,8 +29,8 @@ from queue_engine.foundation.config import DEFAULT_SCHEMA
 if TYPE_CHECKING:
     import psycopg
 
-    from queue_engine.client import Client
     from queue_engine.foundation.migrate import Migrator
+    from queue_engine.producer.client import Client
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class CliContext:
     @contextmanager
     def client(self) -> Iterator[Client]:
         """A :class:`Client` on one autocommit connection, closed on exit."""
-        from queue_engine.client import Client
+        from queue_engine.producer.client import Client
 
         with self.connect() as conn:
             yield Client(conn=conn, schema=self.schema)

@@ -37,7 +37,7 @@ from queue_engine.controls import (
 )
 from queue_engine.controls import controls as read_controls
 from queue_engine.foundation.errors import ValidationError
-from queue_engine.validation import check_queue_name
+from queue_engine.producer.validation import check_queue_name
 
 
 @click.command(name="pause")

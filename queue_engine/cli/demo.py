@@ -40,7 +40,6 @@ from queue_engine.cli import demo_workflow
 from queue_engine.cli.common import embedded_folder_options, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
-from queue_engine.client import Client
 from queue_engine.foundation import localfleet
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.config import DEFAULT_SCHEMA
@@ -49,8 +48,9 @@ from queue_engine.foundation.embedded import database_for
 from queue_engine.foundation.errors import QueueEngineError
 from queue_engine.foundation.exit_codes import ExitCode
 from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, schema_version
-from queue_engine.jobs import FINISHED_STATUSES, JobStatus
-from queue_engine.workflows.model import WorkflowState
+from queue_engine.producer.client import Client
+from queue_engine.producer.jobs import FINISHED_STATUSES, JobStatus
+from queue_engine.producer.workflows.model import WorkflowState
 
 DEMO_QUEUE = "demo"
 DEMO_APP = "queue_engine.demo_app"

@@ -29,8 +29,8 @@ import click
 
 from queue_engine import Workflow, result_of
 from queue_engine.cli import workflow_render
-from queue_engine.client import Client
-from queue_engine.workflows.model import NodeInfo, WorkflowInfo, WorkflowState
+from queue_engine.producer.client import Client
+from queue_engine.producer.workflows.model import NodeInfo, WorkflowInfo, WorkflowState
 
 ITEMS = 5
 INPUT_NODE = "approve"

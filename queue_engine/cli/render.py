@@ -21,8 +21,8 @@ from queue_engine import job_display, stats
 
 if TYPE_CHECKING:  # types only: loading the pruner and the schedule store costs every command
     from queue_engine.controls import Controls
-    from queue_engine.jobs import Job
     from queue_engine.orchestrator.pruner import PruneResult
+    from queue_engine.producer.jobs import Job
     from queue_engine.scheduler.store import ScheduleRow
 
 Row = list[str]

@@ -50,8 +50,8 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     QUEUE_ENGINE_CONNECT_RETRY_S (10).
     """
     # Imported once the options are read, so --help and a usage error answer at once.
+    from queue_engine.producer.schedules import ScheduleSpec, load_schedules
     from queue_engine.scheduler.scheduler import Scheduler, SchedulerSettings, check_specs
-    from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
 
     try:
         validate_schema(schema)

@@ -25,7 +25,7 @@ from queue_engine.cli import render
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
 from queue_engine.cli.top import top_frame
-from queue_engine.client import Client
+from queue_engine.producer.client import Client
 
 #: ``top``'s width when there is no terminal to ask: wide enough for every column.
 UNSIZED_WIDTH = 200

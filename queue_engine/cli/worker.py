@@ -68,7 +68,7 @@ def worker(
     """
     # The worker's machinery (and the driver under it) is imported once the
     # options are read, so --help and a usage error answer at once.
-    from queue_engine.tasks import load_app
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 

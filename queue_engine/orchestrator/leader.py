@@ -56,7 +56,7 @@ from queue_engine.foundation.db import (
 )
 from queue_engine.foundation.logs import log_event
 from queue_engine.outage import OutageProbe
-from queue_engine.retry import reconnect_backoff
+from queue_engine.producer.retry import reconnect_backoff
 from queue_engine.service import REAL_TIMING, Service, Timing
 
 #: Standby retry and leader self-check cadence (seconds).

@@ -56,13 +56,13 @@ from psycopg import sql
 from queue_engine import metrics
 from queue_engine.foundation import settings as table
 from queue_engine.foundation import sql as queries
-from queue_engine.jobs import JobStatus
 from queue_engine.orchestrator.sweep import (
     CATCH_UP_DEFAULT_S,
     BacklogSweep,
     SweepOptions,
     run_batches,
 )
+from queue_engine.producer.jobs import JobStatus
 
 #: Default retention per final status (seconds), from the settings table.
 RETAIN_DEFAULTS_S: dict[JobStatus, float] = {

@@ -36,8 +36,8 @@ from queue_engine.foundation.logs import log_event
 from queue_engine.foundation.migrate import engine_migrations_dir, load_chain, wait_for_schema
 from queue_engine.foundation.version import __version__
 from queue_engine.pooler import refuse_shared_sessions
+from queue_engine.producer.schedules import ScheduleSpec
 from queue_engine.scheduler import store
-from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.scheduler.ticker import (
     GRACE_DEFAULT_S,
     MAX_SLEEP_DEFAULT_S,

@@ -65,10 +65,10 @@ from queue_engine.foundation.db import (
 from queue_engine.foundation.errors import QueueEngineError
 from queue_engine.foundation.logs import log_event
 from queue_engine.outage import OutageProbe
-from queue_engine.retry import reconnect_backoff
+from queue_engine.producer.cron import Trigger
+from queue_engine.producer.retry import reconnect_backoff
+from queue_engine.producer.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
 from queue_engine.scheduler import store
-from queue_engine.scheduler.cron import Trigger
-from queue_engine.scheduler.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
 from queue_engine.service import REAL_TIMING, Service, Timing
 
 log = logging.getLogger("queue_engine.scheduler")

@@ -40,7 +40,7 @@ from queue_engine.foundation.db import (
 from queue_engine.foundation.errors import DatabaseUnavailable
 from queue_engine.foundation.logs import log_event
 from queue_engine.outage import OutageProbe
-from queue_engine.retry import reconnect_backoff
+from queue_engine.producer.retry import reconnect_backoff
 from queue_engine.service import REAL_TIMING, Timing
 from queue_engine.worker import store
 from queue_engine.worker.jobs import HeldJobs

@@ -25,10 +25,10 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import set_json_loads
 
-from queue_engine.context import ClaimedJob
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import raw_cursor
 from queue_engine.foundation.sql.compiler import RawStatement, raw_statement
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker import prepared
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import DEFAULT_AFFINITY_WAIT_S
@@ -87,7 +87,7 @@ _WORDS = _Words()
 def followups_json(outcomes: Sequence[Outcome]) -> str | None:
     """The follow-ups of ``outcomes`` as one JSON array, or None when none carries any.
 
-    Only successes carry follow-ups (already encoded, :mod:`queue_engine.followups`);
+    Only successes carry follow-ups (already encoded, :mod:`queue_engine.producer.followups`);
     the statement still inserts them only for the successes it applies.
     """
     items = [text for o in outcomes if o.followups for text in o.followups]

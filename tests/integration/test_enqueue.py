@@ -21,7 +21,7 @@ from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
 from queue_engine.foundation.errors import InvalidTransition, JobNotFound, ValidationError
-from queue_engine.jobs import Job, JobStatus
+from queue_engine.producer.jobs import Job, JobStatus
 
 Conn = psycopg.Connection[Any]
 TOLERANCE = timedelta(seconds=2)

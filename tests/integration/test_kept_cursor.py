@@ -19,12 +19,12 @@ import psycopg
 from support.workers import worker_session
 
 from queue_engine import AsyncClient, Client, Job
-from queue_engine.context import ClaimedJob
 from queue_engine.foundation.db import (
     AsyncCursorKeepingConnection,
     CursorKeepingConnection,
     connect,
 )
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import succeeded
 from queue_engine.worker.store import ClaimGate

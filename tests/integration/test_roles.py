@@ -24,9 +24,9 @@ from psycopg.conninfo import make_conninfo
 from queue_engine import Client, stats
 from queue_engine.foundation.migrate import Migrator
 from queue_engine.orchestrator.archiver import Cursor, archive_once
+from queue_engine.producer.task_publications import publish, read
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.roles import roles_sql
-from queue_engine.task_publications import publish, read
-from queue_engine.tasks import TaskDefinition, TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.store import ClaimGate

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from support.web import OPERATOR, PRODUCER, READ, is_problem, web_client
 
 from queue_engine import Client
-from queue_engine.workflows import Workflow
+from queue_engine.producer.workflows import Workflow
 
 BIG = 2**63  # one past the largest bigint
 

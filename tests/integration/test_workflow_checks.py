@@ -25,7 +25,7 @@ from queue_engine import Client, Workflow, finished, metrics
 from queue_engine.orchestrator import Orchestrator, OrchestratorSettings
 from queue_engine.orchestrator.input_timeouts import InputTimeouts
 from queue_engine.orchestrator.stuck_nodes import StuckNodeCheck
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
 
 SCHEMA = "queue_engine"

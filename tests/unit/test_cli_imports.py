@@ -36,7 +36,7 @@ HEAVY = (
     "queue_engine.scheduler",
     "queue_engine.daemon",
     "queue_engine.foundation.embedded",
-    "queue_engine.async_client",
+    "queue_engine.producer.async_client",
     "queue_engine.foundation.migrate",
     "queue_engine.controls",
     "queue_engine.cli.up",
@@ -105,7 +105,7 @@ def test_job_commands_load_no_heavy_module(argv: tuple[str, ...]) -> None:
     """``status``, ``enqueue`` and ``list`` load the client and the driver, and nothing heavy."""
     code, modules = _loaded("queue_engine.cli.ctl", *argv)
     assert code == 69  # it went as far as connecting
-    assert {"psycopg", "queue_engine.client"} <= set(modules)
+    assert {"psycopg", "queue_engine.producer.client"} <= set(modules)
     heavy = _matching(modules, HEAVY)
     assert not heavy, f"queue-ctl {argv[2]} loads {heavy}"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, engine_migrations_dir, load_chain
-from queue_engine.tasks import registry
+from queue_engine.producer.tasks import registry
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -173,7 +173,7 @@ def dockerignore_patterns() -> list[str]:
         "queue_engine/__pycache__/client.cpython-311.pyc",
         "queue_engine/worker/__pycache__/loop.cpython-311.pyc",
         "dist/queue_engine-0.1.0-py3-none-any.whl",
-        "build/lib/queue_engine/client.py",
+        "build/lib/queue_engine/producer/client.py",
         "tests/conftest.py",
     ],
 )
@@ -186,7 +186,7 @@ def test_dockerignore_keeps_out(path: str) -> None:
     [
         "pyproject.toml",
         "README.md",
-        "queue_engine/client.py",
+        "queue_engine/producer/client.py",
         "queue_engine/foundation/sql/finish_and_claim_jobs.sql",
         "migrations/0001_initial.sql",
     ],

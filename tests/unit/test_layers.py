@@ -57,9 +57,7 @@ DAEMON_PACKAGES = ("worker", "orchestrator", "scheduler", "daemon")
 SHARED_DAEMON_PACKAGE = "daemon"
 #: Scheduler modules a producer needs to declare schedules (``@periodic``):
 #: the public API re-exports them, so they must stay free of the ticker machinery.
-SCHEDULE_DECLARATIONS = frozenset(
-    {"queue_engine.scheduler.cron", "queue_engine.scheduler.schedules"}
-)
+SCHEDULE_DECLARATIONS = frozenset({"queue_engine.producer.cron", "queue_engine.producer.schedules"})
 
 #: Edges that break a layer rule today, each in code another change owns.
 #: A listed edge that no longer exists fails the test: delete its line.
@@ -246,11 +244,19 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     """Sanity: module-level, function-level, relative and ``from pkg import module`` edges."""
     pairs = {(e.source, e.target) for e in import_graph()}
     assert len(_modules()) > 40
-    assert ("queue_engine.client", "queue_engine.operations") in pairs  # from pkg import module
-    assert ("queue_engine.client", "queue_engine.foundation.db") in pairs  # from module import name
+    assert (
+        "queue_engine.producer.client",
+        "queue_engine.producer.operations",
+    ) in pairs  # from pkg import module
+    assert (
+        "queue_engine.producer.client",
+        "queue_engine.foundation.db",
+    ) in pairs  # from module import name
     # function-level: context.py imports the client inside a method
     assert any(
-        e.source == "queue_engine.context" and e.target == "queue_engine.client" and e.line > 100
+        e.source == "queue_engine.producer.context"
+        and e.target == "queue_engine.producer.client"
+        and e.line > 100
         for e in import_graph()
     )
     assert _resolve_relative("queue_engine.worker.loop", 1, "store") == "queue_engine.worker.store"
@@ -259,7 +265,11 @@ def test_the_graph_sees_every_kind_of_import() -> None:
 
 def test_cycle_detection_finds_a_circle() -> None:
     """Sanity: the detector reports a two-module circle and nothing for a chain."""
-    a, b, c = "queue_engine.client", "queue_engine.foundation.db", "queue_engine.foundation.errors"
+    a, b, c = (
+        "queue_engine.producer.client",
+        "queue_engine.foundation.db",
+        "queue_engine.foundation.errors",
+    )
     assert _cycles((Edge(a, b, 1), Edge(b, c, 1))) == []
     assert _cycles((Edge(a, b, 1), Edge(b, a, 1), Edge(b, c, 1))) == [sorted([a, b])]
 
@@ -291,18 +301,18 @@ def test_no_import_cycles() -> None:
         ("queue_engine.scheduler.ticker", "queue_engine.daemon.heartbeat", True),
         ("queue_engine.scheduler.scheduler", "queue_engine", False),
         ("queue_engine.orchestrator.orchestrator", "queue_engine.foundation.version", True),
-        ("queue_engine.client", "queue_engine.worker.store", False),
+        ("queue_engine.producer.client", "queue_engine.worker.store", False),
         ("queue_engine.stats", "queue_engine.cli.views", False),
-        ("queue_engine", "queue_engine.scheduler.schedules", True),
+        ("queue_engine", "queue_engine.producer.schedules", True),
         ("queue_engine", "queue_engine.scheduler.ticker", False),
-        ("queue_engine.client", "queue_engine", False),
+        ("queue_engine.producer.client", "queue_engine", False),
         ("queue_engine.testing.drain", "queue_engine.worker.loop", True),
         ("queue_engine.worker.loop", "queue_engine.testing.drain", False),
-        ("queue_engine.web.app", "queue_engine.operations", True),
+        ("queue_engine.web.app", "queue_engine.producer.operations", True),
         ("queue_engine.web.app", "queue_engine.scheduler.store", True),
         ("queue_engine.web.app", "queue_engine.cli.common", False),
         ("queue_engine.cli.web", "queue_engine.web.app", True),
-        ("queue_engine.operations", "queue_engine.web.app", False),
+        ("queue_engine.producer.operations", "queue_engine.web.app", False),
         ("queue_engine.worker.loop", "queue_engine.web.state", False),
     ],
 )
@@ -333,7 +343,7 @@ def test_import_queue_engine_loads_no_daemon_machinery() -> None:
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert "queue_engine.client" in out  # the probe does see the package's modules
+    assert "queue_engine.producer.client" in out  # the probe does see the package's modules
     loaded = [
         m
         for m in out

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from queue_engine import retry
-from queue_engine.context import ClaimedJob
 from queue_engine.foundation.errors import ValidationError
-from queue_engine.retry import (
+from queue_engine.producer import retry
+from queue_engine.producer.context import ClaimedJob
+from queue_engine.producer.retry import (
     DEFAULT_RETRY,
     ExponentialBackoff,
     FixedBackoff,

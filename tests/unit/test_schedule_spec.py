@@ -16,8 +16,8 @@ import pytest
 
 from queue_engine import periodic, task
 from queue_engine.foundation.errors import ConfigError, ValidationError
-from queue_engine.scheduler.cron import parse
-from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules, schedule_registry
+from queue_engine.producer.cron import parse
+from queue_engine.producer.schedules import ScheduleSpec, load_schedules, schedule_registry
 from queue_engine.scheduler.store import schedule_args
 from queue_engine.scheduler.ticker import Ticker, TickResult, due_slots, plan_slots
 from queue_engine.service import Timing

@@ -129,7 +129,7 @@ finish_events AS (
 -- @!claimonly end
 -- @followups begin
 followup AS MATERIALIZED (
-    -- The follow-ups (%(followups)s, one JSON object each, queue_engine/followups.py)
+    -- The follow-ups (%(followups)s, one JSON object each, queue_engine/producer/followups.py)
     -- of the outcomes this statement applied as successes, and only those: a
     -- zombie's or a late finish matches nothing in "finished", so its follow-ups
     -- are never inserted; a failure, retry or snooze sends none. Ids are drawn

@@ -1,4 +1,4 @@
--- `queue-ctl tasks` (queue_engine/task_publications.py): every task whose
+-- `queue-ctl tasks` (queue_engine/producer/task_publications.py): every task whose
 -- defaults a worker published (migration 0028), the defaults in effect (the
 -- newest publication) and each publication still on record, newest first,
 -- with its age by the database clock and its worker's liveness as `queue-ctl

@@ -1,5 +1,5 @@
 -- A worker publishes its task registry when it starts (migration 0028,
--- queue_engine/task_publications.py): one row per task in task_publications
+-- queue_engine/producer/task_publications.py): one row per task in task_publications
 -- for this worker, and each task's row of task_defaults set to this
 -- publication, the newest. Enqueue paths then fill what their callers left
 -- unset from task_defaults. Rows in task order, so two workers publishing at

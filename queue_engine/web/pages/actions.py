@@ -25,8 +25,8 @@ from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from queue_engine import controls
-from queue_engine.client import Client
 from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.producer.client import Client
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.web.pages import reads
 from queue_engine.web.pages.context import Operator, PageContext

@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
-from queue_engine.jobs import Job, JobStatus
+from queue_engine.producer.jobs import Job, JobStatus
 
 #: Rows per page of the jobs list.
 PAGE_SIZE = 50

@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from queue_engine import job_display, stats
+from queue_engine.producer.workflows import INPUT_TASK, layout
 from queue_engine.web import live
-from queue_engine.workflows import INPUT_TASK, layout
 
 #: Chart size on the overview (px).
 SPARK_WIDTH = 104

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queue_engine.tasks import registry
-from queue_engine.validation import JobSpec, encode_args
+from queue_engine.producer.tasks import registry
+from queue_engine.producer.validation import JobSpec, encode_args
 
 #: How long an answer is kept, in seconds.
 KEEP_S = 1.0

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from queue_engine.job_display import AWAITING_INPUT, awaiting_input
-from queue_engine.workflows.model import NodeInfo
-from queue_engine.workflows.spec import INPUT_TASK
+from queue_engine.producer.workflows.model import NodeInfo
+from queue_engine.producer.workflows.spec import INPUT_TASK
 
 #: Siblings are collapsed into one line from this many on (fewer read better one by one).
 COLLAPSE_AT = 4

@@ -3,7 +3,7 @@
 A worker process imports one app module (``--app``); importing it runs the
 ``@task`` decorators, which fill the process-wide :data:`registry`. A worker
 publishes its registry to the database when it starts
-(:mod:`queue_engine.task_publications`), so every enqueue path (the CLI, the
+(:mod:`queue_engine.producer.task_publications`), so every enqueue path (the CLI, the
 HTTP API, SQL, a producer that never imported the app) applies each task's
 defaults (queue, priority, max_attempts, timeout, lease). A producer that
 imports the app applies its own declarations without asking the database.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from queue_engine.foundation.errors import ConfigError, ValidationError
-from queue_engine.validation import (
+from queue_engine.producer.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,

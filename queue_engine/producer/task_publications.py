@@ -30,9 +30,9 @@ from psycopg.rows import dict_row
 
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
-from queue_engine.retry import policy_data
-from queue_engine.tasks import TaskDefinition
-from queue_engine.validation import DEFAULTED_OPTIONS
+from queue_engine.producer.retry import policy_data
+from queue_engine.producer.tasks import TaskDefinition
+from queue_engine.producer.validation import DEFAULTED_OPTIONS
 
 Connection = psycopg.Connection[Any]
 

@@ -12,7 +12,7 @@ back when the job ends).
 
 ``ctx.enqueue`` is the one write that *is* atomic with the job's success: it
 buffers a follow-up job that the worker's finish statement inserts together
-with the success, or not at all (:mod:`queue_engine.followups`).
+with the success, or not at all (:mod:`queue_engine.producer.followups`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 import psycopg
 
-from queue_engine.followups import FollowUpBuffer
 from queue_engine.foundation.db import connect
-from queue_engine.validation import EnqueueOptions
+from queue_engine.producer.followups import FollowUpBuffer
+from queue_engine.producer.validation import EnqueueOptions
 
 if TYPE_CHECKING:
-    from queue_engine.client import Client
+    from queue_engine.producer.client import Client
 
 
 class JobCanceled(Exception):
@@ -213,7 +213,7 @@ class JobContext:
     def enqueue(self, task: str, **options: Unpack[EnqueueOptions]) -> None:
         """Buffer a follow-up job, inserted if and only if this job's success is committed.
 
-        Takes :meth:`Client.enqueue <queue_engine.client.Client.enqueue>`'s
+        Takes :meth:`Client.enqueue <queue_engine.producer.client.Client.enqueue>`'s
         options and validates them now, so a bad one raises
         :class:`~queue_engine.foundation.errors.ValidationError` here, in the handler.
         Nothing is written until the handler returns: the worker's finish
@@ -221,7 +221,7 @@ class JobContext:
         success; a failure, retry, snooze or cancel discards them. A job whose
         idempotency or dedupe key is taken is skipped, as ``Client.enqueue``
         would return the existing one. ``producer`` defaults to ``job:<id>``
-        of this job. At most :data:`~queue_engine.followups.MAX_FOLLOWUPS` per
+        of this job. At most :data:`~queue_engine.producer.followups.MAX_FOLLOWUPS` per
         attempt (docs/guides/follow-ups.md).
         """
         self.followups.add(task, options)
@@ -234,13 +234,13 @@ class JobContext:
         self.followups.add_many(jobs)
 
     def client(self) -> Client:
-        """A :class:`~queue_engine.client.Client` on :meth:`connect`'s connection.
+        """A :class:`~queue_engine.producer.client.Client` on :meth:`connect`'s connection.
 
         Its enqueues are committed at once, whatever becomes of this job: a
         crash before the job's finish commits runs the job again and enqueues
         them again. Use :meth:`enqueue` to hand work on atomically.
         """
-        from queue_engine.client import Client
+        from queue_engine.producer.client import Client
 
         return Client(conn=self.connect(), schema=self.schema)
 

@@ -1,9 +1,9 @@
 """Schedule definitions: the validated :class:`ScheduleSpec` and the ``@periodic`` decorator.
 
 A schedule says *when* (an expression and a time zone, see
-:mod:`queue_engine.scheduler.cron`) and *what*: a task, its queue and args, or
+:mod:`queue_engine.producer.cron`) and *what*: a task, its queue and args, or
 a workflow factory (``@periodic(..., workflow=build)``, a function of the slot
-returning a :class:`~queue_engine.workflows.Workflow`). A factory is code in
+returning a :class:`~queue_engine.producer.workflows.Workflow`). A factory is code in
 the app module, so only ``queue-scheduler --app`` that imported it can start
 such a schedule's workflows; a schedule added from the command line cannot
 name one.
@@ -28,9 +28,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from queue_engine.foundation.errors import ConfigError, ValidationError
-from queue_engine.scheduler.cron import Trigger, parse
-from queue_engine.tasks import registry as task_registry
-from queue_engine.validation import (
+from queue_engine.producer.cron import Trigger, parse
+from queue_engine.producer.tasks import registry as task_registry
+from queue_engine.producer.validation import (
     DEFAULT_PRIORITY,
     MAX_ATTEMPTS_RANGE,
     PRIORITY_RANGE,
@@ -52,7 +52,7 @@ SCHEDULE_ARG = "_schedule"
 WORKFLOW_TASK = "queue-engine:workflow"
 
 if TYPE_CHECKING:
-    from queue_engine.workflows import Workflow
+    from queue_engine.producer.workflows import Workflow
 
 #: A workflow factory: called with the slot (a timezone-aware datetime), returns the workflow.
 WorkflowFactory = Callable[[datetime], "Workflow"]

@@ -7,8 +7,8 @@ anything is written; ``Client.start_workflow`` inserts it in one call.
 
 from __future__ import annotations
 
-from queue_engine.workflows.model import NodeInfo, WorkflowInfo, WorkflowState
-from queue_engine.workflows.spec import INPUT_TASK, After, Workflow, finished
+from queue_engine.producer.workflows.model import NodeInfo, WorkflowInfo, WorkflowState
+from queue_engine.producer.workflows.spec import INPUT_TASK, After, Workflow, finished
 
 __all__ = [
     "INPUT_TASK",

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Unpack
 
 from queue_engine.foundation.errors import ValidationError
-from queue_engine.tasks import registry
-from queue_engine.validation import (
+from queue_engine.producer.tasks import registry
+from queue_engine.producer.validation import (
     EnqueueOptions,
     JobSpec,
     build_spec,

@@ -1,6 +1,6 @@
 """The client operations, independent of sync or async I/O.
 
-:class:`~queue_engine.client.Client` and :class:`~queue_engine.async_client.AsyncClient`
+:class:`~queue_engine.producer.client.Client` and :class:`~queue_engine.producer.async_client.AsyncClient`
 differ only in how they run a statement; what each operation sends and how it
 reads the answer lives here once.
 
@@ -27,9 +27,9 @@ from queue_engine.foundation.errors import (
     QueueEngineError,
     ValidationError,
 )
-from queue_engine.jobs import Job, JobStatus
-from queue_engine.tasks import TaskDefinition, registry
-from queue_engine.validation import (
+from queue_engine.producer.jobs import Job, JobStatus
+from queue_engine.producer.tasks import TaskDefinition, registry
+from queue_engine.producer.validation import (
     DEFAULTED_OPTIONS,
     OPTION_NAMES,
     EnqueueOptions,

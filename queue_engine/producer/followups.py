@@ -1,7 +1,7 @@
 """Atomic follow-ups: jobs a handler buffers to be inserted with its success.
 
 ``ctx.enqueue(...)`` and ``ctx.enqueue_many([...])`` do not write anything:
-they validate the job (the client's own rules, :mod:`queue_engine.validation`,
+they validate the job (the client's own rules, :mod:`queue_engine.producer.validation`,
 so a bad option raises in the handler, at the call) and keep it in the job's
 :class:`FollowUpBuffer`. When the handler returns, the worker sends the buffer
 with the job's outcome, and the finish statement inserts the follow-ups only
@@ -21,9 +21,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from queue_engine import operations as ops
 from queue_engine.foundation.errors import ValidationError
-from queue_engine.validation import EnqueueOptions, JobSpec
+from queue_engine.producer import operations as ops
+from queue_engine.producer.validation import EnqueueOptions, JobSpec
 
 #: At most this many follow-ups per job attempt: a fan-out wider than this
 #: belongs in ``ctx.client().enqueue_many`` (or a workflow), not in one finish

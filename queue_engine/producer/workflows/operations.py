@@ -1,8 +1,8 @@
 """The workflow operations, independent of sync or async I/O.
 
-As :mod:`queue_engine.operations` is for single jobs: what each call sends and
-how its answer is read, written once for :class:`~queue_engine.client.Client`
-and :class:`~queue_engine.async_client.AsyncClient`.
+As :mod:`queue_engine.producer.operations` is for single jobs: what each call sends and
+how its answer is read, written once for :class:`~queue_engine.producer.client.Client`
+and :class:`~queue_engine.producer.async_client.AsyncClient`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from queue_engine.foundation.errors import (
     ValidationError,
     WorkflowNotFound,
 )
-from queue_engine.operations import Statement
-from queue_engine.validation import check_id
-from queue_engine.workflows.model import WorkflowState
-from queue_engine.workflows.spec import NAME_PATTERN, NODE_PATTERN, Workflow
+from queue_engine.producer.operations import Statement
+from queue_engine.producer.validation import check_id
+from queue_engine.producer.workflows.model import WorkflowState
+from queue_engine.producer.workflows.spec import NAME_PATTERN, NODE_PATTERN, Workflow
 
 LIST_LIMIT_MAX = 1_000
 #: How big a provided input value may be (as JSON), like a job's args.
