@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from queue_engine import stats
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import LazyConnection, first_line
 from queue_engine.foundation.errors import ConfigError
+from queue_engine.operator import stats
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

@@ -17,10 +17,10 @@ import click
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json, table
 from queue_engine.foundation import settings
+from queue_engine.operator.stats import format_duration
 from queue_engine.producer import task_publications
 from queue_engine.producer.task_publications import Publication, PublishedTask
 from queue_engine.producer.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
-from queue_engine.stats import format_duration
 
 HEADER = ["TASK", "QUEUE", "PRI", "TRIES", "TIMEOUT", "LEASE", "PUBLISHED", "BY", "STATE", "RETRY"]
 

@@ -49,7 +49,6 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from queue_engine.controls import NoLiveWorker
 from queue_engine.foundation.db import is_connection_error
 from queue_engine.foundation.errors import (
     DatabaseUnavailable,
@@ -61,6 +60,7 @@ from queue_engine.foundation.errors import (
     WorkflowNotFound,
 )
 from queue_engine.foundation.logs import log_event
+from queue_engine.operator.controls import NoLiveWorker
 from queue_engine.scheduler.store import ScheduleExists, ScheduleNotFound
 from queue_engine.web.auth import REALM, Forbidden, Unauthorized
 

@@ -149,7 +149,7 @@ def test_count_validates_and_a_busy_port_is_a_config_error(server, dsn) -> None:
 
 
 def test_metrics_report_paused_queues(server, workload, conn: Any) -> None:
-    from queue_engine.controls import pause_queue
+    from queue_engine.operator.controls import pause_queue
 
     pause_queue(conn, SCHEMA, "m")
     pause_queue(conn, SCHEMA, "idle.q")
@@ -287,7 +287,7 @@ def test_metrics_omit_gpu_gauges_without_gpu_data(server, conn) -> None:
 
 
 def test_metrics_report_scale_and_rate_limits(server, workload, conn: Any) -> None:
-    from queue_engine.controls import rate_queue, scale_queue
+    from queue_engine.operator.controls import rate_queue, scale_queue
 
     scale_queue(conn, SCHEMA, "m", 3)
     rate_queue(conn, SCHEMA, "idle.r", 2.5, burst=1)

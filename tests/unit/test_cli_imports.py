@@ -38,7 +38,7 @@ HEAVY = (
     "queue_engine.foundation.embedded",
     "queue_engine.producer.async_client",
     "queue_engine.foundation.migrate",
-    "queue_engine.controls",
+    "queue_engine.operator.controls",
     "queue_engine.cli.up",
     "queue_engine.cli.demo",
     "queue_engine.cli.supervisor",

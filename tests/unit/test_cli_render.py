@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from queue_engine import stats
 from queue_engine.cli import render
+from queue_engine.operator import stats
 from queue_engine.orchestrator.pruner import PruneResult
 from queue_engine.producer.jobs import Job, JobStatus
 

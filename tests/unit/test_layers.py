@@ -302,7 +302,7 @@ def test_no_import_cycles() -> None:
         ("queue_engine.scheduler.scheduler", "queue_engine", False),
         ("queue_engine.orchestrator.orchestrator", "queue_engine.foundation.version", True),
         ("queue_engine.producer.client", "queue_engine.worker.store", False),
-        ("queue_engine.stats", "queue_engine.cli.views", False),
+        ("queue_engine.operator.stats", "queue_engine.cli.views", False),
         ("queue_engine", "queue_engine.producer.schedules", True),
         ("queue_engine", "queue_engine.scheduler.ticker", False),
         ("queue_engine.producer.client", "queue_engine", False),

@@ -31,9 +31,9 @@ import click
 import pytest
 from support.ctl import console_commands, walk_commands
 
-from queue_engine import stats
 from queue_engine.foundation import settings as table
 from queue_engine.foundation.errors import ConfigError
+from queue_engine.operator import stats
 from queue_engine.orchestrator import orchestrator as orchestrator_module
 from queue_engine.orchestrator.orchestrator import OrchestratorSettings
 from queue_engine.orchestrator.pruner import Retention

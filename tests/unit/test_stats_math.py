@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from queue_engine import stats
 from queue_engine.metrics import DURATION_BUCKETS_S, histogram_buckets
+from queue_engine.operator import stats
 from queue_engine.orchestrator.pruner import Retention
 
 

@@ -17,7 +17,7 @@ import re
 import pytest
 from support.nodes import node
 
-from queue_engine.producer.workflows import layout
+from queue_engine.operator import workflow_layout as layout
 from queue_engine.web.pages import graph
 from queue_engine.web.pages.graph import Link
 

@@ -25,8 +25,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from psycopg.rows import dict_row
 
-from queue_engine import stats
 from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator import stats
 from queue_engine.producer import operations as ops
 from queue_engine.producer.client import Client
 from queue_engine.producer.jobs import Job, JobStatus

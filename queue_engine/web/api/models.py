@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from queue_engine.controls import BURST_RANGE, RATE_MAX, SCALE_RANGE
+from queue_engine.operator.controls import BURST_RANGE, RATE_MAX, SCALE_RANGE
 from queue_engine.producer.jobs import Job, JobStatus
 from queue_engine.producer.validation import (
     LEASE_TTL_RANGE,

@@ -3,7 +3,7 @@
 Both read through :class:`~queue_engine.producer.client.Client` (``list_workflows``,
 ``get_workflow``, ``workflow_nodes``), the calls ``queue-ctl workflows`` and
 ``/api/v1/workflows`` make. The nodes are grouped by
-:mod:`queue_engine.producer.workflows.layout`, the grouping ``queue-ctl workflows show``
+:mod:`queue_engine.operator.workflow_layout`, the grouping ``queue-ctl workflows show``
 draws as text: one box per node or per folded fan-out, so a 10,000-node
 fan-out is one box with its counts. The page draws the boxes twice from the
 same list: as an SVG graph laid out by :mod:`.graph` (columns by level,
@@ -26,8 +26,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from queue_engine.foundation.errors import ValidationError, WorkflowNotFound
+from queue_engine.operator import workflow_layout as layout
 from queue_engine.producer.client import Client
-from queue_engine.producer.workflows import INPUT_TASK, NodeInfo, WorkflowState, layout
+from queue_engine.producer.workflows import INPUT_TASK, NodeInfo, WorkflowState
 from queue_engine.producer.workflows.model import COUNT_NAMES
 from queue_engine.web.pages import graph
 from queue_engine.web.pages.context import Page, PageContext

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from queue_engine.job_display import AWAITING_INPUT, awaiting_input
+from queue_engine.operator.job_display import AWAITING_INPUT, awaiting_input
 from queue_engine.producer.workflows.model import NodeInfo
 from queue_engine.producer.workflows.spec import INPUT_TASK
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from queue_engine.operator.stats import format_duration
 from queue_engine.producer.workflows.spec import INPUT_TASK
-from queue_engine.stats import format_duration
 
 #: A queued job whose ``available_at`` is still ahead.
 SCHEDULED = "scheduled"
