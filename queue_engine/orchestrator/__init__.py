@@ -17,6 +17,8 @@
   value did not come in time;
 - :mod:`~queue_engine.orchestrator.stuck_nodes` — report (never repair) a workflow node
   left waiting after its parents ended: an engine bug;
+- :mod:`~queue_engine.orchestrator.metrics` — the Prometheus metrics and ``/health``
+  the orchestrator serves, read from the operator's figures;
 - :mod:`~queue_engine.orchestrator.orchestrator` — the services the
   ``queue-orchestrator`` command runs on the shared daemon runtime
   (:mod:`queue_engine.daemon`, which also keeps this process's workers row).

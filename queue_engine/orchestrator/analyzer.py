@@ -26,9 +26,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from queue_engine.daemon.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
 from queue_engine.foundation import table_statistics
 from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
-from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
 
 #: How often the leader reads the change counter (seconds).
 ANALYZE_CHECK_DEFAULT_S = 5.0

@@ -27,7 +27,7 @@ a guarded, idempotent statement with ``SKIP LOCKED``) but a leader that keeps
 sweeping after it lost the lock is not what the lock is for.
 
 While the database is down, the backoff wait pings the server every second
-(:class:`~queue_engine.outage.OutageProbe`) and ends as soon as it accepts
+(:class:`~queue_engine.daemon.outage.OutageProbe`) and ends as soon as it accepts
 connections again, so a leader is elected within about a second of Postgres
 being back, whatever the backoff had grown to.
 
@@ -46,6 +46,8 @@ from typing import Any
 
 import psycopg
 
+from queue_engine.daemon.outage import OutageProbe, reconnect_backoff
+from queue_engine.daemon.service import REAL_TIMING, Service, Timing
 from queue_engine.foundation import settings as table
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import (
@@ -55,9 +57,6 @@ from queue_engine.foundation.db import (
     first_line,
 )
 from queue_engine.foundation.logs import log_event
-from queue_engine.outage import OutageProbe
-from queue_engine.producer.retry import reconnect_backoff
-from queue_engine.service import REAL_TIMING, Service, Timing
 
 #: Standby retry and leader self-check cadence (seconds).
 ELECT_INTERVAL_DEFAULT_S = table.ELECT_S.default

@@ -35,14 +35,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine import metrics
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
+from queue_engine.daemon.pooler import refuse_shared_sessions
+from queue_engine.daemon.service import Service
+from queue_engine.daemon.systemd import SystemdNotifier
 from queue_engine.foundation import settings as table
 from queue_engine.foundation.config import resolve_dsn, resolve_schema
 from queue_engine.foundation.db import connect
 from queue_engine.foundation.logs import log_event
 from queue_engine.foundation.migrate import Migration, Migrator
 from queue_engine.foundation.version import __version__
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.archiver import Archiver
 from queue_engine.orchestrator.dead_workers import DeadWorkerSweep
@@ -61,9 +64,6 @@ from queue_engine.orchestrator.reaper import (
 )
 from queue_engine.orchestrator.stuck_nodes import CHECK_DEFAULT_S, StuckNodeCheck
 from queue_engine.orchestrator.vacuumer import Vacuumer
-from queue_engine.pooler import refuse_shared_sessions
-from queue_engine.service import Service
-from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.orchestrator")
 

@@ -33,9 +33,16 @@ from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, Unpack
 
 import psycopg
 
+from queue_engine.daemon.service import (
+    REAL_TIMING,
+    STAGGER_DEFAULT_S,
+    R,
+    Service,
+    ServiceResult,
+    Timing,
+)
 from queue_engine.foundation.config import validate_schema
 from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
-from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, R, Service, ServiceResult, Timing
 
 #: ``now()``: the instant a sweep compares with, or None for the database's clock.
 Now = Callable[[], datetime | None]

@@ -33,12 +33,12 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import metrics
+from queue_engine.daemon.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
 from queue_engine.foundation import settings as table
 from queue_engine.foundation import table_statistics
 from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
 from queue_engine.foundation.logs import log_event
-from queue_engine.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
+from queue_engine.orchestrator import metrics
 
 #: The share of wall time the vacuumer may spend in VACUUM (a run of d seconds
 #: is followed by at least d * (1 / share - 1) seconds without one).

@@ -117,35 +117,3 @@ def policy_data(policy: Any) -> dict[str, Any]:
         return {"kind": "fixed", "seconds": chosen.seconds}
     cls = type(chosen)
     return {"kind": "custom", "class": f"{cls.__module__}.{cls.__qualname__}"}
-
-
-#: Jitter of every reconnect and error backoff: processes that lost the database
-#: together (a Postgres restart) come back spread over ±30 % instead of at once.
-RECONNECT_JITTER = 0.3
-
-
-@dataclass(frozen=True, slots=True)
-class ReconnectBackoff(ExponentialBackoff):
-    """An :class:`ExponentialBackoff` that never waits longer than ``max_s``, jitter included.
-
-    The delay before trying the database (or a failed run) again: a daemon's
-    liveness promises, such as a heartbeat within the systemd watchdog
-    interval, are stated as that cap, so the jitter spreads delays below it and
-    never past it.
-    """
-
-    def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
-        """Seconds to wait after ``attempt`` failures in a row (1-based), at most ``max_s``."""
-        return min(self.max_s, ExponentialBackoff.delay(self, attempt, rand))
-
-
-def reconnect_backoff(
-    base_s: float, max_s: float, *, jitter: float = RECONNECT_JITTER
-) -> ReconnectBackoff:
-    """The one reconnect/error backoff: ``base_s`` doubling per failure, ±``jitter``, at most ``max_s``.
-
-    A ``base_s`` above ``max_s`` (a slow service with a short cap) starts at the cap.
-    """
-    return ReconnectBackoff(
-        base_s=float(min(base_s, max_s)), factor=2.0, max_s=float(max_s), jitter=jitter
-    )

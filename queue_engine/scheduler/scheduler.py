@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, DaemonRuntime
+from queue_engine.daemon.pooler import refuse_shared_sessions
+from queue_engine.daemon.systemd import SystemdNotifier
 from queue_engine.foundation import settings as table
 from queue_engine.foundation.config import resolve_dsn, resolve_schema
 from queue_engine.foundation.db import connect
@@ -35,7 +37,6 @@ from queue_engine.foundation.errors import ConfigError, MigrationError
 from queue_engine.foundation.logs import log_event
 from queue_engine.foundation.migrate import engine_migrations_dir, load_chain, wait_for_schema
 from queue_engine.foundation.version import __version__
-from queue_engine.pooler import refuse_shared_sessions
 from queue_engine.producer.schedules import ScheduleSpec
 from queue_engine.scheduler import store
 from queue_engine.scheduler.ticker import (
@@ -46,7 +47,6 @@ from queue_engine.scheduler.ticker import (
     ScheduleListener,
     Ticker,
 )
-from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.scheduler")
 

@@ -40,7 +40,7 @@ each expression (never by adding an interval to ``now``, so it does not
 drift), at most ``max_sleep_s`` (a safety re-read of the table); a NOTIFY on
 ``<schema>.schedules`` wakes it at once (:class:`ScheduleListener`). After a
 lost database, both retry after the reconnect backoff, cut short by an
-:class:`~queue_engine.outage.OutageProbe` within about a second of Postgres
+:class:`~queue_engine.daemon.outage.OutageProbe` within about a second of Postgres
 accepting connections again.
 """
 
@@ -55,6 +55,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from queue_engine.daemon.outage import OutageProbe, reconnect_backoff
+from queue_engine.daemon.service import REAL_TIMING, Service, Timing
 from queue_engine.foundation import settings as table
 from queue_engine.foundation.db import (
     KEEPALIVE_KWARGS,
@@ -64,12 +66,9 @@ from queue_engine.foundation.db import (
 )
 from queue_engine.foundation.errors import QueueEngineError
 from queue_engine.foundation.logs import log_event
-from queue_engine.outage import OutageProbe
 from queue_engine.producer.cron import Trigger
-from queue_engine.producer.retry import reconnect_backoff
 from queue_engine.producer.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
 from queue_engine.scheduler import store
-from queue_engine.service import REAL_TIMING, Service, Timing
 
 log = logging.getLogger("queue_engine.scheduler")
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import psutil
 
-from queue_engine.telemetry import GpuProbe, host_telemetry
+from queue_engine.daemon.telemetry import GpuProbe, host_telemetry
 from queue_engine.worker import store
 from queue_engine.worker.connection import Connection, WorkerConnection
 from queue_engine.worker.jobs import HeldJobs

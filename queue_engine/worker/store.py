@@ -400,7 +400,7 @@ def heartbeat(
 ) -> BeatReply:
     """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``.
 
-    ``telemetry`` (JSON text, see :mod:`queue_engine.telemetry`) is stored by
+    ``telemetry`` (JSON text, see :mod:`queue_engine.daemon.telemetry`) is stored by
     the same statement, and with ``publish`` also sent on ``<schema>.telemetry``;
     None keeps the stored one and publishes nothing (a beat that only writes
     progress).

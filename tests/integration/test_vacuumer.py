@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from queue_engine import Client, metrics
+from queue_engine import Client
 from queue_engine.foundation import table_statistics
 from queue_engine.foundation.table_statistics import TableStatistics
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.vacuumer import Vacuumer
 
 SCHEMA = "queue_engine"

@@ -21,8 +21,8 @@ import psycopg
 import pytest
 from support.nodes import statuses
 
-from queue_engine import Client, Workflow, finished, metrics
-from queue_engine.orchestrator import Orchestrator, OrchestratorSettings
+from queue_engine import Client, Workflow, finished
+from queue_engine.orchestrator import Orchestrator, OrchestratorSettings, metrics
 from queue_engine.orchestrator.input_timeouts import InputTimeouts
 from queue_engine.orchestrator.stuck_nodes import StuckNodeCheck
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry

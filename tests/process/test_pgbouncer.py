@@ -22,8 +22,8 @@ import pytest
 from support.pgbouncer import transaction_pooler
 
 from queue_engine import AsyncClient, Client, Workflow
+from queue_engine.daemon.pooler import shared_session_evidence
 from queue_engine.foundation.exit_codes import ExitCode
-from queue_engine.pooler import shared_session_evidence
 
 BIN = Path(sys.executable).parent
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from queue_engine.daemon.heartbeat import Heartbeat
+from queue_engine.daemon.service import Timing
 from queue_engine.foundation.errors import ConfigError
 from queue_engine.foundation.logs import JsonFormatter, log_event, mask_secrets
 from queue_engine.producer.tasks import TaskDefinition, _accepts_context
-from queue_engine.service import Timing
 from queue_engine.worker.executor import Executor, JobCanceled
 from queue_engine.worker.settings import WorkerSettings
 

@@ -71,7 +71,7 @@ NOT_LOADED_BY_PUBLIC_API = (
     "queue_engine.worker",
     "queue_engine.orchestrator",
     "queue_engine.cli",
-    "queue_engine.service",
+    "queue_engine.daemon.service",
     "queue_engine.daemon",
     "queue_engine.testing",
     "queue_engine.web",

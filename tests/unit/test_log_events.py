@@ -39,9 +39,9 @@ from typing import Any
 
 import queue_engine
 from queue_engine.daemon import DAEMON_ROLES
+from queue_engine.daemon.service import Service
 from queue_engine.daemon.signals import SIGNAL_ROLES
 from queue_engine.foundation.events import EVENT_GROUPS, EVENT_NAME_RE, EVENTS, daemon_of
-from queue_engine.service import Service
 from queue_engine.worker.outcomes import Outcome
 
 PACKAGE_DIR = Path(queue_engine.__file__).resolve().parent
@@ -346,7 +346,7 @@ def test_the_scan_finds_the_known_call_sites() -> None:
     """Guards the scanner itself: if it found nothing, every other test would pass vacuously."""
     wheres = [site.where for site in _event_sites()]
     assert len(wheres) >= 40, wheres
-    assert any(w.startswith("queue_engine/service.py") for w in wheres)
+    assert any(w.startswith("queue_engine/daemon/service.py") for w in wheres)
     assert any(w.startswith("queue_engine/worker/loop.py") for w in wheres)
     assert {"succeeded", "failed", "retry_scheduled", "canceled"} <= outcome_kinds()
     assert {"timeout", "give_back"} <= trip_kinds()

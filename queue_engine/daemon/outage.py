@@ -1,7 +1,7 @@
 """Waiting out a database outage: a reconnect backoff cut short once Postgres is back.
 
 Every daemon retries a lost database after a capped, jittered backoff
-(:func:`queue_engine.producer.retry.reconnect_backoff`, up to ``QUEUE_ENGINE_RECONNECT_MAX_S``).
+(:func:`reconnect_backoff`, up to ``QUEUE_ENGINE_RECONNECT_MAX_S``).
 The backoff is right when the server answers but fails (too many clients, a
 bad password, a standby): retrying faster would only add load. While the
 server is simply down it only delays recovery: after an outage of a few
@@ -41,6 +41,7 @@ without a server or real waiting.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +49,8 @@ from dataclasses import dataclass, field
 
 from psycopg import pq
 from psycopg.conninfo import make_conninfo
+
+from queue_engine.producer.retry import ExponentialBackoff
 
 #: Seconds between two pings while the server does not accept connections.
 PROBE_INTERVAL_S = 1.0
@@ -137,3 +140,35 @@ class OutageProbe:
                 return False
             if self._ping() is True:
                 return True
+
+
+#: Jitter of every reconnect and error backoff: processes that lost the database
+#: together (a Postgres restart) come back spread over ±30 % instead of at once.
+RECONNECT_JITTER = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectBackoff(ExponentialBackoff):
+    """An :class:`ExponentialBackoff` that never waits longer than ``max_s``, jitter included.
+
+    The delay before trying the database (or a failed run) again: a daemon's
+    liveness promises, such as a heartbeat within the systemd watchdog
+    interval, are stated as that cap, so the jitter spreads delays below it and
+    never past it.
+    """
+
+    def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait after ``attempt`` failures in a row (1-based), at most ``max_s``."""
+        return min(self.max_s, ExponentialBackoff.delay(self, attempt, rand))
+
+
+def reconnect_backoff(
+    base_s: float, max_s: float, *, jitter: float = RECONNECT_JITTER
+) -> ReconnectBackoff:
+    """The one reconnect/error backoff: ``base_s`` doubling per failure, ±``jitter``, at most ``max_s``.
+
+    A ``base_s`` above ``max_s`` (a slow service with a short cap) starts at the cap.
+    """
+    return ReconnectBackoff(
+        base_s=float(min(base_s, max_s)), factor=2.0, max_s=float(max_s), jitter=jitter
+    )

@@ -23,9 +23,9 @@ scheduler's ticker) are all the same shape, so they share this base:
   lock-step.
 - A run that did work is logged at info, an idle run at debug: a quiet system
   has quiet logs. A run that raises is logged and retried after the service's
-  ``error_backoff`` (:func:`queue_engine.producer.retry.reconnect_backoff`: doubling
+  ``error_backoff`` (:func:`queue_engine.daemon.outage.reconnect_backoff`: doubling
   from the interval, jittered, capped); the loop never dies of an exception.
-- A service given an ``outage`` probe (:class:`queue_engine.outage.OutageProbe`)
+- A service given an ``outage`` probe (:class:`queue_engine.daemon.outage.OutageProbe`)
   waits out that backoff through it while :meth:`Service.in_outage` says the
   last run could not reach the database: the wait ends within about a second
   of Postgres accepting connections again instead of after the whole backoff.
@@ -42,9 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from queue_engine.daemon.outage import OutageProbe, ReconnectBackoff, reconnect_backoff
 from queue_engine.foundation.logs import log_event
-from queue_engine.outage import OutageProbe
-from queue_engine.producer.retry import ReconnectBackoff, reconnect_backoff
 
 #: ``wait(event, seconds)``: block up to ``seconds`` or until the event is set.
 Wait = Callable[[threading.Event, float], bool]
