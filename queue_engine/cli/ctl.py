@@ -52,11 +52,11 @@ COMMANDS: dict[str, LazyCommand] = {
     "list": LazyCommand("queue_engine.cli.jobs:list_jobs", "List jobs, newest first."),
     # local fleet, demo and benchmark
     "demo": LazyCommand(
-        "queue_engine.cli.demo:demo",
+        "queue_engine.demo.demo:demo",
         "Run orchestrator + workers on sample jobs, with live progress and a summary.",
     ),
     "bench": LazyCommand(
-        "queue_engine.cli.bench:bench",
+        "queue_engine.demo.bench:bench",
         "Measure enqueue rate, drain throughput and wake latency with real worker processes.",
     ),
     "up": LazyCommand(

@@ -57,10 +57,12 @@ def test_wheel_ships_migrations_and_sql(wheel: Path) -> None:
     assert "queue_engine/migrations/0001_initial.down.sql" in names
     for path in sorted((REPO_ROOT / "migrations").glob("*.sql")):
         assert f"queue_engine/migrations/{path.name}" in names, path.name
-    source_sql = sorted((REPO_ROOT / "queue_engine" / "foundation" / "sql").glob("*.sql"))
-    assert source_sql, "no SQL files in the source tree"
-    for path in source_sql:
-        assert f"queue_engine/foundation/sql/{path.name}" in names, path.name
+    # The named statements: the engine's catalogue and the demo's.
+    for catalogue in ("foundation/sql", "demo/sql"):
+        source_sql = sorted((REPO_ROOT / "queue_engine" / catalogue).glob("*.sql"))
+        assert source_sql, f"no SQL files in queue_engine/{catalogue}"
+        for path in source_sql:
+            assert f"queue_engine/{catalogue}/{path.name}" in names, path.name
     assert "queue_engine/__init__.py" in names
     assert "queue_engine/cli/ctl.py" in names
     # The dashboard's templates and vendored static files (htmx with its licence).

@@ -33,7 +33,7 @@ from support.up import cleanup, read, start_up, wait
 
 from queue_engine.foundation import localfleet
 
-FLEET = ("--app", "queue_engine.demo_app", "--queue", "demo=1")
+FLEET = ("--app", "queue_engine.demo.app", "--queue", "demo=1")
 
 
 def _record() -> dict[str, object] | None:

@@ -75,7 +75,7 @@ def test_the_session_check_sees_the_pooler_and_not_a_direct_connection(
     ("command", "role"),
     [
         (
-            ["queue-claim-worker", "--queue", "q", "--app", "queue_engine.bench_app"],
+            ["queue-claim-worker", "--queue", "q", "--app", "queue_engine.demo.bench_app"],
             "queue-claim-worker",
         ),
         (["queue-orchestrator"], "queue-orchestrator"),

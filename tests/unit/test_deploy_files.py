@@ -113,7 +113,7 @@ def test_compose_parser_reads_the_services() -> None:
     services = compose_services(COMPOSE.read_text())
     assert {"postgres", "migrate", "orchestrator", "worker-demo", "worker-bench"} <= set(services)
     assert services["worker-demo"].command == ["--queue=demo"]
-    assert services["worker-demo"].environment["QUEUE_ENGINE_APP"] == "queue_engine.demo_app"
+    assert services["worker-demo"].environment["QUEUE_ENGINE_APP"] == "queue_engine.demo.app"
     assert "QUEUE_ENGINE_APP" not in services["migrate"].environment
     assert set(worker_queues(services)) == {"demo", "bench"}
 

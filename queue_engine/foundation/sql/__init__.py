@@ -1,12 +1,15 @@
 """Named SQL statements, one file each, rendered once per engine schema.
 
-All of queue-engine's runtime SQL lives in this folder so it can be read and
-reviewed in one place. Files use psycopg's ``%(name)s`` parameters for every
-value. What a parameter cannot carry is put into the text in one of three ways
-(docs/internals/sql.md): ``__SCHEMA__``, replaced here by the quoted, validated
-engine schema identifier; ``{name}`` placeholders for an identifier chosen per
-call, filled by the caller with psycopg's ``sql.Identifier``; and the line tags
-of a statement with several variants, read by :mod:`queue_engine.foundation.sql.compiler`.
+All of the engine's runtime SQL lives in this folder so it can be read and
+reviewed in one place (the demo's and the bench's reports, which no engine
+process sends, are that wing's own, in ``queue_engine/demo/sql/``). Files use
+psycopg's ``%(name)s`` parameters for every value. What a parameter cannot
+carry is put into the text in one of three ways (docs/internals/sql.md):
+``__SCHEMA__``, replaced here by the quoted, validated engine schema
+identifier; ``{name}`` placeholders for an identifier chosen per call, filled
+by the caller with psycopg's ``sql.Identifier``; and the line tags of a
+statement with several variants, read by
+:mod:`queue_engine.foundation.sql.compiler`.
 """
 
 from __future__ import annotations
@@ -29,9 +32,13 @@ def render(text: str, schema: str) -> LiteralString:
 
 
 @cache
-def source(name: str) -> str:
-    """Return the raw text of ``sql/<name>.sql``."""
-    return resources.files(__package__).joinpath(f"{name}.sql").read_text(encoding="utf-8")
+def source(name: str, package: str = __package__) -> str:
+    """Return the raw text of ``sql/<name>.sql``, or of ``<name>.sql`` in another ``package``.
+
+    Another package is a wing's own catalogue (``queue_engine.demo.sql``: the
+    reports of ``queue-ctl demo`` and ``bench``, which no engine process sends).
+    """
+    return resources.files(package).joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
 @cache

@@ -1,7 +1,7 @@
 """``queue-ctl demo --workflow``: one workflow run by the demo's real workers.
 
 The workflow shows the three shapes a pipeline has (tasks in
-:mod:`queue_engine.demo_app`)::
+:mod:`queue_engine.demo.app`)::
 
     fetch ─┬─ part-0 ─┐
            ├─ ...     ├─ merge ── approve (input) ── publish
@@ -13,7 +13,7 @@ that ends the last part; ``approve`` is an input node, which the demo provides
 itself a moment after it starts awaiting (printing that it does, and the
 command an operator would type), so the run ends on its own; ``publish``
 reads the approval. At the end the DAG is drawn as ``queue-ctl workflows
-show`` draws it. :mod:`queue_engine.cli.demo` starts the database and the
+show`` draws it. :mod:`queue_engine.demo.demo` starts the database and the
 daemons and calls :func:`run`.
 """
 

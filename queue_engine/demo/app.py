@@ -1,6 +1,6 @@
 """The tasks of ``queue-ctl demo``: one of each kind of handler the engine runs.
 
-Workers load this module with ``--app queue_engine.demo_app``. Each task shows
+Workers load this module with ``--app queue_engine.demo.app``. Each task shows
 one behaviour, and the demo's summary makes it visible:
 
 - ``demo.hello``: a plain function whose return value is stored as the result;

@@ -33,11 +33,11 @@ import click
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine.bench_app import QUEUE as BENCH_QUEUE
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
+from queue_engine.demo import sql as queries
+from queue_engine.demo.bench_app import QUEUE as BENCH_QUEUE
 from queue_engine.foundation import localfleet
-from queue_engine.foundation import sql as queries
 from queue_engine.foundation.config import DEFAULT_SCHEMA
 from queue_engine.foundation.db import connect, describe_dsn
 from queue_engine.foundation.embedded import database_for
@@ -46,7 +46,7 @@ from queue_engine.foundation.exit_codes import ExitCode
 from queue_engine.foundation.migrate import Migrator
 from queue_engine.producer.client import Client
 
-BENCH_APP = "queue_engine.bench_app"
+BENCH_APP = "queue_engine.demo.bench_app"
 BENCH_TASK = "bench.noop"
 BULK_BATCH = 1000
 POLL_S = 0.25
@@ -58,7 +58,7 @@ class BenchFailed(QueueEngineError):
 
 @dataclass(frozen=True, slots=True)
 class RunStats:
-    """What ``sql/orchestrator_run_stats.sql`` reports for a range of jobs."""
+    """What ``demo/sql/run_stats.sql`` reports for a range of jobs."""
 
     total: int
     finished: int
@@ -71,7 +71,7 @@ class RunStats:
 def _stats(conn: psycopg.Connection[Any], schema: str, ids: list[int]) -> RunStats:
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(
-            queries.query("orchestrator_run_stats", schema),
+            queries.query("run_stats", schema),
             {"queue": BENCH_QUEUE, "first_id": min(ids), "last_id": max(ids)},
         )
         row = cur.fetchone()
@@ -108,7 +108,7 @@ def _wait_ready(conn: psycopg.Connection[Any], schema: str, fleet: Fleet, deadli
     pids = [c.pid for c in fleet.children]
     while True:
         row = conn.execute(
-            queries.query("orchestrator_fleet_ready", schema),
+            queries.query("fleet_ready", schema),
             {"pids": pids, "host": socket.gethostname()},
         ).fetchone()
         if row is not None and int(row[0]) >= len(pids):
@@ -124,7 +124,7 @@ def _rate(count: int, seconds: float) -> str:
 
 
 def _server_info(conn: psycopg.Connection[Any]) -> str:
-    row = conn.execute(queries.plain("orchestrator_server_info")).fetchone()
+    row = conn.execute(queries.plain("server_info")).fetchone()
     assert row is not None
     return f"Postgres {row[0]} (fsync={row[1]}, synchronous_commit={row[2]})"
 

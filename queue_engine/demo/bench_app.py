@@ -1,6 +1,6 @@
 """The task of ``queue-ctl bench``: a no-op, so the benchmark measures the engine alone.
 
-Workers load it with ``--app queue_engine.bench_app``; every job of the
+Workers load it with ``--app queue_engine.demo.bench_app``; every job of the
 ``bench`` queue costs one claim and one finish and nothing else.
 """
 

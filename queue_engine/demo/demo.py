@@ -3,7 +3,7 @@
 With no DSN it starts an embedded Postgres (durable default settings, in a
 temp folder); with ``--dsn`` it uses that database. Then it runs what a
 deployment runs — one ``queue-orchestrator`` (which migrates) and two
-``queue-claim-worker --queue=demo --app queue_engine.demo_app`` processes —
+``queue-claim-worker --queue=demo --app queue_engine.demo.app`` processes —
 enqueues a handful of jobs that each show one behaviour (success, a failure
 retried after a fixed backoff, a generator reporting progress, two jobs sharing
 a ``lock_key``, a delayed job, an idempotent re-enqueue), shows live progress,
@@ -14,7 +14,7 @@ Postgres. Ctrl-C stops everything the same way. The run is bounded by
 
 With ``--workflow`` the same daemons run one workflow instead of the sample
 jobs (fan-out, fan-in and an input node the demo provides itself; see
-:mod:`queue_engine.cli.demo_workflow`), and the run ends by drawing its DAG;
+:mod:`queue_engine.demo.workflow`), and the run ends by drawing its DAG;
 it exits 0 when the workflow succeeded.
 """
 
@@ -36,12 +36,12 @@ import click
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine.cli import demo_workflow
 from queue_engine.cli.common import embedded_folder_options, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import Fleet
+from queue_engine.demo import sql as queries
+from queue_engine.demo import workflow as demo_workflow
 from queue_engine.foundation import localfleet
-from queue_engine.foundation import sql as queries
 from queue_engine.foundation.config import DEFAULT_SCHEMA
 from queue_engine.foundation.db import connect, describe_dsn
 from queue_engine.foundation.embedded import database_for
@@ -53,7 +53,7 @@ from queue_engine.producer.jobs import FINISHED_STATUSES, JobStatus
 from queue_engine.producer.workflows.model import WorkflowState
 
 DEMO_QUEUE = "demo"
-DEMO_APP = "queue_engine.demo_app"
+DEMO_APP = "queue_engine.demo.app"
 REFRESH_S = 0.3
 PROGRESS_STEPS = 12
 DELAY_S = 2.0
@@ -170,7 +170,7 @@ def _enqueue(client: Client, run: str) -> list[DemoJob]:
 
 def _rows(conn: psycopg.Connection[Any], schema: str, ids: list[int]) -> dict[int, dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(queries.query("orchestrator_job_summary", schema), {"ids": ids})
+        cur.execute(queries.query("job_summary", schema), {"ids": ids})
         return {int(r["id"]): r for r in cur.fetchall()}
 
 
