@@ -41,7 +41,7 @@ from lib.postgres import server
 from lib.report import table
 from lib.workers import WORKER_BIN, bench_left, drain, enqueue_noops, finished_span
 
-from queue_engine import metrics
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.vacuumer import Vacuumer
 
 

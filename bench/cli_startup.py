@@ -81,7 +81,7 @@ def worker_ready(build: Build, dsn: str) -> tuple[float, float]:
     """Seconds from a worker's start to its ``worker.started`` line (CPU: not measured, 0)."""
     argv = [
         build.script("queue-claim-worker"),
-        *("--dsn", dsn, "--queue", "bench", "--app", "queue_engine.bench_app"),
+        *("--dsn", dsn, "--queue", "bench", "--app", "queue_engine.demo.bench_app"),
     ]
     start = time.perf_counter()
     proc = subprocess.Popen(

@@ -45,7 +45,7 @@ from lib.statements import BARE_CLAIM, FLOOR_CLAIM, FLOOR_TABLE, statement
 from lib.timing import pct
 
 from queue_engine import Client
-from queue_engine.sql import compiler
+from queue_engine.foundation.sql import compiler
 from queue_engine.worker import store
 
 QUEUE = "coldclaim"
@@ -113,8 +113,8 @@ def claim_part(admin: str, n: int) -> None:
 
 def split_worker(dsn: str, out: str) -> None:
     """One idle worker in this process, its steps timed (CLOCK_MONOTONIC, shared by processes)."""
-    from queue_engine.logs import setup_logging
-    from queue_engine.tasks import load_app
+    from queue_engine.foundation.logs import setup_logging
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 

@@ -69,8 +69,8 @@ async def main() -> None:
     from pgqueuer import Queries
 
     from queue_engine import Client
-    from queue_engine import operations as ops
-    from queue_engine.migrate import Migrator
+    from queue_engine.foundation.migrate import Migrator
+    from queue_engine.producer import operations as ops
 
     with server() as admin:
         ceilings = CEILINGS if options.ceilings else {}

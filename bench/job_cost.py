@@ -83,7 +83,7 @@ from lib.workers import (
 )
 
 if TYPE_CHECKING:
-    from queue_engine.sql.compiler import RawStatement
+    from queue_engine.foundation.sql.compiler import RawStatement
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 SERVER_SETTINGS = {
@@ -314,7 +314,7 @@ def explain(admin: str, loops: int, batch: int = 1) -> None:
     Each statement finishes the ``batch`` jobs the previous one claimed and
     claims ``batch`` more (``--prefetch``: a prefetching worker's statement).
     """
-    from queue_engine.sql import compiler
+    from queue_engine.foundation.sql import compiler
     from queue_engine.worker import store
 
     text = compiler.raw_statement(
@@ -405,8 +405,8 @@ def child_env(prefetch: int) -> dict[str, str]:
 
 def profile(admin: str, n: int, prefetch: int = 1) -> None:
     """Drain ``n`` jobs with a worker in this process under cProfile; print the top functions."""
-    from queue_engine.logs import setup_logging
-    from queue_engine.tasks import load_app
+    from queue_engine.foundation.logs import setup_logging
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 
@@ -455,8 +455,8 @@ def inproc_child(dsn: str, level: str, out: str) -> None:
     a file like the console script; ``thread_time`` of the main thread is the
     job loop's own CPU, apart from the heartbeat and watchdog threads.
     """
-    from queue_engine.logs import setup_logging
-    from queue_engine.tasks import load_app
+    from queue_engine.foundation.logs import setup_logging
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 
@@ -565,7 +565,7 @@ def sql_variants(extra: list[str]) -> dict[str, tuple[RawStatement, str]]:
     """Label -> (statement, DDL run on its database first).
 
     ``extra``: ``LABEL=FILE`` candidate texts of ``finish_and_claim_jobs.sql``
-    (another build's, say: ``git show REV:queue_engine/sql/...``), each sent
+    (another build's, say: ``git show REV:queue_engine/foundation/sql/...``), each sent
     as the prefetch-1 worker's variant of that text.
     """
     from lib.statements import statement, without_claim_event

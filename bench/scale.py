@@ -67,7 +67,8 @@ from psycopg import sql as psql
 from psycopg.conninfo import make_conninfo
 
 from queue_engine import Client
-from queue_engine import sql as queries
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.settings import ARCHIVE_AFTER_S
 from queue_engine.orchestrator.archiver import Cursor, archive_once
 from queue_engine.orchestrator.pruner import (
     BATCH_SIZE_DEFAULT,
@@ -77,7 +78,6 @@ from queue_engine.orchestrator.pruner import (
     Retention,
     prune_once,
 )
-from queue_engine.settings import ARCHIVE_AFTER_S
 
 BIN = Path(sys.executable).parent
 WORKER_STATEMENT = "%claim_events%"
@@ -449,7 +449,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME=PATH",
-        help="also time queue_engine/sql/NAME.sql against the statement in PATH (an older"
+        help="also time queue_engine/foundation/sql/NAME.sql against the statement in PATH (an older"
         " version), server-side, each round (repeatable; NAME: stats_queues or stats_workers)",
     )
     parser.add_argument(

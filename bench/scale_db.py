@@ -21,7 +21,7 @@ import psycopg
 from lib.report import log
 from psycopg import sql
 
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 
 BENCH_DIR = Path(__file__).resolve().parent
 EMPTY_DB = "qe_scale_empty"

@@ -46,7 +46,7 @@ from lib.statements import (
     without_claim_event,
 )
 
-from queue_engine.sql import compiler
+from queue_engine.foundation.sql import compiler
 from queue_engine.worker import store
 
 

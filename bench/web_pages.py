@@ -35,7 +35,7 @@ from lib.report import table
 from lib.timing import pct
 from lib.web import queue_web
 
-from queue_engine import stats
+from queue_engine.operator import stats
 
 S = "queue_engine"
 BUDGET_MS = 300.0

@@ -49,8 +49,8 @@ from lib.statements import WORKER_SESSION, downs, statement, succeeded
 from lib.statements import execute as finish
 from lib.workers import enqueue_noops
 
-from queue_engine.embedded import EmbeddedPostgres
-from queue_engine.sql import compiler
+from queue_engine.foundation.embedded import EmbeddedPostgres
+from queue_engine.foundation.sql import compiler
 from queue_engine.worker import store
 from queue_engine.worker.handover import HandoverPolicy
 from queue_engine.worker.outcomes import Outcome

@@ -1,9 +1,12 @@
 """queue-engine: a Postgres-backed job queue for Python, run as small daemons.
 
 The public API: :class:`Client` and :class:`AsyncClient` to enqueue and manage
-jobs, :func:`task` to register handlers, :class:`Job` and :class:`JobStatus`
-to read them, :class:`Workflow` to build DAGs of jobs, and the exceptions in
-:mod:`queue_engine.errors`.
+jobs (:class:`EnqueueOptions`, the options of an enqueue), :func:`task` to
+register handlers and :class:`JobContext`, what a handler sees of its job,
+:class:`Job` and :class:`JobStatus` to read them, :class:`Workflow` to build
+DAGs of jobs, and the exceptions. They live in the producer API
+(``queue_engine/producer/``) and the foundation (``queue_engine/foundation/``);
+docs/internals/architecture.md describes the package's wings.
 
 The names are loaded when first used (PEP 562's module ``__getattr__``), not
 when the package is imported: every ``import queue_engine.<module>`` runs this
@@ -19,10 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from queue_engine._version import __version__
-    from queue_engine.async_client import AsyncClient
-    from queue_engine.client import Client
-    from queue_engine.errors import (
+    from queue_engine.foundation.errors import (
         ConfigError,
         DatabaseUnavailable,
         InvalidTransition,
@@ -33,19 +33,36 @@ if TYPE_CHECKING:
         ValidationError,
         WorkflowNotFound,
     )
-    from queue_engine.jobs import Job, JobStatus
-    from queue_engine.migrate import Migrator, wait_for_schema
-    from queue_engine.retry import ExponentialBackoff, FixedBackoff, Permanent, Skip, Snooze
-    from queue_engine.scheduler.schedules import periodic
-    from queue_engine.tasks import registry, task
-    from queue_engine.workflows import After, Workflow, WorkflowInfo, WorkflowState, finished
-    from queue_engine.workflows.refs import result_of
+    from queue_engine.foundation.migrate import Migrator, wait_for_schema
+    from queue_engine.foundation.version import __version__
+    from queue_engine.producer.async_client import AsyncClient
+    from queue_engine.producer.client import Client
+    from queue_engine.producer.context import JobContext
+    from queue_engine.producer.jobs import Job, JobStatus
+    from queue_engine.producer.retry import (
+        ExponentialBackoff,
+        FixedBackoff,
+        Permanent,
+        Skip,
+        Snooze,
+    )
+    from queue_engine.producer.schedules import periodic
+    from queue_engine.producer.tasks import registry, task
+    from queue_engine.producer.validation import EnqueueOptions
+    from queue_engine.producer.workflows import (
+        After,
+        Workflow,
+        WorkflowInfo,
+        WorkflowState,
+        finished,
+    )
+    from queue_engine.producer.workflows.refs import result_of
 
 #: Each public name and the module it comes from (the imports above, as data).
 _PUBLIC: dict[str, str] = {
-    "__version__": "queue_engine._version",
-    "AsyncClient": "queue_engine.async_client",
-    "Client": "queue_engine.client",
+    "__version__": "queue_engine.foundation.version",
+    "AsyncClient": "queue_engine.producer.async_client",
+    "Client": "queue_engine.producer.client",
     **dict.fromkeys(
         (
             "ConfigError",
@@ -58,24 +75,26 @@ _PUBLIC: dict[str, str] = {
             "ValidationError",
             "WorkflowNotFound",
         ),
-        "queue_engine.errors",
+        "queue_engine.foundation.errors",
     ),
-    "Job": "queue_engine.jobs",
-    "JobStatus": "queue_engine.jobs",
-    "Migrator": "queue_engine.migrate",
-    "wait_for_schema": "queue_engine.migrate",
+    "EnqueueOptions": "queue_engine.producer.validation",
+    "Job": "queue_engine.producer.jobs",
+    "JobContext": "queue_engine.producer.context",
+    "JobStatus": "queue_engine.producer.jobs",
+    "Migrator": "queue_engine.foundation.migrate",
+    "wait_for_schema": "queue_engine.foundation.migrate",
     **dict.fromkeys(
         ("ExponentialBackoff", "FixedBackoff", "Permanent", "Skip", "Snooze"),
-        "queue_engine.retry",
+        "queue_engine.producer.retry",
     ),
-    "periodic": "queue_engine.scheduler.schedules",
-    "registry": "queue_engine.tasks",
-    "task": "queue_engine.tasks",
+    "periodic": "queue_engine.producer.schedules",
+    "registry": "queue_engine.producer.tasks",
+    "task": "queue_engine.producer.tasks",
     **dict.fromkeys(
         ("After", "Workflow", "WorkflowInfo", "WorkflowState", "finished"),
-        "queue_engine.workflows",
+        "queue_engine.producer.workflows",
     ),
-    "result_of": "queue_engine.workflows.refs",
+    "result_of": "queue_engine.producer.workflows.refs",
 }
 
 #: The public names (``tests/unit/test_layers.py`` holds them to ``_PUBLIC`` and the imports above).
@@ -85,10 +104,12 @@ __all__ = [
     "Client",
     "ConfigError",
     "DatabaseUnavailable",
+    "EnqueueOptions",
     "ExponentialBackoff",
     "FixedBackoff",
     "InvalidTransition",
     "Job",
+    "JobContext",
     "JobNotFound",
     "JobStatus",
     "MigrationError",

@@ -83,8 +83,8 @@ class Twin:
 
 TWINS = (
     Twin(
-        "queue_engine/async_client.py",
-        "queue_engine/client.py",
+        "queue_engine/producer/async_client.py",
+        "queue_engine/producer/client.py",
         prose=(
             ("for asyncio code", "for synchronous code"),
             ("from asyncio code", "from synchronous code"),

@@ -144,7 +144,7 @@ def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     """A runtime folder of the session's own, where a ``queue-ctl up`` of a test records itself.
 
     Without it, a test's ``up`` with no DSN would be the local fleet that every
-    other test's command run with no DSN finds (queue_engine/localfleet.py),
+    other test's command run with no DSN finds (queue_engine/foundation/localfleet.py),
     and a developer's own ``queue-ctl up`` would be found by the suite.
     ``support.ctl.clean_env`` passes it on to the commands tests run.
     """
@@ -219,7 +219,7 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 @pytest.fixture(autouse=True)
 def _clean_registry() -> Iterator[None]:
     """Undo tasks registered by a test so tests do not leak handlers into each other."""
-    from queue_engine.tasks import registry
+    from queue_engine.producer.tasks import registry
 
     before = set(registry.names())
     yield
@@ -240,7 +240,7 @@ def load_example() -> Iterator[Callable[[str, str], ModuleType]]:
     test and are undone after it (tasks by ``_clean_registry``, schedules
     here), and module-level state (a loaded model) starts empty.
     """
-    from queue_engine.scheduler import schedule_registry
+    from queue_engine.producer.schedules import schedule_registry
 
     schedules_before = {spec.name for spec in schedule_registry.specs()}
     loaded: list[str] = []

@@ -17,9 +17,9 @@ from typing import Any
 import psycopg
 
 from queue_engine import Client
-from queue_engine import sql as queries
-from queue_engine.followups import FollowUpBuffer
-from queue_engine.retry import Permanent, Snooze
+from queue_engine.foundation import sql as queries
+from queue_engine.producer.followups import FollowUpBuffer
+from queue_engine.producer.retry import Permanent, Snooze
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 

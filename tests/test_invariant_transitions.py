@@ -1,6 +1,6 @@
 """Invariant: the job state machine is guarded by the database itself.
 
-``queue_engine.jobs.ALLOWED_TRANSITIONS`` is exactly the ``job_transitions``
+``queue_engine.producer.jobs.ALLOWED_TRANSITIONS`` is exactly the ``job_transitions``
 table; for every ordered pair of the six statuses, a direct ``UPDATE`` from
 one to the other succeeds iff the pair is allowed (otherwise the guard trigger
 raises ``CheckViolation`` and the row is unchanged); and the unique index on
@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from queue_engine.jobs import (
+from queue_engine.producer.jobs import (
     ACTIVE_STATUSES,
     ALLOWED_TRANSITIONS,
     FINISHED_STATUSES,

@@ -24,8 +24,8 @@ from pathlib import Path
 import psycopg
 
 from lib.workers import enqueue_noops
-from queue_engine.embedded import EmbeddedPostgres
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.embedded import EmbeddedPostgres
+from queue_engine.foundation.migrate import Migrator
 
 #: The database of a data folder.
 DATABASE = "qe_stmt"

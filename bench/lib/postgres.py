@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 
 _numbers = itertools.count(1)
 
@@ -46,7 +46,7 @@ def server(
     if dsn:
         yield dsn
         return
-    from queue_engine.embedded import EmbeddedPostgres
+    from queue_engine.foundation.embedded import EmbeddedPostgres
 
     folder = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="qe-bench-"))
     pg = EmbeddedPostgres(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from queue_engine import sql as queries
-from queue_engine.sql import compiler
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.sql import compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "queue_engine"

@@ -27,8 +27,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from queue_engine import Client, Job, periodic, task
-from queue_engine.context import JobContext
+from queue_engine import Client, Job, JobContext, periodic, task
 
 QUEUE = "load.cbr"
 #: One load at a time, cluster-wide.

@@ -14,8 +14,7 @@ from psycopg.conninfo import make_conninfo
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from queue_engine import Permanent, task
-from queue_engine.context import JobContext
+from queue_engine import JobContext, Permanent, task
 
 _engine: Engine | None = None
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queue_engine import Permanent, task
-from queue_engine.context import JobContext
+from queue_engine import JobContext, Permanent, task
 
 
 @task("shop.confirm_order", queue="shop", max_attempts=5)

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from queue_engine import settings
-from queue_engine.errors import QueueEngineError
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation import settings
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.foundation.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     import psycopg
@@ -72,13 +72,13 @@ def server_error_line(exc: psycopg.Error) -> str:
 def server_error_code(exc: psycopg.Error) -> ExitCode:
     """69 when the connection was lost (the server went away mid-command), else 70.
 
-    :func:`queue_engine.db.is_connection_error` draws the line: class 08 and
+    :func:`queue_engine.foundation.db.is_connection_error` draws the line: class 08 and
     the server shutting down are an unavailable database; any other server
     error the engine did not turn into its own exception is a bug.
     """
     import psycopg
 
-    from queue_engine.db import is_connection_error
+    from queue_engine.foundation.db import is_connection_error
 
     if isinstance(exc, psycopg.OperationalError) and is_connection_error(exc):
         return ExitCode.UNAVAILABLE
@@ -199,7 +199,7 @@ def setting_option(
 ) -> Callable[[F], F]:
     """A click option for a setting of the table: its flag, variable, default, bounds and help.
 
-    The table (:mod:`queue_engine.settings`) is the one source of the option
+    The table (:mod:`queue_engine.foundation.settings`) is the one source of the option
     name, ``envvar``, default and meaning (the help is the setting's doc, as
     ``docs/reference/configuration.md`` states it), so a command line and a
     settings object cannot disagree about a default, nor the help and the
@@ -286,7 +286,7 @@ def color_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def parse_json_args(raw: str, option: str = "--args") -> dict[str, Any]:
     """Parse a JSON object given on the command line; a clear ValidationError otherwise."""
-    from queue_engine.errors import ValidationError
+    from queue_engine.foundation.errors import ValidationError
 
     try:
         value = json.loads(raw)

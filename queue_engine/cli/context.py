@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from queue_engine import localfleet
-from queue_engine.config import DEFAULT_SCHEMA
+from queue_engine.foundation import localfleet
+from queue_engine.foundation.config import DEFAULT_SCHEMA
 
 if TYPE_CHECKING:
     import psycopg
 
-    from queue_engine.client import Client
-    from queue_engine.migrate import Migrator
+    from queue_engine.foundation.migrate import Migrator
+    from queue_engine.producer.client import Client
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class CliContext:
     ``given_dsn`` and ``given_schema`` are what the user set (``--dsn`` or
     ``QUEUE_ENGINE_DSN``; ``--schema`` or ``QUEUE_ENGINE_SCHEMA``). With no
     DSN, :attr:`dsn` is the running local fleet's (``queue-ctl up``; see
-    :mod:`queue_engine.localfleet`), and :attr:`schema` its schema unless one
+    :mod:`queue_engine.foundation.localfleet`), and :attr:`schema` its schema unless one
     was given; the first use says so on stderr, once. ``up``, ``demo`` and
     ``bench`` read ``given_dsn`` instead: each decides for itself what a
     running fleet means to it.
@@ -72,7 +72,7 @@ class CliContext:
     @contextmanager
     def connect(self) -> Iterator[psycopg.Connection[Any]]:
         """One autocommit connection, closed on exit; unreachable: DatabaseUnavailable (69)."""
-        from queue_engine.db import connect
+        from queue_engine.foundation.db import connect
 
         with connect(self.dsn) as conn:
             yield conn
@@ -80,14 +80,14 @@ class CliContext:
     @contextmanager
     def client(self) -> Iterator[Client]:
         """A :class:`Client` on one autocommit connection, closed on exit."""
-        from queue_engine.client import Client
+        from queue_engine.producer.client import Client
 
         with self.connect() as conn:
             yield Client(conn=conn, schema=self.schema)
 
     def migrator(self, directory: Path | None = None, ledger: str | None = None) -> Migrator:
         """The engine's chain, or a host application's (``--dir`` with ``--ledger``)."""
-        from queue_engine.migrate import Migrator
+        from queue_engine.foundation.migrate import Migrator
 
         return Migrator(self.dsn, schema=self.schema, directory=directory, ledger=ledger)
 

@@ -1,6 +1,6 @@
 """``queue-ctl pause``, ``resume``, ``scale``, ``rate``, ``park``, ``unpark``, ``stop``, ``controls``.
 
-The state lives in the database (:mod:`queue_engine.controls`), so it holds
+The state lives in the database (:mod:`queue_engine.operator.controls`), so it holds
 for every worker of the queue on every host, including workers started later,
 until it is changed again. Errors are one line with the exit codes of
 :mod:`queue_engine.cli.common` (2 for a bad queue name, 3 for a schema older
@@ -21,7 +21,8 @@ import click
 from queue_engine.cli import render
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
-from queue_engine.controls import (
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator.controls import (
     OFF,
     FleetTarget,
     check_burst,
@@ -35,9 +36,8 @@ from queue_engine.controls import (
     stop_workers,
     unpark,
 )
-from queue_engine.controls import controls as read_controls
-from queue_engine.errors import ValidationError
-from queue_engine.validation import check_queue_name
+from queue_engine.operator.controls import controls as read_controls
+from queue_engine.producer.validation import check_queue_name
 
 
 @click.command(name="pause")

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import click
 
-from queue_engine._version import __version__
 from queue_engine.cli.common import dsn_option, run_cli, schema_option
 from queue_engine.cli.context import CliContext
 from queue_engine.cli.lazy import LazyCommand, LazyGroup
-from queue_engine.config import validate_schema
-from queue_engine.errors import ConfigError
+from queue_engine.foundation.config import validate_schema
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.foundation.version import __version__
 
 #: Every subcommand: where its click command lives (``module:attribute``, imported when it
 #: runs) and the short help ``--help`` lists (held to the command's docstring by
@@ -52,11 +52,11 @@ COMMANDS: dict[str, LazyCommand] = {
     "list": LazyCommand("queue_engine.cli.jobs:list_jobs", "List jobs, newest first."),
     # local fleet, demo and benchmark
     "demo": LazyCommand(
-        "queue_engine.cli.demo:demo",
+        "queue_engine.demo.demo:demo",
         "Run orchestrator + workers on sample jobs, with live progress and a summary.",
     ),
     "bench": LazyCommand(
-        "queue_engine.cli.bench:bench",
+        "queue_engine.demo.bench:bench",
         "Measure enqueue rate, drain throughput and wake latency with real worker processes.",
     ),
     "up": LazyCommand(

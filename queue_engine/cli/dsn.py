@@ -1,7 +1,7 @@
 """``queue-ctl dsn``: print the database address the other commands use.
 
 With ``--dsn`` or ``QUEUE_ENGINE_DSN`` it prints that; with neither, the
-running local fleet's (``queue-ctl up``; :mod:`queue_engine.localfleet`), so
+running local fleet's (``queue-ctl up``; :mod:`queue_engine.foundation.localfleet`), so
 that a second shell can hand it to programs that only read the variable
 (``export QUEUE_ENGINE_DSN="$(queue-ctl dsn)"``, ``psql "$(queue-ctl dsn)"``).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import click
 
-from queue_engine import localfleet
 from queue_engine.cli.context import CliContext, pass_cli
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import localfleet
+from queue_engine.foundation.errors import ConfigError
 
 
 @click.command("dsn")

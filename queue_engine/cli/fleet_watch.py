@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from queue_engine import sql as queries
-from queue_engine.db import APPLICATION_NAME
-from queue_engine.embedded import EmbeddedPostgres
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, schema_version
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import APPLICATION_NAME
+from queue_engine.foundation.embedded import EmbeddedPostgres
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, schema_version
 
 #: SQLSTATE ``invalid_catalog_name``: the database named in the DSN does not exist.
 DATABASE_MISSING = "3D000"

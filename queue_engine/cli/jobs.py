@@ -16,8 +16,8 @@ from queue_engine.cli import render
 from queue_engine.cli.common import Duration, parse_json_args
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
-from queue_engine.jobs import Job, JobStatus
-from queue_engine.settings import DURATION_FORMS
+from queue_engine.foundation.settings import DURATION_FORMS
+from queue_engine.producer.jobs import Job, JobStatus
 
 
 def _echo_job(job: Job, as_json: bool) -> None:

@@ -1,7 +1,7 @@
 """``queue-ctl migrate`` and ``queue-ctl downgrade``: move a database along a migration chain.
 
 The engine's own chain by default, or a host application's (``--dir`` with
-``--ledger``); the work is :class:`queue_engine.migrate.Migrator`'s, loaded
+``--ledger``); the work is :class:`queue_engine.foundation.migrate.Migrator`'s, loaded
 through :class:`~queue_engine.cli.context.CliContext` when the command runs.
 """
 

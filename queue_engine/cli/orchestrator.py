@@ -1,7 +1,7 @@
 """``queue-orchestrator``: migrate, then lead (or stand by) and run the sweeps until told to stop.
 
 Run one or more per cluster under systemd. Exit codes
-(:class:`~queue_engine.exit_codes.ExitCode`): ``OK`` after SIGTERM/SIGINT
+(:class:`~queue_engine.foundation.exit_codes.ExitCode`): ``OK`` after SIGTERM/SIGINT
 (clean stop: leadership released, row marked stopped), ``INTERRUPTED`` when a
 second SIGTERM/SIGINT arrives during that stop (exit at once), ``UNAVAILABLE``
 when the database cannot be reached at start (after
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import click
 
-from queue_engine import settings as table
-from queue_engine._version import __version__
 from queue_engine.cli.common import (
     dsn_option,
     log_options,
@@ -30,9 +28,11 @@ from queue_engine.cli.common import (
     schema_option,
     setting_option,
 )
-from queue_engine.config import validate_schema
-from queue_engine.errors import ConfigError
-from queue_engine.logs import setup_logging
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import validate_schema
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.foundation.logs import setup_logging
+from queue_engine.foundation.version import __version__
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -55,15 +55,15 @@ def orchestrator(
     may run at once; one leads, the others take over within seconds if it goes.
     """
     # Imported once the options are read, so --help and a usage error answer at once.
-    from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
+    from queue_engine.orchestrator import Orchestrator, OrchestratorSettings
 
     try:
         validate_schema(schema)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--schema") from None
     setup_logging(log_format, log_level)
-    config = OrchestratorConfig.from_env(dsn, schema, http_port=http_port, http_host=http_host)
-    return Orchestrator(config).main()
+    settings = OrchestratorSettings.from_env(dsn, schema, http_port=http_port, http_host=http_host)
+    return Orchestrator(settings).main()
 
 
 def main(argv: list[str] | None = None) -> None:

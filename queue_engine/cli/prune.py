@@ -14,13 +14,13 @@ import click
 from queue_engine.cli.common import Duration
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json, prune_summary
+from queue_engine.foundation.settings import DURATION_FORMS
 from queue_engine.orchestrator.pruner import (
     BATCH_SIZE_DEFAULT,
     Retention,
     prune_dry_run,
     prune_once,
 )
-from queue_engine.settings import DURATION_FORMS
 
 
 def _retention(seconds: float | None) -> Retention:

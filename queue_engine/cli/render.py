@@ -4,7 +4,7 @@ Every function here is pure (values in, strings out; no database, no
 printing except :func:`print_json`), so one rendering serves every command
 that shows the same thing (``status`` and ``show`` print a job the same way;
 ``stats`` and ``top`` share the queue table) and the command modules only
-fetch and echo. The figures come from :mod:`queue_engine.stats`, so the
+fetch and echo. The figures come from :mod:`queue_engine.operator.stats`, so the
 tables, ``--json`` and the metrics endpoint always agree.
 """
 
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from queue_engine import job_display, stats
+from queue_engine.operator import job_display, stats
 
 if TYPE_CHECKING:  # types only: loading the pruner and the schedule store costs every command
-    from queue_engine.controls import Controls
-    from queue_engine.jobs import Job
+    from queue_engine.operator.controls import Controls
     from queue_engine.orchestrator.pruner import PruneResult
+    from queue_engine.producer.jobs import Job
     from queue_engine.scheduler.store import ScheduleRow
 
 Row = list[str]

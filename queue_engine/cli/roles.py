@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from queue_engine.cli.context import CliContext, pass_cli
-from queue_engine.roles import MONITOR_ROLE, PRODUCER_ROLE, WORKER_ROLE, roles_sql
+from queue_engine.operator.roles import MONITOR_ROLE, PRODUCER_ROLE, WORKER_ROLE, roles_sql
 
 
 @click.command(name="roles")

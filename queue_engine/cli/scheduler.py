@@ -1,7 +1,7 @@
 """``queue-scheduler``: enqueue periodic jobs, each slot exactly once, until told to stop.
 
 Run one or more per cluster (two for availability: they need no election, the
-database dedupes every slot). Exit codes (:class:`~queue_engine.exit_codes.ExitCode`):
+database dedupes every slot). Exit codes (:class:`~queue_engine.foundation.exit_codes.ExitCode`):
 ``OK`` after SIGTERM/SIGINT (clean stop), ``INTERRUPTED`` when a second
 SIGTERM/SIGINT arrives during that stop (exit at once), ``USAGE`` for a usage
 or configuration error (bad option, app module that does not import, invalid
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import click
 
-from queue_engine import settings as table
-from queue_engine._version import __version__
 from queue_engine.cli.common import (
     dsn_option,
     log_options,
@@ -26,9 +24,11 @@ from queue_engine.cli.common import (
     schema_option,
     setting_option,
 )
-from queue_engine.config import validate_schema
-from queue_engine.errors import ConfigError
-from queue_engine.logs import setup_logging
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import validate_schema
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.foundation.logs import setup_logging
+from queue_engine.foundation.version import __version__
 
 PROG = "queue-scheduler"
 
@@ -50,8 +50,8 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     QUEUE_ENGINE_CONNECT_RETRY_S (10).
     """
     # Imported once the options are read, so --help and a usage error answer at once.
-    from queue_engine.scheduler.scheduler import Scheduler, SchedulerConfig, check_specs
-    from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules
+    from queue_engine.producer.schedules import ScheduleSpec, load_schedules
+    from queue_engine.scheduler.scheduler import Scheduler, SchedulerSettings, check_specs
 
     try:
         validate_schema(schema)
@@ -60,7 +60,7 @@ def scheduler(dsn: str, schema: str, app: str | None, log_format: str, log_level
     setup_logging(log_format, log_level)
     specs: list[ScheduleSpec] = load_schedules(app) if app else []
     check_specs(specs)
-    return Scheduler(SchedulerConfig.from_env(dsn, schema, app), specs).main()
+    return Scheduler(SchedulerSettings.from_env(dsn, schema, app), specs).main()
 
 
 def main(argv: list[str] | None = None) -> None:

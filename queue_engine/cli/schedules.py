@@ -18,9 +18,9 @@ import psycopg
 from queue_engine.cli.common import parse_json_args
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json, schedule_lines, when
-from queue_engine.db import schema_errors
+from queue_engine.foundation.db import schema_errors
+from queue_engine.producer.schedules import OVERLAP_POLICIES, ScheduleSpec
 from queue_engine.scheduler import store
-from queue_engine.scheduler.schedules import OVERLAP_POLICIES, ScheduleSpec
 
 
 @contextmanager

@@ -15,7 +15,7 @@ Two parts, so the rule can be tested without processes or waiting:
   in the terminal reaches only ``queue-ctl up``, which forwards it), its
   output read by a thread and printed line by line behind its name
   (``worker:email#1 | ...``, coloured on a terminal), its exit explained with
-  the names of :class:`~queue_engine.exit_codes.ExitCode` or of the signal.
+  the names of :class:`~queue_engine.foundation.exit_codes.ExitCode` or of the signal.
   The first SIGTERM/SIGINT is forwarded to every child as SIGTERM and their
   graceful stop is awaited (exit 0); a second one SIGKILLs them (exit 130).
 
@@ -39,7 +39,7 @@ from typing import IO
 
 import click
 
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation.exit_codes import ExitCode
 
 #: Seconds between two looks at the children.
 TICK_S = 0.1

@@ -2,7 +2,7 @@
 
 Workers publish their task registry when they start; every enqueue path
 (this CLI, the HTTP API, SQL, any producer) fills the options its caller left
-unset from what was published (:mod:`queue_engine.task_publications`). This
+unset from what was published (:mod:`queue_engine.producer.task_publications`). This
 command shows what is known: per task the defaults in effect (the newest
 publication), then every other publication still on record, and a warning
 line for a task whose live workers disagree.
@@ -14,12 +14,13 @@ from typing import Any
 
 import click
 
-from queue_engine import settings, task_publications
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json, table
-from queue_engine.stats import format_duration
-from queue_engine.task_publications import Publication, PublishedTask
-from queue_engine.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
+from queue_engine.foundation import settings
+from queue_engine.operator.stats import format_duration
+from queue_engine.producer import task_publications
+from queue_engine.producer.task_publications import Publication, PublishedTask
+from queue_engine.producer.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
 
 HEADER = ["TASK", "QUEUE", "PRI", "TRIES", "TIMEOUT", "LEASE", "PUBLISHED", "BY", "STATE", "RETRY"]
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from queue_engine import stats
 from queue_engine.cli.render import ESTIMATE_NOTE, Row, stats_cells, table, workers_cells
+from queue_engine.operator import stats
 
 
 @dataclass(frozen=True)

@@ -43,16 +43,16 @@ from typing import Any
 
 import click
 
-from queue_engine import localfleet
 from queue_engine.cli.common import embedded_folder_options
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.fleet import command_for
 from queue_engine.cli.fleet_watch import DatabaseWatch
 from queue_engine.cli.supervisor import ChildSpec, Supervisor
-from queue_engine.config import DEFAULT_SCHEMA
-from queue_engine.db import describe_dsn
-from queue_engine.embedded import own_server
-from queue_engine.errors import ConfigError, DatabaseUnavailable
+from queue_engine.foundation import localfleet
+from queue_engine.foundation.config import DEFAULT_SCHEMA
+from queue_engine.foundation.db import describe_dsn
+from queue_engine.foundation.embedded import own_server
+from queue_engine.foundation.errors import ConfigError, DatabaseUnavailable
 
 #: The keys a fleet file may have.
 FILE_KEYS = ("app", "queues", "env", "pythonpath")
@@ -61,7 +61,7 @@ MAX_PER_QUEUE = 64
 
 
 @dataclass(frozen=True)
-class FleetConfig:
+class FleetSpec:
     """What ``queue-ctl up`` runs: the app module, workers per queue, extra environment."""
 
     app: str
@@ -138,7 +138,7 @@ def build_config(
     queue_flags: Iterable[str],
     where: str = "config",
     folder: Path | None = None,
-) -> FleetConfig:
+) -> FleetSpec:
     """Merge a fleet file's ``data`` with the flags; a ConfigError (exit 2) on anything wrong.
 
     ``folder`` is the file's folder: its ``pythonpath`` entries are relative to it.
@@ -168,7 +168,7 @@ def build_config(
         raise ConfigError('no app module: pass --app MODULE or set app = "..." in --config')
     if not queues:
         raise ConfigError("no queue to work: pass --queue NAME=N or a [queues] table in --config")
-    return FleetConfig(app=chosen.strip(), queues=queues, env=env, pythonpath=pythonpath)
+    return FleetSpec(app=chosen.strip(), queues=queues, env=env, pythonpath=pythonpath)
 
 
 def _pythonpath(value: object, where: str, folder: Path) -> tuple[str, ...]:
@@ -179,7 +179,7 @@ def _pythonpath(value: object, where: str, folder: Path) -> tuple[str, ...]:
 
 
 def child_specs(
-    config: FleetConfig, dsn: str, schema: str, env: Mapping[str, str]
+    config: FleetSpec, dsn: str, schema: str, env: Mapping[str, str]
 ) -> list[ChildSpec]:
     """The orchestrator, the scheduler, then the workers of each queue, as the supervisor runs them."""
     common = ("--dsn", dsn, "--schema", schema)

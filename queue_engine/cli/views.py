@@ -1,6 +1,6 @@
 """``queue-ctl stats``, ``workers``, ``show`` and ``top``: what the fleet is doing.
 
-The figures come from :mod:`queue_engine.stats` (one statement per view), so
+The figures come from :mod:`queue_engine.operator.stats` (one statement per view), so
 the tables, ``--json`` and the metrics endpoint always agree. ``top`` redraws
 the stats and workers tables every second on a terminal and restores it on
 ``q`` or Ctrl-C; when stdout is not a terminal it prints one snapshot and exits,
@@ -20,12 +20,12 @@ from typing import Any
 
 import click
 
-from queue_engine import stats
 from queue_engine.cli import render
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
 from queue_engine.cli.top import top_frame
-from queue_engine.client import Client
+from queue_engine.operator import stats
+from queue_engine.producer.client import Client
 
 #: ``top``'s width when there is no terminal to ask: wide enough for every column.
 UNSIZED_WIDTH = 200

@@ -4,7 +4,7 @@ Follows the daemon conventions: the first SIGTERM/SIGINT stops gracefully
 (uvicorn finishes the requests in flight, the pools close) and the process
 exits 0; a second one exits 130 at once. Logs go to stderr as text or JSON
 lines (``--log-format``), uvicorn's own loggers included. Exit codes
-(:class:`~queue_engine.exit_codes.ExitCode`): ``USAGE`` for a configuration
+(:class:`~queue_engine.foundation.exit_codes.ExitCode`): ``USAGE`` for a configuration
 error (a malformed token list, a bad schema), ``UNAVAILABLE`` when the port
 cannot be bound. A database that is down at start is *not* fatal: the server
 starts, ``/health`` answers and ``/ready`` says 503 until the database is back.
@@ -24,15 +24,14 @@ from collections.abc import Callable, Iterator
 
 import click
 
-from queue_engine import settings as table
-from queue_engine._version import __version__
 from queue_engine.cli.common import dsn_option, log_options, run_cli, schema_option, setting_option
-from queue_engine.config import validate_schema
 from queue_engine.daemon.signals import StopSignals
-from queue_engine.errors import ConfigError, QueueEngineError
-from queue_engine.exit_codes import ExitCode
-from queue_engine.logs import setup_logging
-from queue_engine.service import log_event
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import validate_schema
+from queue_engine.foundation.errors import ConfigError, QueueEngineError
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.logs import log_event, setup_logging
+from queue_engine.foundation.version import __version__
 
 log = logging.getLogger("queue_engine.web")
 

@@ -1,6 +1,6 @@
 """``queue-claim-worker``: run one claim worker process for one queue.
 
-Exit codes (:class:`~queue_engine.exit_codes.ExitCode`; systemd restarts on
+Exit codes (:class:`~queue_engine.foundation.exit_codes.ExitCode`; systemd restarts on
 them; docs/reference/exit-codes.md): ``OK`` clean stop (SIGTERM/SIGINT; the
 running job finished, or was given back after ``QUEUE_ENGINE_SHUTDOWN_GRACE_S``),
 ``USAGE`` bad option or setting, app module that does not import,
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import click
 
-from queue_engine import settings as table
-from queue_engine._version import __version__
 from queue_engine.cli.common import (
     dsn_option,
     log_options,
@@ -27,7 +25,9 @@ from queue_engine.cli.common import (
     schema_option,
     setting_option,
 )
-from queue_engine.logs import setup_logging
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.logs import setup_logging
+from queue_engine.foundation.version import __version__
 
 PROG = "queue-claim-worker"
 
@@ -68,7 +68,7 @@ def worker(
     """
     # The worker's machinery (and the driver under it) is imported once the
     # options are read, so --help and a usage error answer at once.
-    from queue_engine.tasks import load_app
+    from queue_engine.producer.tasks import load_app
     from queue_engine.worker.loop import Worker
     from queue_engine.worker.settings import WorkerSettings
 

@@ -13,7 +13,7 @@ after its own ``parse-i``) collapse likewise, ``after: parse-0 … parse-9999
 and a chain draws one line per link.
 
 The layout itself (levels, folded siblings, the ``after`` names) is
-:mod:`queue_engine.workflows.layout`, shared with the dashboard; its names are
+:mod:`queue_engine.operator.workflow_layout`, shared with the dashboard; its names are
 re-exported here for the command's modules and tests. Nothing here reads the
 database or the terminal: the command passes the
 records, the current time and whether to colour, and tests call these
@@ -30,8 +30,8 @@ from datetime import datetime
 import click
 
 from queue_engine.cli.render import table
-from queue_engine.stats import format_duration
-from queue_engine.workflows.layout import (
+from queue_engine.operator.stats import format_duration
+from queue_engine.operator.workflow_layout import (
     BAD_STATES,
     COLLAPSE_AT,
     ELLIPSIS,
@@ -47,8 +47,8 @@ from queue_engine.workflows.layout import (
     node_state,
     parallel_after_text,
 )
-from queue_engine.workflows.model import COUNT_NAMES, NodeInfo, WorkflowInfo
-from queue_engine.workflows.spec import INPUT_TASK
+from queue_engine.producer.workflows.model import COUNT_NAMES, NodeInfo, WorkflowInfo
+from queue_engine.producer.workflows.spec import INPUT_TASK
 
 #: The layout's names the command's modules and tests read from here (re-exported).
 __all__ = [

@@ -1,6 +1,6 @@
 """``queue-ctl workflows``: list, show (the DAG), cancel, retry and provide-input.
 
-Each command is one :class:`~queue_engine.client.Client` call on the group's
+Each command is one :class:`~queue_engine.producer.client.Client` call on the group's
 connection; the drawing is :mod:`queue_engine.cli.workflow_render` (pure). Bad
 input is one line and exit 2 (click's usage errors, a ``ValidationError``), a
 request that does not apply (no such workflow, an input node not ready yet)
@@ -21,9 +21,9 @@ from queue_engine.cli import workflow_render
 from queue_engine.cli.common import color_option, use_color
 from queue_engine.cli.context import CliContext, pass_cli
 from queue_engine.cli.render import print_json
-from queue_engine.errors import InvalidTransition, ValidationError
-from queue_engine.workflows.model import WorkflowState
-from queue_engine.workflows.operations import LIST_LIMIT_MAX
+from queue_engine.foundation.errors import InvalidTransition, ValidationError
+from queue_engine.producer.workflows.model import WorkflowState
+from queue_engine.producer.workflows.operations import LIST_LIMIT_MAX
 
 #: A workflow id as the schema stores it (bigint): a larger number is a usage
 #: error here, not a server error (exit 70) later.

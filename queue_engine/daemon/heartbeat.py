@@ -12,13 +12,13 @@ backoff and watchdog rules stay one:
   at the end. :class:`WorkersRow` is the target of the orchestrator and the
   scheduler: it upserts the row with the role's state, the process's RSS and
   CPU (psutil) and the host telemetry workers send (load average, GPUs via
-  ``nvidia-smi``; :mod:`queue_engine.telemetry`) merged into the role's own
+  ``nvidia-smi``; :mod:`queue_engine.daemon.telemetry`) merged into the role's own
   ``telemetry`` document, and publishes that on ``<schema>.telemetry`` in the
   same statement. The claim worker's target
   (:class:`~queue_engine.worker.renewal.Renewer`) writes its row together
   with the leases, progress and cancel flags of the jobs it holds, on the
   worker's own connection;
-- :class:`Heartbeat` is the :class:`~queue_engine.service.Service` that calls
+- :class:`Heartbeat` is the :class:`~queue_engine.daemon.service.Service` that calls
   the target. It *ticks*, and ``on_tick`` runs at the start of every tick,
   before any database write: the daemon runtime sends systemd its watchdog
   pings there, so the pings prove the process still runs its loops without
@@ -45,7 +45,7 @@ beats only when due:
 A failed beat of a ticking heartbeat is logged (``heartbeat.failed``) and
 retried at the next period without stopping the ticks (systemd, cancels and
 progress must go on); a plain one raises, and the service backoff applies.
-Clock and wait come from the service's :class:`~queue_engine.service.Timing`,
+Clock and wait come from the service's :class:`~queue_engine.daemon.service.Timing`,
 so both cadences are unit-tested without sleeping.
 """
 
@@ -61,17 +61,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import psutil
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    LazyConnection,
-    Service,
-    Timing,
-    log_event,
-)
-from queue_engine.telemetry import GpuProbe, host_telemetry
+from queue_engine.daemon.service import REAL_TIMING, Service, Timing
+from queue_engine.daemon.telemetry import GpuProbe, host_telemetry
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.foundation.logs import log_event
 
 #: Heartbeat cadence (seconds); ``QUEUE_ENGINE_HEARTBEAT_S``.
 HEARTBEAT_DEFAULT_S = table.HEARTBEAT_S.default

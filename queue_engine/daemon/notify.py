@@ -1,10 +1,10 @@
 """READY, STATUS, WATCHDOG and STOPPING for a daemon, sent from one place.
 
-:class:`~queue_engine.systemd.SystemdNotifier` speaks the protocol; this
+:class:`~queue_engine.daemon.systemd.SystemdNotifier` speaks the protocol; this
 class holds what a daemon decides about it, once:
 
 - the watchdog ping interval, computed once from ``WATCHDOG_USEC`` (half of
-  it, :func:`~queue_engine.systemd.watchdog_interval_s`), and only when a
+  it, :func:`~queue_engine.daemon.systemd.watchdog_interval_s`), and only when a
   service manager listens (``NOTIFY_SOCKET``). The daemon's heartbeat ticks at
   least that often and asks :meth:`SystemdLink.ping_due` at every tick: a ping
   is due every half interval (a quarter of ``WatchdogSec``), a margin for a
@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
+from queue_engine.daemon.systemd import SystemdNotifier, watchdog_interval_s
 
 log = logging.getLogger("queue_engine.daemon")
 

@@ -50,16 +50,17 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from queue_engine import settings as table
 from queue_engine.daemon.heartbeat import HEARTBEAT_DEFAULT_S, BeatTarget, Heartbeat, WorkersRow
 from queue_engine.daemon.identity import process_id
 from queue_engine.daemon.notify import SystemdLink
+from queue_engine.daemon.service import REAL_TIMING, Timing
 from queue_engine.daemon.signals import StopSignals
 from queue_engine.daemon.startup import StopRequested, wait_for_database
-from queue_engine.errors import DatabaseUnavailable
-from queue_engine.exit_codes import ExitCode
-from queue_engine.service import REAL_TIMING, Timing, log_event
-from queue_engine.systemd import SystemdNotifier
+from queue_engine.daemon.systemd import SystemdNotifier
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.errors import DatabaseUnavailable
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.logs import log_event
 
 T = TypeVar("T")
 
@@ -76,7 +77,7 @@ log = logging.getLogger("queue_engine.daemon")
 
 
 class Component(Protocol):
-    """What the runtime starts and stops: a :class:`~queue_engine.service.Service`, or an adapter."""
+    """What the runtime starts and stops: a :class:`~queue_engine.daemon.service.Service`, or an adapter."""
 
     def start(self) -> None:
         """Start; return at once."""

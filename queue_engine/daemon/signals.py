@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
 
-from queue_engine.exit_codes import ExitCode
-from queue_engine.service import log_event
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.logs import log_event
 
 #: Exit code of a second SIGTERM/SIGINT (128 + SIGINT, the shell's "interrupted").
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED

@@ -7,7 +7,7 @@ gives up with exit 69 (``DatabaseUnavailable``), which the unit's restart
 policy handles.
 
 The retries follow :data:`STARTUP_BACKOFF` (capped exponential with jitter,
-the engine's one :class:`~queue_engine.retry.ExponentialBackoff`), and the
+the engine's one :class:`~queue_engine.producer.retry.ExponentialBackoff`), and the
 *last* wait is cut to what is left of the deadline: with a 10 s window the
 final attempt happens at 10 s and the process exits then, not at 10 s plus a
 whole backoff step. Clock, sleep and random source are injected, so the
@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from queue_engine.errors import DatabaseUnavailable
-from queue_engine.retry import ExponentialBackoff
+from queue_engine.foundation.errors import DatabaseUnavailable
+from queue_engine.producer.retry import ExponentialBackoff
 
 T = TypeVar("T")
 

@@ -17,6 +17,8 @@
   value did not come in time;
 - :mod:`~queue_engine.orchestrator.stuck_nodes` — report (never repair) a workflow node
   left waiting after its parents ended: an engine bug;
+- :mod:`~queue_engine.orchestrator.metrics` — the Prometheus metrics and ``/health``
+  the orchestrator serves, read from the operator's figures;
 - :mod:`~queue_engine.orchestrator.orchestrator` — the services the
   ``queue-orchestrator`` command runs on the shared daemon runtime
   (:mod:`queue_engine.daemon`, which also keeps this process's workers row).
@@ -31,7 +33,7 @@ from queue_engine.orchestrator.dead_workers import (
 )
 from queue_engine.orchestrator.fast_recovery import FastRecovery, GoneWorker, RecoveryResult
 from queue_engine.orchestrator.leader import ElectionResult, LeaderElector, leader_key
-from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorConfig
+from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorSettings
 from queue_engine.orchestrator.reaper import ReapedJob, Reaper, ReapResult
 
 __all__ = [
@@ -43,7 +45,7 @@ __all__ = [
     "GoneWorker",
     "LeaderElector",
     "Orchestrator",
-    "OrchestratorConfig",
+    "OrchestratorSettings",
     "ReapResult",
     "ReapedJob",
     "Reaper",

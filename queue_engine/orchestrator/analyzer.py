@@ -26,15 +26,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine import statistics
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    STAGGER_DEFAULT_S,
-    LazyConnection,
-    Service,
-    Timing,
-)
+from queue_engine.daemon.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
+from queue_engine.foundation import table_statistics
+from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
 
 #: How often the leader reads the change counter (seconds).
 ANALYZE_CHECK_DEFAULT_S = 5.0
@@ -72,7 +66,9 @@ class AnalyzeResult:
         }
 
 
-def needs_analyze(table: statistics.TableStatistics, *, min_changes: int, fraction: float) -> bool:
+def needs_analyze(
+    table: table_statistics.TableStatistics, *, min_changes: int, fraction: float
+) -> bool:
     """True when ``table`` changed by at least ``min_changes`` rows and ``fraction`` of its estimate.
 
     A never-analyzed table has no estimate (-1): any burst of ``min_changes``
@@ -113,12 +109,12 @@ class Analyzer(Service[AnalyzeResult]):
         with self.db.session() as conn:
             due = [
                 t
-                for t in statistics.table_statistics(conn, self.schema, self.tables)
+                for t in table_statistics.read(conn, self.schema, self.tables)
                 if needs_analyze(t, min_changes=self.min_changes, fraction=self.fraction)
             ]
             started = self.timing.clock()
             for table in due:
-                statistics.analyze(conn, self.schema, table.name)
+                table_statistics.analyze(conn, self.schema, table.name)
             elapsed_ms = (self.timing.clock() - started) * 1000
         return AnalyzeResult(
             analyzed=tuple(t.name for t in due),

@@ -37,9 +37,9 @@ from typing import Any, Unpack
 
 import psycopg
 
-from queue_engine import metrics
-from queue_engine import settings as table
-from queue_engine import sql as queries
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.sweep import (
     CATCH_UP_DEFAULT_S,
     BacklogSweep,

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
 from queue_engine.orchestrator.reaper import SWEEP_DEFAULT_S
 from queue_engine.orchestrator.sweep import SweepOptions, SweepService
-from queue_engine.service import log_event, logged_ids
 
 #: Default ``QUEUE_ENGINE_DEAD_AFTER_S`` with the default heartbeat (three of them).
 DEAD_AFTER_DEFAULT_S = table.dead_after_s({})

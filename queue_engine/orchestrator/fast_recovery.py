@@ -49,10 +49,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
 from queue_engine.orchestrator.sweep import SweepOptions, SweepService
-from queue_engine.service import log_event, logged_ids
 
 #: How often the leader looks for ended sessions (seconds); ``QUEUE_ENGINE_RECOVERY_S``.
 RECOVERY_DEFAULT_S = table.RECOVERY_S.default

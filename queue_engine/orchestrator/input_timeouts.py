@@ -26,11 +26,11 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import metrics
-from queue_engine import sql as queries
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.reaper import SWEEP_DEFAULT_S
 from queue_engine.orchestrator.sweep import SweepService
-from queue_engine.service import log_event, logged_ids
 
 #: Input nodes failed per statement.
 BATCH_SIZE_DEFAULT = 500

@@ -27,7 +27,7 @@ a guarded, idempotent statement with ``SKIP LOCKED``) but a leader that keeps
 sweeping after it lost the lock is not what the lock is for.
 
 While the database is down, the backoff wait pings the server every second
-(:class:`~queue_engine.outage.OutageProbe`) and ends as soon as it accepts
+(:class:`~queue_engine.daemon.outage.OutageProbe`) and ends as soon as it accepts
 connections again, so a leader is elected within about a second of Postgres
 being back, whatever the backoff had grown to.
 
@@ -46,19 +46,17 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.db import RECONNECT_OR_UNREACHABLE, first_line
-from queue_engine.outage import OutageProbe
-from queue_engine.retry import reconnect_backoff
-from queue_engine.service import (
+from queue_engine.daemon.outage import OutageProbe, reconnect_backoff
+from queue_engine.daemon.service import REAL_TIMING, Service, Timing
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import (
     KEEPALIVE_KWARGS,
-    REAL_TIMING,
+    RECONNECT_OR_UNREACHABLE,
     LazyConnection,
-    Service,
-    Timing,
-    log_event,
+    first_line,
 )
+from queue_engine.foundation.logs import log_event
 
 #: Standby retry and leader self-check cadence (seconds).
 ELECT_INTERVAL_DEFAULT_S = table.ELECT_S.default

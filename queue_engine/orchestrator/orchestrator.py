@@ -35,13 +35,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine import metrics
-from queue_engine import settings as table
-from queue_engine._version import __version__
-from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, STOP_TIMEOUT_S, DaemonRuntime
-from queue_engine.db import connect
-from queue_engine.migrate import Migration, Migrator
+from queue_engine.daemon.pooler import refuse_shared_sessions
+from queue_engine.daemon.service import Service
+from queue_engine.daemon.systemd import SystemdNotifier
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.db import connect
+from queue_engine.foundation.logs import log_event
+from queue_engine.foundation.migrate import Migration, Migrator
+from queue_engine.foundation.version import __version__
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.analyzer import Analyzer
 from queue_engine.orchestrator.archiver import Archiver
 from queue_engine.orchestrator.dead_workers import DeadWorkerSweep
@@ -60,15 +64,12 @@ from queue_engine.orchestrator.reaper import (
 )
 from queue_engine.orchestrator.stuck_nodes import CHECK_DEFAULT_S, StuckNodeCheck
 from queue_engine.orchestrator.vacuumer import Vacuumer
-from queue_engine.pooler import refuse_shared_sessions
-from queue_engine.service import Service, log_event
-from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.orchestrator")
 
 
 @dataclass(frozen=True, slots=True)
-class OrchestratorConfig:
+class OrchestratorSettings:
     """Settings of one orchestrator; :meth:`from_env` reads ``QUEUE_ENGINE_*``."""
 
     dsn: str
@@ -104,8 +105,8 @@ class OrchestratorConfig:
         *,
         http_port: int | None = None,
         http_host: str = "127.0.0.1",
-    ) -> OrchestratorConfig:
-        """Explicit values first, then the environment (:mod:`queue_engine.settings`)."""
+    ) -> OrchestratorSettings:
+        """Explicit values first, then the environment (:mod:`queue_engine.foundation.settings`)."""
         return cls(
             http_port=http_port,
             http_host=http_host,
@@ -151,8 +152,8 @@ class LeaderServices:
 class MetricsEndpoint:
     """The optional ``/metrics`` and ``/health`` server as a runtime component."""
 
-    def __init__(self, config: OrchestratorConfig, is_leader: Callable[[], bool]) -> None:
-        self.config = config
+    def __init__(self, settings: OrchestratorSettings, is_leader: Callable[[], bool]) -> None:
+        self.settings = settings
         self.is_leader = is_leader
         self.server: metrics.MetricsServer | None = None
 
@@ -160,21 +161,21 @@ class MetricsEndpoint:
         """Bind and serve (raises ConfigError when the port cannot be bound)."""
         if self.server is not None:
             return
-        config = self.config
-        assert config.http_port is not None
+        settings = self.settings
+        assert settings.http_port is not None
         self.server = metrics.start_metrics_server(
-            config.dsn,
-            config.schema,
-            config.http_port,
-            config.http_host,
+            settings.dsn,
+            settings.schema,
+            settings.http_port,
+            settings.http_host,
             is_leader=self.is_leader,
-            dead_after=config.dead_after,
+            dead_after=settings.dead_after,
         )
         log_event(
             log,
             logging.INFO,
             "orchestrator.http_started",
-            host=config.http_host,
+            host=settings.http_host,
             port=self.server.port,
         )
 
@@ -190,29 +191,29 @@ class Orchestrator:
 
     def __init__(
         self,
-        config: OrchestratorConfig,
+        settings: OrchestratorSettings,
         *,
         notifier: SystemdNotifier | None = None,
         exit: Callable[[int], object] = os._exit,
     ) -> None:
         """``exit`` ends the process on a second SIGTERM (tests may replace it)."""
-        self.config = config
+        self.settings = settings
         self.runtime = DaemonRuntime(
             "orchestrator",
-            dsn=config.dsn,
-            schema=config.schema,
+            dsn=settings.dsn,
+            schema=settings.schema,
             state=self._role,
             status=self.status_line,
-            heartbeat_s=config.heartbeat_s,
-            connect_retry_s=config.connect_retry_s,
+            heartbeat_s=settings.heartbeat_s,
+            connect_retry_s=settings.connect_retry_s,
             telemetry=self._telemetry,
             # Ping systemd's watchdog while the election loop is alive (a wedged process is restarted).
             healthy=lambda: self.elector.running,
             started_fields=lambda: {
-                "schema": config.schema,
-                "sweep_s": config.sweep_s,
-                "dead_after_s": config.dead_after,
-                "recovery_s": config.recovery_s,
+                "schema": settings.schema,
+                "sweep_s": settings.sweep_s,
+                "dead_after_s": settings.dead_after,
+                "recovery_s": settings.recovery_s,
             },
             stopping_status="stopping: resigning and stopping the sweeps",
             notifier=notifier,
@@ -221,59 +222,67 @@ class Orchestrator:
         self.id = self.runtime.id
         self.heartbeat = self.runtime.heartbeat
         self.reaper = Reaper(
-            config.dsn, config.schema, interval_s=config.sweep_s, batch_size=config.reap_batch
+            settings.dsn,
+            settings.schema,
+            interval_s=settings.sweep_s,
+            batch_size=settings.reap_batch,
         )
         self.dead_workers = DeadWorkerSweep(
-            config.dsn, config.schema, dead_after_s=config.dead_after, interval_s=config.sweep_s
+            settings.dsn,
+            settings.schema,
+            dead_after_s=settings.dead_after,
+            interval_s=settings.sweep_s,
         )
         self.leader_services: list[Service[Any]] = [self.reaper, self.dead_workers]
         self.fast_recovery: FastRecovery | None = None
-        if config.recovery_s > 0:
+        if settings.recovery_s > 0:
             self.fast_recovery = FastRecovery(
-                config.dsn, config.schema, interval_s=config.recovery_s
+                settings.dsn, settings.schema, interval_s=settings.recovery_s
             )
             self.leader_services.append(self.fast_recovery)
-        self.pruner = Pruner.from_env(config.dsn, config.schema)
+        self.pruner = Pruner.from_env(settings.dsn, settings.schema)
         self.leader_services.append(self.pruner)
         # Scale: succeeded jobs leave the hot table (orchestrator/archiver.py, migration 0027).
-        self.archiver = Archiver.from_env(config.dsn, config.schema)
+        self.archiver = Archiver.from_env(settings.dsn, settings.schema)
         if self.archiver is not None:
             self.leader_services.append(self.archiver)
         # Statistics: ANALYZE jobs after a burst (orchestrator/analyzer.py, issue 16).
-        self.analyzer = Analyzer(config.dsn, config.schema)
+        self.analyzer = Analyzer(settings.dsn, settings.schema)
         self.leader_services.append(self.analyzer)
         # Claims: VACUUM jobs during a drain, so no claim walks a minute of dead
         # index entries waiting for autovacuum (orchestrator/vacuumer.py).
-        self.vacuumer = Vacuumer.from_env(config.dsn, config.schema)
+        self.vacuumer = Vacuumer.from_env(settings.dsn, settings.schema)
         if self.vacuumer is not None:
             self.leader_services.append(self.vacuumer)
         # Workflows: overdue input nodes fail with the reaper's cadence; the stuck-node
         # check reports an engine bug if it ever finds one (orchestrator/stuck_nodes.py).
-        self.input_timeouts = InputTimeouts(config.dsn, config.schema, interval_s=config.sweep_s)
+        self.input_timeouts = InputTimeouts(
+            settings.dsn, settings.schema, interval_s=settings.sweep_s
+        )
         self.leader_services.append(self.input_timeouts)
         self.stuck_nodes: StuckNodeCheck | None = None
-        if config.workflow_check_s > 0:
+        if settings.workflow_check_s > 0:
             self.stuck_nodes = StuckNodeCheck(
-                config.dsn, config.schema, interval_s=config.workflow_check_s
+                settings.dsn, settings.schema, interval_s=settings.workflow_check_s
             )
             self.leader_services.append(self.stuck_nodes)
         for service in self.leader_services:
             service.on_result = metrics.record_result
         self.elector = LeaderElector(
-            config.dsn,
-            config.schema,
+            settings.dsn,
+            settings.schema,
             on_elected=self._elected,
             on_demoted=self._demoted,
-            interval_s=config.elect_s,
-            backoff_max_s=config.reconnect_max_s,
+            interval_s=settings.elect_s,
+            backoff_max_s=settings.reconnect_max_s,
         )
         # Started in this order after the heartbeat, stopped in reverse: the metrics
         # server first, then the election (its loop resigns, which stops the leader
         # services), then the leader services again (bounded), the heartbeat last.
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.runtime.services = [LeaderServices(self.leader_services), self.elector]
-        if config.http_port is not None:
-            self.metrics_endpoint = MetricsEndpoint(config, lambda: self.is_leader)
+        if settings.http_port is not None:
+            self.metrics_endpoint = MetricsEndpoint(settings, lambda: self.is_leader)
             self.runtime.services.append(self.metrics_endpoint)
 
     @property
@@ -291,16 +300,16 @@ class Orchestrator:
     def status_line(self) -> str:
         """The one-line ``systemctl status`` text for the current role."""
         state = self.state()
-        config = self.config
+        settings = self.settings
         if state == "leader":
             recovery = (
-                f", fast recovery every {config.recovery_s:g}s"
-                if config.recovery_s > 0
+                f", fast recovery every {settings.recovery_s:g}s"
+                if settings.recovery_s > 0
                 else ", fast recovery off"
             )
             return (
-                f"leader: reaper and dead-worker sweep every {config.sweep_s:g}s{recovery} "
-                f"(schema {config.schema})"
+                f"leader: reaper and dead-worker sweep every {settings.sweep_s:g}s{recovery} "
+                f"(schema {settings.schema})"
             )
         if state == "standby":
             if self.elector.connection_failures:
@@ -309,7 +318,7 @@ class Orchestrator:
         return state
 
     def _telemetry(self) -> dict[str, Any]:
-        return {"version": __version__, "sweep_s": self.config.sweep_s}
+        return {"version": __version__, "sweep_s": self.settings.sweep_s}
 
     def migrate(self) -> list[Migration]:
         """Apply pending migrations, waiting for an unreachable database up to ``connect_retry_s``.
@@ -318,9 +327,9 @@ class Orchestrator:
         advisory lock, so the second waits and then finds nothing to do.
         """
         self.runtime.systemd.status("migrating (waiting for the database if needed)")
-        migrator = Migrator(self.config.dsn, schema=self.config.schema)
-        self.runtime.wait_for_database(lambda: connect(self.config.dsn).close())
-        refuse_shared_sessions(self.config.dsn, "queue-orchestrator")
+        migrator = Migrator(self.settings.dsn, schema=self.settings.schema)
+        self.runtime.wait_for_database(lambda: connect(self.settings.dsn).close())
+        refuse_shared_sessions(self.settings.dsn, "queue-orchestrator")
         applied = self.runtime.wait_for_database(migrator.up)
         # One line at info whatever the number of steps (a first start applies
         # the whole chain); each step at debug.
@@ -339,7 +348,7 @@ class Orchestrator:
                 "orchestrator.schema_migrated",
                 version=applied[-1].version,
                 applied=len(applied),
-                schema=self.config.schema,
+                schema=self.settings.schema,
             )
         return applied
 

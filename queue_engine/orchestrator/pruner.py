@@ -53,16 +53,16 @@ from typing import Any, Unpack
 import psycopg
 from psycopg import sql
 
-from queue_engine import metrics
-from queue_engine import settings as table
-from queue_engine import sql as queries
-from queue_engine.jobs import JobStatus
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.sweep import (
     CATCH_UP_DEFAULT_S,
     BacklogSweep,
     SweepOptions,
     run_batches,
 )
+from queue_engine.producer.jobs import JobStatus
 
 #: Default retention per final status (seconds), from the settings table.
 RETAIN_DEFAULTS_S: dict[JobStatus, float] = {
@@ -95,7 +95,7 @@ class Retention:
 
     @classmethod
     def from_env(cls) -> Retention:
-        """Read ``QUEUE_ENGINE_RETAIN_<STATUS>_S`` and ``..._WORKERS_S`` (:mod:`queue_engine.settings`)."""
+        """Read ``QUEUE_ENGINE_RETAIN_<STATUS>_S`` and ``..._WORKERS_S`` (:mod:`queue_engine.foundation.settings`)."""
         return cls(
             succeeded_s=table.RETAIN_SUCCEEDED_S.read(),
             failed_s=table.RETAIN_FAILED_S.read(),

@@ -29,10 +29,10 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
 from queue_engine.orchestrator.sweep import SweepService
-from queue_engine.service import log_event, logged_ids
 
 #: How often the leader sweeps (seconds); ``QUEUE_ENGINE_SWEEP_S``.
 SWEEP_DEFAULT_S = table.SWEEP_S.default

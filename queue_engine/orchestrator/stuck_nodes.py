@@ -25,11 +25,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from queue_engine import metrics
-from queue_engine import settings as table
-from queue_engine import sql as queries
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.logs import log_event, logged_ids
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.sweep import SweepService
-from queue_engine.service import log_event, logged_ids
 
 #: How often the leader checks (seconds); ``QUEUE_ENGINE_WORKFLOW_CHECK_S``.
 CHECK_DEFAULT_S = table.WORKFLOW_CHECK_S.default

@@ -33,17 +33,16 @@ from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, Unpack
 
 import psycopg
 
-from queue_engine.config import validate_schema
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
+from queue_engine.daemon.service import (
     REAL_TIMING,
     STAGGER_DEFAULT_S,
-    LazyConnection,
     R,
     Service,
     ServiceResult,
     Timing,
 )
+from queue_engine.foundation.config import validate_schema
+from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
 
 #: ``now()``: the instant a sweep compares with, or None for the database's clock.
 Now = Callable[[], datetime | None]
@@ -127,7 +126,7 @@ class SweepService(Service[R]):
         """The service's connection for one run (:meth:`LazyConnection.session`).
 
         A connection error, a read-only server's refusal included
-        (:data:`~queue_engine.db.RECONNECT_ERRORS`), drops it and propagates:
+        (:data:`~queue_engine.foundation.db.RECONNECT_ERRORS`), drops it and propagates:
         the next run opens a new one, after the service's error backoff.
         """
         return self.db.session()

@@ -33,17 +33,12 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import metrics, statistics
-from queue_engine import settings as table
-from queue_engine.service import (
-    KEEPALIVE_KWARGS,
-    REAL_TIMING,
-    STAGGER_DEFAULT_S,
-    LazyConnection,
-    Service,
-    Timing,
-    log_event,
-)
+from queue_engine.daemon.service import REAL_TIMING, STAGGER_DEFAULT_S, Service, Timing
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import table_statistics
+from queue_engine.foundation.db import KEEPALIVE_KWARGS, LazyConnection
+from queue_engine.foundation.logs import log_event
+from queue_engine.orchestrator import metrics
 
 #: The share of wall time the vacuumer may spend in VACUUM (a run of d seconds
 #: is followed by at least d * (1 / share - 1) seconds without one).
@@ -167,8 +162,8 @@ class Vacuumer(Service[VacuumResult]):
         kwargs.setdefault("interval_s", table.VACUUM_S.read())
         return cls(dsn, schema, dead_rows=dead_rows, **kwargs)
 
-    def _statistics(self, conn: psycopg.Connection[Any]) -> statistics.TableStatistics:
-        (jobs,) = statistics.table_statistics(conn, self.schema, (VACUUM_TABLE,))
+    def _statistics(self, conn: psycopg.Connection[Any]) -> table_statistics.TableStatistics:
+        (jobs,) = table_statistics.read(conn, self.schema, (VACUUM_TABLE,))
         return jobs
 
     def run_once(self) -> VacuumResult:
@@ -178,7 +173,7 @@ class Vacuumer(Service[VacuumResult]):
             started = self.timing.clock()
             if not self.pacer.due(before.dead_rows, started):
                 return VacuumResult(dead_before=before.dead_rows, dead_after=before.dead_rows)
-            statistics.vacuum(conn, self.schema, VACUUM_TABLE)
+            table_statistics.vacuum(conn, self.schema, VACUUM_TABLE)
             ended = self.timing.clock()
             # VACUUM reports its count and what it left before it returns.
             after = self._statistics(conn)

@@ -27,16 +27,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine import settings as table
-from queue_engine._version import __version__
-from queue_engine.config import resolve_dsn, resolve_schema
 from queue_engine.daemon import HEARTBEAT_DEFAULT_S, DaemonRuntime
-from queue_engine.db import connect
-from queue_engine.errors import ConfigError, MigrationError
-from queue_engine.migrate import engine_migrations_dir, load_chain, wait_for_schema
-from queue_engine.pooler import refuse_shared_sessions
+from queue_engine.daemon.pooler import refuse_shared_sessions
+from queue_engine.daemon.systemd import SystemdNotifier
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.db import connect
+from queue_engine.foundation.errors import ConfigError, MigrationError
+from queue_engine.foundation.logs import log_event
+from queue_engine.foundation.migrate import engine_migrations_dir, load_chain, wait_for_schema
+from queue_engine.foundation.version import __version__
+from queue_engine.producer.schedules import ScheduleSpec
 from queue_engine.scheduler import store
-from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.scheduler.ticker import (
     GRACE_DEFAULT_S,
     MAX_SLEEP_DEFAULT_S,
@@ -45,8 +47,6 @@ from queue_engine.scheduler.ticker import (
     ScheduleListener,
     Ticker,
 )
-from queue_engine.service import log_event
-from queue_engine.systemd import SystemdNotifier
 
 log = logging.getLogger("queue_engine.scheduler")
 
@@ -65,7 +65,7 @@ def schedules_schema_version() -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulerConfig:
+class SchedulerSettings:
     """Settings of one scheduler; :meth:`from_env` reads ``QUEUE_ENGINE_*``."""
 
     dsn: str
@@ -81,8 +81,8 @@ class SchedulerConfig:
     @classmethod
     def from_env(
         cls, dsn: str | None = None, schema: str | None = None, app: str | None = None
-    ) -> SchedulerConfig:
-        """Explicit values first, then the environment (:mod:`queue_engine.settings`)."""
+    ) -> SchedulerSettings:
+        """Explicit values first, then the environment (:mod:`queue_engine.foundation.settings`)."""
         return cls(
             dsn=resolve_dsn(dsn),
             schema=resolve_schema(schema),
@@ -107,31 +107,31 @@ class Scheduler:
 
     def __init__(
         self,
-        config: SchedulerConfig,
+        settings: SchedulerSettings,
         specs: Sequence[ScheduleSpec] = (),
         *,
         notifier: SystemdNotifier | None = None,
         exit: Callable[[int], object] = os._exit,
     ) -> None:
         """``exit`` ends the process on a second SIGTERM (tests may replace it)."""
-        self.config = config
+        self.settings = settings
         self.specs = list(specs)
         self.runtime = DaemonRuntime(
             "scheduler",
-            dsn=config.dsn,
-            schema=config.schema,
+            dsn=settings.dsn,
+            schema=settings.schema,
             state=lambda: "running",
             status=self.status_line,
-            heartbeat_s=config.heartbeat_s,
-            connect_retry_s=config.connect_retry_s,
+            heartbeat_s=settings.heartbeat_s,
+            connect_retry_s=settings.connect_retry_s,
             telemetry=self._telemetry,
             # The watchdog watches this process, not the database: a scheduler waiting
             # out a Postgres restart stays up, one whose ticker hangs is restarted.
             healthy=self._ticker_alive,
             started_fields=lambda: {
-                "schema": config.schema,
-                "app": config.app or "-",
-                "grace_s": config.grace_s,
+                "schema": settings.schema,
+                "app": settings.app or "-",
+                "grace_s": settings.grace_s,
             },
             notifier=notifier,
             exit=exit,
@@ -139,19 +139,19 @@ class Scheduler:
         self.id = self.runtime.id
         self.heartbeat = self.runtime.heartbeat
         self.ticker = Ticker(
-            config.dsn,
-            config.schema,
+            settings.dsn,
+            settings.schema,
             scheduler_id=self.id,
-            grace_s=config.grace_s,
-            max_sleep_s=config.max_sleep_s,
-            reconnect_max_s=config.reconnect_max_s,
-            runs_keep_s=config.runs_keep_s,
+            grace_s=settings.grace_s,
+            max_sleep_s=settings.max_sleep_s,
+            reconnect_max_s=settings.reconnect_max_s,
+            runs_keep_s=settings.runs_keep_s,
         )
         self.listener = ScheduleListener(
-            config.dsn,
-            config.schema,
+            settings.dsn,
+            settings.schema,
             on_change=self.ticker.trigger,
-            reconnect_max_s=config.reconnect_max_s,
+            reconnect_max_s=settings.reconnect_max_s,
         )
         # Started in this order after the heartbeat, stopped in reverse.
         self.runtime.services = [self.ticker, self.listener]
@@ -164,7 +164,7 @@ class Scheduler:
         result = self.ticker.last_result
         return {
             "version": __version__,
-            "app": self.config.app,
+            "app": self.settings.app,
             "schedules": None if result is None else result.schedules,
             "next_wake": None if result is None or result.next_wake is None else result.next_wake,
         }
@@ -174,7 +174,7 @@ class Scheduler:
         return (
             self.ticker.running
             and last is not None
-            and time.monotonic() - last < max(TICKER_STALE_S, 3 * self.config.max_sleep_s)
+            and time.monotonic() - last < max(TICKER_STALE_S, 3 * self.settings.max_sleep_s)
         )
 
     def prepare(self) -> store.SyncResult | None:
@@ -183,23 +183,23 @@ class Scheduler:
         Code schedules are synced here, before the first tick, so operators see
         them (with their next fire time) as soon as the scheduler runs.
         """
-        self.runtime.wait_for_database(lambda: connect(self.config.dsn).close())
-        refuse_shared_sessions(self.config.dsn, "queue-scheduler")
+        self.runtime.wait_for_database(lambda: connect(self.settings.dsn).close())
+        refuse_shared_sessions(self.settings.dsn, "queue-scheduler")
         wait_for_schema(
-            self.config.dsn,
+            self.settings.dsn,
             schedules_schema_version(),
-            schema=self.config.schema,
+            schema=self.settings.schema,
             sleep=self.runtime.sleep,
         )
-        if self.config.app is None:
+        if self.settings.app is None:
             return None
-        with connect(self.config.dsn) as conn:
-            result = store.sync_code(conn, self.config.schema, self.specs, app=self.config.app)
+        with connect(self.settings.dsn) as conn:
+            result = store.sync_code(conn, self.settings.schema, self.specs, app=self.settings.app)
         log_event(
             log,
             logging.INFO,
             "scheduler.synced",
-            app=self.config.app,
+            app=self.settings.app,
             declared=len(self.specs),
             created=",".join(result.created) or "-",
             updated=",".join(result.updated) or "-",

@@ -1,6 +1,6 @@
 """The schedules table: every read and write of schedules, shared by the scheduler and queue-ctl.
 
-Each function runs named statements from ``queue_engine/sql/schedule_*.sql`` on
+Each function runs named statements from ``queue_engine/foundation/sql/schedule_*.sql`` on
 a connection the caller owns. Changes an operator makes (add, enable, disable,
 remove) NOTIFY ``<schema>.schedules`` in the same transaction, so running
 schedulers re-read the table at once instead of at their next poll.
@@ -17,19 +17,19 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine import operations as ops
-from queue_engine import sql as queries
-from queue_engine.config import validate_schema
-from queue_engine.errors import QueueEngineError, ValidationError
-from queue_engine.exit_codes import ExitCode
-from queue_engine.scheduler.schedules import (
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.config import validate_schema
+from queue_engine.foundation.errors import QueueEngineError, ValidationError
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.producer import operations as ops
+from queue_engine.producer.schedules import (
     SCHEDULE_ARG,
     ScheduleSpec,
     WorkflowFactory,
     check_schedule_name,
 )
-from queue_engine.workflows import Workflow
-from queue_engine.workflows import operations as wf_ops
+from queue_engine.producer.workflows import Workflow
+from queue_engine.producer.workflows import operations as wf_ops
 
 Connection = psycopg.Connection[Any]
 

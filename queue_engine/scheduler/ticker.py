@@ -40,7 +40,7 @@ each expression (never by adding an interval to ``now``, so it does not
 drift), at most ``max_sleep_s`` (a safety re-read of the table); a NOTIFY on
 ``<schema>.schedules`` wakes it at once (:class:`ScheduleListener`). After a
 lost database, both retry after the reconnect backoff, cut short by an
-:class:`~queue_engine.outage.OutageProbe` within about a second of Postgres
+:class:`~queue_engine.daemon.outage.OutageProbe` within about a second of Postgres
 accepting connections again.
 """
 
@@ -55,26 +55,24 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from queue_engine import settings as table
-from queue_engine.db import RECONNECT_ERRORS, first_line
-from queue_engine.errors import QueueEngineError
-from queue_engine.outage import OutageProbe
-from queue_engine.retry import reconnect_backoff
-from queue_engine.scheduler import store
-from queue_engine.scheduler.cron import Trigger
-from queue_engine.scheduler.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
-from queue_engine.service import (
+from queue_engine.daemon.outage import OutageProbe, reconnect_backoff
+from queue_engine.daemon.service import REAL_TIMING, Service, Timing
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.db import (
     KEEPALIVE_KWARGS,
-    REAL_TIMING,
+    RECONNECT_ERRORS,
     LazyConnection,
-    Service,
-    Timing,
-    log_event,
+    first_line,
 )
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.foundation.logs import log_event
+from queue_engine.producer.cron import Trigger
+from queue_engine.producer.schedules import ScheduleSpec, WorkflowFactory, schedule_registry
+from queue_engine.scheduler import store
 
 log = logging.getLogger("queue_engine.scheduler")
 
-# Defaults from the settings table (queue_engine.settings), the one source.
+# Defaults from the settings table (queue_engine.foundation.settings), the one source.
 #: A due slot older than this is missed rather than late (``QUEUE_ENGINE_SCHEDULER_GRACE_S``).
 GRACE_DEFAULT_S = table.SCHEDULER_GRACE_S.default
 #: Longest sleep between two reads of the schedules table (``QUEUE_ENGINE_SCHEDULER_POLL_S``).

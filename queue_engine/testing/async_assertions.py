@@ -14,7 +14,7 @@ and the failure messages (which list what *was* enqueued) are in
 
 One source for both faces: ``assertions.py`` is generated from
 ``async_assertions.py`` by ``scripts/async_to_sync.py``, as the clients are
-(:mod:`queue_engine.async_client` says why).
+(:mod:`queue_engine.producer.async_client` says why).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from queue_engine import sql as queries
-from queue_engine.async_client import AsyncClient
-from queue_engine.config import resolve_schema
-from queue_engine.db import connect_async
-from queue_engine.jobs import Job
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.config import resolve_schema
+from queue_engine.foundation.db import connect_async
+from queue_engine.producer.async_client import AsyncClient
+from queue_engine.producer.jobs import Job
 from queue_engine.testing.matching import filter_params, missing_job, unexpected_jobs
 
 __all__ = [

@@ -25,9 +25,9 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from queue_engine import sql as queries
-from queue_engine.embedded import FAST_SETTINGS, EmbeddedPostgres
-from queue_engine.migrate import Migrator
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.embedded import FAST_SETTINGS, EmbeddedPostgres
+from queue_engine.foundation.migrate import Migrator
 
 __all__ = ["TEST_DSN_VARIABLE", "TestServer"]
 

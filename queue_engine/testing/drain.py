@@ -34,15 +34,15 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from queue_engine import sql as queries
-from queue_engine.async_client import AsyncClient
-from queue_engine.db import connect
-from queue_engine.jobs import Job
-from queue_engine.retry import Snooze
-from queue_engine.tasks import TaskDefinition, TaskRegistry, registry
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import connect
+from queue_engine.producer.async_client import AsyncClient
+from queue_engine.producer.jobs import Job
+from queue_engine.producer.retry import Snooze
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry, registry
+from queue_engine.producer.validation import DEFAULT_QUEUE
 from queue_engine.testing.assertions import Target, connection_of, schema_of
 from queue_engine.testing.clock import Instant, instant_of
-from queue_engine.validation import DEFAULT_QUEUE
 from queue_engine.worker import Worker, WorkerSettings
 
 __all__ = ["DrainError", "DrainOutcome", "drain"]

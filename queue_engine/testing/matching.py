@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from queue_engine.jobs import Job
+from queue_engine.producer.jobs import Job
 
 #: The most jobs a failure message lists.
 LISTED_JOBS = 20

@@ -31,8 +31,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from queue_engine.async_client import AsyncClient
-from queue_engine.client import Client
+from queue_engine.producer.async_client import AsyncClient
+from queue_engine.producer.client import Client
 from queue_engine.testing.clock import TestClock
 from queue_engine.testing.databases import TestServer
 

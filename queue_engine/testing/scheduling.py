@@ -18,12 +18,11 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import sql as queries
-from queue_engine.scheduler import schedule_registry
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import LazyConnection
+from queue_engine.producer.schedules import ScheduleSpec, schedule_registry
 from queue_engine.scheduler import store as schedule_store
-from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.scheduler.ticker import GRACE_DEFAULT_S, Ticker, TickResult
-from queue_engine.service import LazyConnection
 from queue_engine.testing.assertions import Target, connection_of, schema_of
 from queue_engine.testing.clock import Instant, instant_of
 

@@ -16,8 +16,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from queue_engine._version import __version__
-from queue_engine.service import log_event
+from queue_engine.foundation.logs import log_event
+from queue_engine.foundation.version import __version__
 from queue_engine.web import openapi, problems
 from queue_engine.web.api import router as api_router
 from queue_engine.web.csrf import csrf_middleware

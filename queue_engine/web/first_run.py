@@ -28,8 +28,8 @@ import secrets
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from queue_engine import settings as table
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.errors import ConfigError
 from queue_engine.web.settings import WebSettings
 
 #: Where the guide explains the first run, logins and tokens (in the refusal's line).

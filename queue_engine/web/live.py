@@ -5,7 +5,7 @@ reported in the field (Oban Web, good_job, hexpm): ten open tabs polling
 ``count(*)`` every second make the dashboard the heaviest client of the
 database. So one :class:`Aggregator` per ``queue-web`` process reads the
 figures the engine already computes for ``queue-ctl stats`` and ``workers``
-(:mod:`queue_engine.stats`: index-backed slices, never the whole table), keeps
+(:mod:`queue_engine.operator.stats`: index-backed slices, never the whole table), keeps
 the latest :class:`FleetSnapshot` in memory, and tells every Server-Sent Events
 client that a new one is there (:class:`Broadcaster`). Pages and fragments
 render from the snapshot; a page view costs no statement at all.
@@ -36,11 +36,11 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import sql as queries
-from queue_engine import stats
-from queue_engine.db import schema_errors
-from queue_engine.errors import QueueEngineError
-from queue_engine.service import log_event
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import schema_errors
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.foundation.logs import log_event
+from queue_engine.operator import stats
 
 log = logging.getLogger("queue_engine.web.live")
 

@@ -49,9 +49,8 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from queue_engine.controls import NoLiveWorker
-from queue_engine.db import is_connection_error
-from queue_engine.errors import (
+from queue_engine.foundation.db import is_connection_error
+from queue_engine.foundation.errors import (
     DatabaseUnavailable,
     InvalidTransition,
     JobNotFound,
@@ -60,8 +59,9 @@ from queue_engine.errors import (
     ValidationError,
     WorkflowNotFound,
 )
+from queue_engine.foundation.logs import log_event
+from queue_engine.operator.controls import NoLiveWorker
 from queue_engine.scheduler.store import ScheduleExists, ScheduleNotFound
-from queue_engine.service import log_event
 from queue_engine.web.auth import REALM, Forbidden, Unauthorized
 
 PROBLEM_TYPE = "application/problem+json"

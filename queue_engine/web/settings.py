@@ -1,10 +1,10 @@
 """``WebSettings``: what one ``queue-web`` process is configured with, checked at start.
 
-Every field comes from a row of the settings table (:mod:`queue_engine.settings`,
+Every field comes from a row of the settings table (:mod:`queue_engine.foundation.settings`,
 the ``QUEUE_ENGINE_WEB_*`` variables plus the DSN and schema), so the variables,
 the command-line options and ``docs/reference/configuration.md`` cannot drift
 apart. Credentials are parsed here, once: a malformed token list stops the
-process at start with a one-line :class:`~queue_engine.errors.ConfigError`
+process at start with a one-line :class:`~queue_engine.foundation.errors.ConfigError`
 (exit 2) that names the variable and never echoes the secret itself.
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from queue_engine import settings as table
-from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.errors import ConfigError
 
 
 class Scope(IntEnum):

@@ -25,8 +25,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from queue_engine.db import APPLICATION_NAME, describe_dsn, schema_errors
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.foundation.db import APPLICATION_NAME, describe_dsn, schema_errors
+from queue_engine.foundation.errors import DatabaseUnavailable
 from queue_engine.web.first_run import SignInLink
 from queue_engine.web.settings import Scope, WebSettings
 

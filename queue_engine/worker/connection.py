@@ -8,7 +8,7 @@ sets the session up (``synchronous_commit``, generic plans, LISTEN on the
 jobs, cancel and controls channels), registers the worker's row and repairs
 what a lost session took with it (:meth:`WorkerConnection.repair`).
 
-The backoff wait is an :class:`~queue_engine.outage.OutageProbe` wait: while
+The backoff wait is an :class:`~queue_engine.daemon.outage.OutageProbe` wait: while
 the server does not accept connections it is pinged every second, and the
 wait ends as soon as it does, or as soon as another thread (the heartbeat)
 has reconnected. So the main loop claims again within about a second of
@@ -27,20 +27,20 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from queue_engine import settings as table
-from queue_engine import sql as queries
+from queue_engine.daemon.outage import OutageProbe, reconnect_backoff
+from queue_engine.daemon.service import REAL_TIMING, Timing
 from queue_engine.daemon.startup import StopRequested
-from queue_engine.db import (
+from queue_engine.foundation import settings as table
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import (
     RECONNECT_OR_UNREACHABLE,
     CursorKeepingConnection,
     connect,
     first_line,
     refuse_read_only,
 )
-from queue_engine.errors import DatabaseUnavailable
-from queue_engine.outage import OutageProbe
-from queue_engine.retry import reconnect_backoff
-from queue_engine.service import REAL_TIMING, Timing, log_event
+from queue_engine.foundation.errors import DatabaseUnavailable
+from queue_engine.foundation.logs import log_event
 from queue_engine.worker import store
 from queue_engine.worker.jobs import HeldJobs
 

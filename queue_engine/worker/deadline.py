@@ -50,8 +50,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TextIO
 
-from queue_engine.exit_codes import ExitCode
-from queue_engine.service import log_event
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.logs import log_event
 
 log = logging.getLogger("queue_engine.worker.watchdog")
 

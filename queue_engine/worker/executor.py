@@ -16,8 +16,8 @@ import types
 from collections.abc import AsyncGenerator, Generator
 from typing import Any, Protocol
 
-from queue_engine.context import JobCanceled
-from queue_engine.tasks import TaskDefinition
+from queue_engine.producer.context import JobCanceled
+from queue_engine.producer.tasks import TaskDefinition
 
 __all__ = ["Checkpoints", "Executor", "JobCanceled"]
 

@@ -27,11 +27,10 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from queue_engine.context import ClaimedJob
-from queue_engine.db import RECONNECT_ERRORS, first_line
-from queue_engine.errors import DatabaseUnavailable
-from queue_engine.logs import mask_secrets
-from queue_engine.service import log_event
+from queue_engine.foundation.db import RECONNECT_ERRORS, first_line
+from queue_engine.foundation.errors import DatabaseUnavailable
+from queue_engine.foundation.logs import log_event, mask_secrets
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 from queue_engine.worker.connection import Connection, WorkerConnection

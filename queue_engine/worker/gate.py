@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from queue_engine.service import log_event
+from queue_engine.foundation.logs import log_event
 from queue_engine.worker import store
 from queue_engine.worker.connection import WorkerConnection
 from queue_engine.worker.settings import DEFAULT_AFFINITY_WAIT_S

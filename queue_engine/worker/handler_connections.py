@@ -25,8 +25,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from queue_engine.db import describe_dsn
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.foundation.db import describe_dsn
+from queue_engine.foundation.errors import DatabaseUnavailable
 
 log = logging.getLogger("queue_engine.worker")
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from queue_engine.context import ClaimedJob
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker.outcomes import Outcome
 
 #: Hand-overs in a row that handed nothing over before a sibling group's

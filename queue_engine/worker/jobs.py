@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from queue_engine.context import ClaimedJob
-from queue_engine.service import log_event
+from queue_engine.foundation.logs import log_event
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker.outcomes import Outcome
 

@@ -22,9 +22,9 @@ from typing import Protocol
 
 from psycopg import sql
 
-from queue_engine.db import connect
-from queue_engine.service import log_event
-from queue_engine.tasks import TaskRegistry
+from queue_engine.foundation.db import connect
+from queue_engine.foundation.logs import log_event
+from queue_engine.producer.tasks import TaskRegistry
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 from queue_engine.worker.jobs import HeldJob, HeldJobs

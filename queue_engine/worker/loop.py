@@ -61,15 +61,16 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import sql as queries
-from queue_engine import task_publications
 from queue_engine.daemon import DaemonRuntime, Hooks, StopRequested, process_id
-from queue_engine.db import connect, first_line
-from queue_engine.exit_codes import ExitCode
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
-from queue_engine.pooler import refuse_shared_sessions
-from queue_engine.service import REAL_TIMING, Timing, log_event
-from queue_engine.tasks import TaskRegistry
+from queue_engine.daemon.pooler import refuse_shared_sessions
+from queue_engine.daemon.service import REAL_TIMING, Timing
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import connect, first_line
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.logs import log_event
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, wait_for_schema
+from queue_engine.producer import task_publications
+from queue_engine.producer.tasks import TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.connection import WorkerConnection
 from queue_engine.worker.deadline import HardDeadline, process_timer

@@ -3,8 +3,8 @@
 An :class:`Outcome` is one element of the arrays that the finish statement
 takes, so many outcomes can be flushed in one statement. The mapping is the
 one docs/guides/worker.md ("Outcomes, retries, `Permanent`, `Snooze`") and
-docs/internals/state-machine.md describe: a return value succeeds; :class:`~queue_engine.retry.Permanent`
-fails at once; :class:`~queue_engine.retry.Snooze` re-queues without spending
+docs/internals/state-machine.md describe: a return value succeeds; :class:`~queue_engine.producer.retry.Permanent`
+fails at once; :class:`~queue_engine.producer.retry.Snooze` re-queues without spending
 an attempt; a cancel ends ``canceled``; any other exception re-queues after the
 task's backoff until the attempts are spent, then fails. The random source of
 the backoff's jitter is injected so tests pin it.
@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine.context import ClaimedJob
-from queue_engine.retry import DEFAULT_RETRY, Permanent, Skip, Snooze
+from queue_engine.producer.context import ClaimedJob
+from queue_engine.producer.retry import DEFAULT_RETRY, Permanent, Skip, Snooze
 from queue_engine.worker.executor import JobCanceled
 
 #: The stored traceback is capped at this many bytes (UTF-8); the tail is kept.
@@ -50,7 +50,7 @@ class Outcome:
     duration_ms: int | None = None
     progress: str | None = None
     message: str | None = None
-    #: Follow-up jobs (JSON objects, :mod:`queue_engine.followups`) to insert
+    #: Follow-up jobs (JSON objects, :mod:`queue_engine.producer.followups`) to insert
     #: with this outcome; only a success carries any.
     followups: tuple[str, ...] = ()
     #: The workflow the job is a node of: its success may hand a child over to

@@ -6,7 +6,7 @@ checks its limits **between jobs**, never inside the claim statement (the hot
 path stays one statement per job): when one is reached it finishes nothing
 new, gives back the jobs it prefetched but did not start, flushes the
 outcomes it holds, logs ``worker.recycle`` and exits
-:attr:`~queue_engine.exit_codes.ExitCode.RECYCLE` (79), which its supervisor
+:attr:`~queue_engine.foundation.exit_codes.ExitCode.RECYCLE` (79), which its supervisor
 (systemd, Compose) answers with a fresh process.
 
 Three limits, any of them unset (or 0) to turn it off:

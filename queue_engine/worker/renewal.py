@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import psutil
 
-from queue_engine.telemetry import GpuProbe, host_telemetry
+from queue_engine.daemon.telemetry import GpuProbe, host_telemetry
 from queue_engine.worker import store
 from queue_engine.worker.connection import Connection, WorkerConnection
 from queue_engine.worker.jobs import HeldJobs
@@ -169,7 +169,7 @@ class Renewer:
             telemetry = json.dumps(host_telemetry(self._gpu))
         schema = self.connection.schema
 
-        def run(conn: Connection) -> store.HeartbeatResult:
+        def run(conn: Connection) -> store.BeatReply:
             result = store.heartbeat(
                 conn,
                 schema,

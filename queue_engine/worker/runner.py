@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from time import perf_counter
 
-from queue_engine.context import ClaimedJob, JobContext
-from queue_engine.logs import mask_secrets
-from queue_engine.service import log_event
-from queue_engine.tasks import TaskRegistry
+from queue_engine.foundation.logs import log_event, mask_secrets
+from queue_engine.producer.context import ClaimedJob, JobContext
+from queue_engine.producer.tasks import TaskRegistry
+from queue_engine.producer.workflows import refs
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 from queue_engine.worker.connection import WorkerConnection
@@ -34,7 +34,6 @@ from queue_engine.worker.handler_connections import HandlerConnections
 from queue_engine.worker.jobs import HeldJob, HeldJobs
 from queue_engine.worker.settings import WorkerSettings
 from queue_engine.worker.watchdog import JobWatchdog, job_budget_s, stall_timeout_s
-from queue_engine.workflows import refs
 
 log = logging.getLogger("queue_engine.worker")
 

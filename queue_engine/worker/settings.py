@@ -10,12 +10,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from queue_engine import settings as table
-from queue_engine.config import resolve_dsn, resolve_schema
-from queue_engine.errors import ConfigError
-from queue_engine.validation import check_queue_name
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.config import resolve_dsn, resolve_schema
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.producer.validation import check_queue_name
 
-# Defaults and bounds come from the one settings table (queue_engine.settings);
+# Defaults and bounds come from the one settings table (queue_engine.foundation.settings);
 # these names stay for the code and tests that import them.
 DEFAULT_POLL_S = table.POLL_S.default
 DEFAULT_HEARTBEAT_S = table.HEARTBEAT_S.default

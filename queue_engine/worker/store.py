@@ -4,10 +4,10 @@ Why this module is a little long: it is the worker's whole SQL surface. Most
 of it is the finish-and-claim statement: which of its variants a batch sends
 (warm or cold, follow-ups, hand-over, solo, the one-job forms), its
 parameters, and its rows read back. The variants are compiled from
-``finish_and_claim_jobs.sql`` by :mod:`queue_engine.sql.compiler`; the choice
+``finish_and_claim_jobs.sql`` by :mod:`queue_engine.foundation.sql.compiler`; the choice
 stays here, beside the outcomes it is made from.
 
-Every function runs one named query (``queue_engine/sql``) as a prepared
+Every function runs one named query (``queue_engine/foundation/sql``) as a prepared
 statement: the worker runs the same few statements thousands of times, so
 parsing and planning them once per connection is a measurable saving.
 """
@@ -25,10 +25,10 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import set_json_loads
 
-from queue_engine import sql as queries
-from queue_engine.context import ClaimedJob
-from queue_engine.db import raw_cursor
-from queue_engine.sql.compiler import RawStatement, raw_statement
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import raw_cursor
+from queue_engine.foundation.sql.compiler import RawStatement, raw_statement
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker import prepared
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.settings import DEFAULT_AFFINITY_WAIT_S
@@ -87,7 +87,7 @@ _WORDS = _Words()
 def followups_json(outcomes: Sequence[Outcome]) -> str | None:
     """The follow-ups of ``outcomes`` as one JSON array, or None when none carries any.
 
-    Only successes carry follow-ups (already encoded, :mod:`queue_engine.followups`);
+    Only successes carry follow-ups (already encoded, :mod:`queue_engine.producer.followups`);
     the statement still inserts them only for the successes it applies.
     """
     items = [text for o in outcomes if o.followups for text in o.followups]
@@ -371,8 +371,12 @@ def finish_only(
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    """What a heartbeat learned: whether the worker row exists, lost jobs, cancel requests."""
+class BeatReply:
+    """What the database answered a worker's beat: its row exists, held jobs lost, cancels asked.
+
+    Not :class:`queue_engine.daemon.HeartbeatResult`, which is what one run of
+    the heartbeat service did; this is the answer of the statement it sent.
+    """
 
     registered: bool
     lost_ids: frozenset[int]
@@ -393,10 +397,10 @@ def heartbeat(
     telemetry: str | None = None,
     publish: bool = False,
     warm_key: str | None = None,
-) -> HeartbeatResult:
+) -> BeatReply:
     """Beat the worker row and renew the leases of ``held`` ``(id, attempt, progress json)``.
 
-    ``telemetry`` (JSON text, see :mod:`queue_engine.telemetry`) is stored by
+    ``telemetry`` (JSON text, see :mod:`queue_engine.daemon.telemetry`) is stored by
     the same statement, and with ``publish`` also sent on ``<schema>.telemetry``;
     None keeps the stored one and publishes nothing (a beat that only writes
     progress).
@@ -421,7 +425,7 @@ def heartbeat(
         },
     ).fetchone()
     assert row is not None
-    return HeartbeatResult(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
+    return BeatReply(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
 
 
 def register(

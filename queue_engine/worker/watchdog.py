@@ -47,9 +47,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from queue_engine import settings as table
-from queue_engine.exit_codes import ExitCode
-from queue_engine.service import log_event
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.logs import log_event
 from queue_engine.worker.deadline import HardDeadline
 
 log = logging.getLogger("queue_engine.worker.watchdog")

@@ -21,8 +21,8 @@ from psycopg.conninfo import conninfo_to_dict
 from support.ctl import ok, queue_ctl
 
 from queue_engine import Client
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION
-from queue_engine.workflows import Workflow
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION
+from queue_engine.producer.workflows import Workflow
 
 UNREACHABLE = "postgresql://u:s3cretpw@127.0.0.1:1/x"
 

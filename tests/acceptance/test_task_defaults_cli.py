@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from support.ctl import ok, queue_ctl
 
-from queue_engine.retry import FixedBackoff
-from queue_engine.task_publications import publish
-from queue_engine.tasks import TaskDefinition
+from queue_engine.producer.retry import FixedBackoff
+from queue_engine.producer.task_publications import publish
+from queue_engine.producer.tasks import TaskDefinition
 from queue_engine.worker import store
 
 S = "queue_engine"

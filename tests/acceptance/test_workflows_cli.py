@@ -19,8 +19,8 @@ import pytest
 from support.ctl import ok, queue_ctl
 
 from queue_engine import Client, Permanent, Workflow, finished
-from queue_engine.context import JobContext
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.context import JobContext
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
 
 Q = "wfcli"

@@ -30,7 +30,7 @@ from support.ports import free_port
 from support.workers import wait_until
 
 from queue_engine import Client
-from queue_engine.controls import pause_queue, resume_queue
+from queue_engine.operator.controls import pause_queue, resume_queue
 
 S = "queue_engine"
 Q = "wt"

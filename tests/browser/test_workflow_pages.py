@@ -29,7 +29,7 @@ from support.scene import awaiting_approval, nightly_etl
 from support.workers import wait_until
 
 from queue_engine import Client
-from queue_engine.workflows import Workflow
+from queue_engine.producer.workflows import Workflow
 
 S = "queue_engine"
 Q = "wt"

@@ -33,7 +33,7 @@ from support.ctl import BIN, clean_env
 from support.ports import free_port
 from support.up import read, wait
 
-from queue_engine import localfleet
+from queue_engine.foundation import localfleet
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!-- walkthrough: (background|run) -->\s*\n```sh\n(.*?)```", re.DOTALL)

@@ -22,8 +22,8 @@ from support.ctl import ok, queue_ctl
 from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
-from queue_engine import operations as ops
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer import operations as ops
 
 Conn = psycopg.Connection[Any]
 TOO_LONG = "m" * 256

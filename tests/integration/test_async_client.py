@@ -19,8 +19,8 @@ import pytest
 from support.jobs import count_jobs
 
 from queue_engine import AsyncClient
-from queue_engine.errors import InvalidTransition, JobNotFound, ValidationError
-from queue_engine.jobs import JobStatus
+from queue_engine.foundation.errors import InvalidTransition, JobNotFound, ValidationError
+from queue_engine.producer.jobs import JobStatus
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")

@@ -17,9 +17,9 @@ import pytest
 from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.schedules import ScheduleSpec
 from queue_engine.scheduler import store as schedule_store
-from queue_engine.scheduler.schedules import ScheduleSpec
 
 Conn = psycopg.Connection[Any]
 NUL_ARGS = [{"a": "x\u0000y"}, {"x\u0000y": 1}, {"outer": {"inner": ["ok", "\u0000"]}}]

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from support.tables import table_options
 
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, Migrator
 
 BEFORE = 11  # the schema before 0012
 #: What 0012 sets, as pg_class.reloptions spells it.

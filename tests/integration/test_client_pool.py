@@ -19,8 +19,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from support.timing import FakeTiming
 
 from queue_engine import AsyncClient, Client, JobNotFound
-from queue_engine.client_pool import HOLD_S, KeptAsyncConnectionPool, KeptConnectionPool
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.client_pool import HOLD_S, KeptAsyncConnectionPool, KeptConnectionPool
 
 
 def test_a_one_connection_pool_keeps_serving_after_errors(dsn: str) -> None:
@@ -72,7 +72,7 @@ def test_the_async_client_returns_its_session_after_errors(dsn: str) -> None:
     assert asyncio.run(main()) == (1, 1)
 
 
-# --- the session kept at hand (queue_engine.client_pool) ------------------------------
+# --- the session kept at hand (queue_engine.producer.client_pool) ------------------------------
 
 
 def kept_pool(dsn: str, size: int, clock: FakeTiming) -> KeptConnectionPool:

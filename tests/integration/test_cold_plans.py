@@ -22,8 +22,8 @@ from conftest import PgServer
 from support.plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
-from queue_engine.migrate import Migrator
-from queue_engine.sql import compiler
+from queue_engine.foundation.migrate import Migrator
+from queue_engine.foundation.sql import compiler
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.store import ClaimGate

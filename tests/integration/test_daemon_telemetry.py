@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from queue_engine.daemon.heartbeat import Heartbeat, WorkersRow
-from queue_engine.telemetry import GpuProbe
+from queue_engine.daemon.telemetry import GpuProbe
 
 SCHEMA = "queue_engine"
 CHANNEL = "queue_engine.telemetry"

@@ -19,7 +19,7 @@ import psycopg
 from support.web import READ, web_client
 
 from queue_engine import Client
-from queue_engine.workflows import Workflow
+from queue_engine.producer.workflows import Workflow
 
 S = "queue_engine"
 REX = {"Authorization": "Basic " + base64.b64encode(b"rex:rex-password-42").decode()}

@@ -17,10 +17,10 @@ import pytest
 from support.web import basic, web_client
 
 from queue_engine import Client
+from queue_engine.producer.workflows import Workflow, WorkflowInfo, finished
 from queue_engine.web.pages import graph
 from queue_engine.web.pages import workflows as pages
 from queue_engine.web.pages.workflows import TIMES
-from queue_engine.workflows import Workflow, WorkflowInfo, finished
 
 S = "queue_engine"
 

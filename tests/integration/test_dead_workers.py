@@ -34,7 +34,7 @@ from queue_engine.orchestrator import (
     DeadWorkerSweep,
     FastRecovery,
     Orchestrator,
-    OrchestratorConfig,
+    OrchestratorSettings,
 )
 
 SCHEMA = "queue_engine"
@@ -405,20 +405,20 @@ def test_orchestrator_runs_both_services_on_the_leader_with_their_settings(
 ) -> None:
     for name in ("DEAD_AFTER_S", "RECOVERY_S", "HEARTBEAT_S", "SWEEP_S"):
         monkeypatch.delenv(f"QUEUE_ENGINE_{name}", raising=False)
-    config = OrchestratorConfig.from_env(dsn, SCHEMA)
-    assert (config.dead_after, config.recovery_s) == (30.0, 1.0)
-    orch = Orchestrator(config)
+    settings = OrchestratorSettings.from_env(dsn, SCHEMA)
+    assert (settings.dead_after, settings.recovery_s) == (30.0, 1.0)
+    orch = Orchestrator(settings)
     assert orch.dead_workers in orch.leader_services
     assert orch.fast_recovery in orch.leader_services
     assert orch.dead_workers.dead_after_s == 30.0
 
     monkeypatch.setenv("QUEUE_ENGINE_HEARTBEAT_S", "2")
-    assert OrchestratorConfig.from_env(dsn, SCHEMA).dead_after == 6.0
+    assert OrchestratorSettings.from_env(dsn, SCHEMA).dead_after == 6.0
     monkeypatch.setenv("QUEUE_ENGINE_DEAD_AFTER_S", "90")
     monkeypatch.setenv("QUEUE_ENGINE_RECOVERY_S", "0")
-    config = OrchestratorConfig.from_env(dsn, SCHEMA)
-    assert config.dead_after == 90.0
-    orch = Orchestrator(config)
+    settings = OrchestratorSettings.from_env(dsn, SCHEMA)
+    assert settings.dead_after == 90.0
+    orch = Orchestrator(settings)
     assert orch.fast_recovery is None
     assert all(not isinstance(s, FastRecovery) for s in orch.leader_services)
 
@@ -430,8 +430,8 @@ def test_orchestrator_runs_both_services_on_the_leader_with_their_settings(
 def test_bad_settings_are_refused_with_the_variable_named(
     name: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from queue_engine.errors import ConfigError
+    from queue_engine.foundation.errors import ConfigError
 
     monkeypatch.setenv(f"QUEUE_ENGINE_{name}", value)
     with pytest.raises(ConfigError, match=f"QUEUE_ENGINE_{name}"):
-        OrchestratorConfig.from_env("", SCHEMA)
+        OrchestratorSettings.from_env("", SCHEMA)

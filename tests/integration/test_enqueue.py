@@ -20,8 +20,8 @@ from psycopg.rows import dict_row
 from support.jobs import count_jobs
 
 from queue_engine import AsyncClient, Client
-from queue_engine.errors import InvalidTransition, JobNotFound, ValidationError
-from queue_engine.jobs import Job, JobStatus
+from queue_engine.foundation.errors import InvalidTransition, JobNotFound, ValidationError
+from queue_engine.producer.jobs import Job, JobStatus
 
 Conn = psycopg.Connection[Any]
 TOLERANCE = timedelta(seconds=2)

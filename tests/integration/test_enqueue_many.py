@@ -19,7 +19,7 @@ import pytest
 from support.jobs import count_jobs
 
 from queue_engine import Client
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
 
 Conn = psycopg.Connection[Any]
 

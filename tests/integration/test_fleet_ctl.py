@@ -20,8 +20,11 @@ import psycopg
 import pytest
 from support.ctl import queue_ctl
 
-from queue_engine import Client, stats
-from queue_engine.controls import (
+from queue_engine import Client
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.foundation.migrate import Migrator
+from queue_engine.operator import stats
+from queue_engine.operator.controls import (
     FleetTarget,
     NoLiveWorker,
     controls,
@@ -33,8 +36,6 @@ from queue_engine.controls import (
     stop_workers,
     unpark,
 )
-from queue_engine.errors import ValidationError
-from queue_engine.migrate import Migrator
 from queue_engine.worker import store
 
 SCHEMA = "queue_engine"

@@ -18,8 +18,8 @@ from followups_app import OUT, QUEUE
 from support.workers import running_worker, wait_until
 
 from queue_engine import Client
-from queue_engine import sql as queries
-from queue_engine.followups import FollowUpBuffer
+from queue_engine.foundation import sql as queries
+from queue_engine.producer.followups import FollowUpBuffer
 from queue_engine.testing import drain
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store

@@ -19,12 +19,13 @@ import psycopg
 import pytest
 from support.history import finished_jobs
 
-from queue_engine import Client, Workflow, stats
-from queue_engine.errors import InvalidTransition, JobNotFound
-from queue_engine.migrate import Migrator
+from queue_engine import Client, Workflow
+from queue_engine.daemon.service import Timing
+from queue_engine.foundation.errors import InvalidTransition, JobNotFound
+from queue_engine.foundation.migrate import Migrator
+from queue_engine.operator import stats
 from queue_engine.orchestrator.archiver import Archiver, Cursor, archive_once
 from queue_engine.orchestrator.pruner import Retention, prune_dry_run, prune_once
-from queue_engine.service import Timing
 from queue_engine.web.pages.reads import JobFilters, get_job, list_jobs, search_window
 
 SCHEMA = "queue_engine"

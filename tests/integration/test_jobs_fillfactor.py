@@ -14,7 +14,7 @@ from __future__ import annotations
 import psycopg
 from support.tables import table_options
 
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 
 BEFORE = 24  # the schema before 0025
 

@@ -19,8 +19,12 @@ import psycopg
 from support.workers import worker_session
 
 from queue_engine import AsyncClient, Client, Job
-from queue_engine.context import ClaimedJob
-from queue_engine.db import AsyncCursorKeepingConnection, CursorKeepingConnection, connect
+from queue_engine.foundation.db import (
+    AsyncCursorKeepingConnection,
+    CursorKeepingConnection,
+    connect,
+)
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import succeeded
 from queue_engine.worker.store import ClaimGate
@@ -37,7 +41,7 @@ def register(conn: psycopg.Connection[Any], worker_id: str) -> None:
 def run_two_jobs(conn: psycopg.Connection[Any], worker_id: str) -> list[tuple[Any, ...]]:
     """Claim a job, beat, finish it while claiming the next, beat: what each step answered."""
 
-    def beat(job: ClaimedJob) -> store.HeartbeatResult:
+    def beat(job: ClaimedJob) -> store.BeatReply:
         return store.heartbeat(
             conn,
             S,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from queue_engine.daemon.service import Timing
 from queue_engine.orchestrator.leader import LeaderElector, leader_key
-from queue_engine.service import Timing
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""Contract of the metrics endpoint (``queue_engine.metrics.start_metrics_server``).
+"""Contract of the metrics endpoint (``queue_engine.orchestrator.metrics.start_metrics_server``).
 
 ``/metrics`` is Prometheus text with the queue figures read on each scrape
 (depth by state, oldest queued age, finished per status, throughput, workers by
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queue_engine import metrics
+from queue_engine.orchestrator import metrics
 
 SCHEMA = "queue_engine"
 
@@ -149,7 +149,7 @@ def test_count_validates_and_a_busy_port_is_a_config_error(server, dsn) -> None:
 
 
 def test_metrics_report_paused_queues(server, workload, conn: Any) -> None:
-    from queue_engine.controls import pause_queue
+    from queue_engine.operator.controls import pause_queue
 
     pause_queue(conn, SCHEMA, "m")
     pause_queue(conn, SCHEMA, "idle.q")
@@ -243,7 +243,7 @@ def test_metrics_report_a_daemon_heartbeat_with_its_gpu(server, dsn, conn) -> No
     import socket
 
     from queue_engine.daemon.heartbeat import Heartbeat, WorkersRow
-    from queue_engine.telemetry import GpuProbe
+    from queue_engine.daemon.telemetry import GpuProbe
 
     row = WorkersRow(
         dsn,
@@ -287,7 +287,7 @@ def test_metrics_omit_gpu_gauges_without_gpu_data(server, conn) -> None:
 
 
 def test_metrics_report_scale_and_rate_limits(server, workload, conn: Any) -> None:
-    from queue_engine.controls import rate_queue, scale_queue
+    from queue_engine.operator.controls import rate_queue, scale_queue
 
     scale_queue(conn, SCHEMA, "m", 3)
     rate_queue(conn, SCHEMA, "idle.r", 2.5, burst=1)

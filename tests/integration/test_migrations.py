@@ -25,8 +25,8 @@ from psycopg.conninfo import make_conninfo
 from support.ctl import QUEUE_CTL, clean_env, queue_ctl
 from support.timing import FakeTiming
 
-from queue_engine.errors import MigrationError, SchemaMissing
-from queue_engine.migrate import (
+from queue_engine.foundation.errors import MigrationError, SchemaMissing
+from queue_engine.foundation.migrate import (
     ENGINE_LEDGER_TABLE,
     ENGINE_SCHEMA_VERSION,
     Migrator,

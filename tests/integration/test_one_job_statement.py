@@ -18,8 +18,8 @@ import pytest
 from psycopg import sql
 
 from queue_engine import Client
-from queue_engine import sql as queries
-from queue_engine.sql import compiler
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.sql import compiler
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 

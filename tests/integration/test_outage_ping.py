@@ -8,7 +8,7 @@ import time
 from psycopg.conninfo import make_conninfo
 from support.ports import free_port as closed_port
 
-from queue_engine.outage import OutageProbe, server_accepts
+from queue_engine.daemon.outage import OutageProbe, server_accepts
 
 
 def test_the_ping_tells_a_server_that_accepts_from_one_that_is_down(dsn: str) -> None:

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from queue_engine.db import CursorKeepingConnection, connect
-from queue_engine.sql.compiler import RawStatement
+from queue_engine.foundation.db import CursorKeepingConnection, connect
+from queue_engine.foundation.sql.compiler import RawStatement
 from queue_engine.worker import prepared, store
 
 TYPES = """

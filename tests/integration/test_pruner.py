@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 from support.history import finished_jobs
 
-from queue_engine import metrics
 from queue_engine.cli.ctl import main
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.pruner import Pruner, Retention, prune_dry_run, prune_once
 
 SCHEMA = "queue_engine"

@@ -16,10 +16,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_engine import Client, Permanent, Workflow, metrics
+from queue_engine import Client, Permanent, Workflow
 from queue_engine.cli.ctl import main
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.pruner import Pruner, Retention, prune_dry_run, prune_once
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
 
 SCHEMA = "queue_engine"

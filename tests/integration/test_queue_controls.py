@@ -17,9 +17,10 @@ import pytest
 from support.ctl import queue_ctl
 from support.workers import running_worker, statuses, wait_until
 
-from queue_engine import Client, stats
-from queue_engine.controls import pause_queue, resume_queue
-from queue_engine.errors import ValidationError
+from queue_engine import Client
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator import stats
+from queue_engine.operator.controls import pause_queue, resume_queue
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 

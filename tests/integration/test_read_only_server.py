@@ -25,11 +25,11 @@ from support.timing import FakeTiming
 from support.workers import wait_until, worker_session
 
 from queue_engine import AsyncClient, Client
-from queue_engine.db import connect
-from queue_engine.errors import DatabaseUnavailable
+from queue_engine.daemon.service import Timing
+from queue_engine.foundation.db import connect
+from queue_engine.foundation.errors import DatabaseUnavailable
 from queue_engine.orchestrator.leader import ElectionResult, LeaderElector
 from queue_engine.orchestrator.reaper import Reaper
-from queue_engine.service import Timing
 from queue_engine.worker.connection import WorkerConnection
 
 Conn = psycopg.Connection[Any]

@@ -21,12 +21,13 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg.conninfo import make_conninfo
 
-from queue_engine import Client, stats
-from queue_engine.migrate import Migrator
+from queue_engine import Client
+from queue_engine.foundation.migrate import Migrator
+from queue_engine.operator import stats
+from queue_engine.operator.roles import roles_sql
 from queue_engine.orchestrator.archiver import Cursor, archive_once
-from queue_engine.roles import roles_sql
-from queue_engine.task_publications import publish, read
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.task_publications import publish, read
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.worker import store
 from queue_engine.worker.outcomes import Outcome
 from queue_engine.worker.store import ClaimGate
@@ -203,7 +204,7 @@ def test_worker_takes_rate_tokens_and_reads_parks_but_sets_no_control(
 
 
 def test_monitor_reads_parks_and_controls(role_dsns, conn: psycopg.Connection[Any]) -> None:
-    from queue_engine.controls import controls
+    from queue_engine.operator.controls import controls
 
     conn.execute("INSERT INTO queue_engine.worker_parks (host) VALUES ('h-mon')")
     conn.execute("INSERT INTO queue_engine.queues (name, scale_limit) VALUES ('rm', 2)")

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from support.scheduler import make_ticker
 
+from queue_engine.producer.schedules import ScheduleSpec
 from queue_engine.scheduler import store
-from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.scheduler.ticker import Ticker
 
 __all__ = ["make_ticker"]  # a fixture: imported so that pytest finds it here

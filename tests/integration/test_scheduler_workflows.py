@@ -23,14 +23,9 @@ import pytest
 from support.scheduler import make_ticker
 
 from queue_engine import Client, Workflow
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.schedules import WORKFLOW_TASK, ScheduleSpec, periodic, schedule_registry
 from queue_engine.scheduler import store
-from queue_engine.scheduler.schedules import (
-    WORKFLOW_TASK,
-    ScheduleSpec,
-    periodic,
-    schedule_registry,
-)
 from queue_engine.scheduler.ticker import Ticker
 
 __all__ = ["make_ticker"]  # a fixture: imported so that pytest finds it here

@@ -26,7 +26,7 @@ import pytest
 from psycopg import errors as pg_errors
 
 from queue_engine import Client, JobNotFound
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, Migrator
 
 CLAIM_QUERY = (
     "SELECT id FROM queue_engine.jobs WHERE queue='q' AND status='queued' "

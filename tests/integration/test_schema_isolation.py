@@ -16,7 +16,7 @@ from psycopg import sql
 from support.workers import running_worker, wait_until
 
 from queue_engine import Client
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 from queue_engine.worker import store
 
 A, B = "queue_engine", "other_engine"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from queue_engine import Client
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, Migrator
 from queue_engine.testing import enqueued_jobs
 
 

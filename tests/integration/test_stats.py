@@ -1,4 +1,4 @@
-"""Contract of the views (``queue_engine.stats``: stats, workers, show).
+"""Contract of the views (``queue_engine.operator.stats``: stats, workers, show).
 
 A known workload is written with direct SQL, every timestamp relative to one
 pinned instant ``T`` that is also passed as the views' ``now``, so every figure
@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_engine import stats
+from queue_engine.operator import stats
 
 SCHEMA = "queue_engine"
 

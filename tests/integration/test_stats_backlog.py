@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import sql as queries
-from queue_engine import stats
+from queue_engine.foundation import sql as queries
+from queue_engine.operator import stats
 
 SCHEMA = "queue_engine"
 BACKLOG = 10_000

@@ -20,8 +20,8 @@ from typing import Any
 
 import psycopg
 
-from queue_engine import sql as queries
-from queue_engine import stats
+from queue_engine.foundation import sql as queries
+from queue_engine.operator import stats
 
 SCHEMA = "queue_engine"
 T = datetime.fromisoformat("2026-06-01T12:00:00+00:00")

@@ -27,12 +27,12 @@ from fastapi.testclient import TestClient
 from support.web import PRODUCER, web_client
 
 from queue_engine import AsyncClient, Client, Workflow, task
-from queue_engine.kept_defaults import KEEP_S, KeptDefaults
-from queue_engine.migrate import Migrator
-from queue_engine.retry import FixedBackoff
-from queue_engine.task_publications import publish, read
-from queue_engine.tasks import TaskDefinition
-from queue_engine.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
+from queue_engine.foundation.migrate import Migrator
+from queue_engine.producer.kept_defaults import KEEP_S, KeptDefaults
+from queue_engine.producer.retry import FixedBackoff
+from queue_engine.producer.task_publications import publish, read
+from queue_engine.producer.tasks import TaskDefinition
+from queue_engine.producer.validation import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
 from queue_engine.worker import store
 
 S = "queue_engine"
@@ -494,7 +494,7 @@ def test_a_worker_publishes_its_registry_when_it_starts(dsn: str, conn: Conn) ->
     def handler(args: dict[str, Any]) -> None:
         return None
 
-    from queue_engine.tasks import registry
+    from queue_engine.producer.tasks import registry
 
     with running_worker(dsn, tasks=registry) as worker:
         wait_until(lambda: read(conn, S, dead_after_s=60, task="td.started"), what="publication")

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from queue_engine import AsyncClient, Client
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import (
     assert_enqueued,
     assert_enqueued_async,

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from queue_engine import Client
-from queue_engine.retry import FixedBackoff, Snooze
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.retry import FixedBackoff, Snooze
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import (
     DrainError,
     assert_enqueued,
@@ -230,7 +230,7 @@ def test_plugin_fixtures_give_each_test_a_clean_migrated_database(
         import os
         from queue_engine import Client
         from queue_engine.testing import assert_enqueued, drain, refute_enqueued
-        from queue_engine.tasks import TaskDefinition, TaskRegistry
+        from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 
         def test_first(qe_client, qe_dsn, qe_database):
             assert qe_dsn == os.environ["QUEUE_ENGINE_TEST_DSN"]

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from queue_engine import Client
-from queue_engine.retry import FixedBackoff
-from queue_engine.scheduler.schedules import ScheduleSpec
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.retry import FixedBackoff
+from queue_engine.producer.schedules import ScheduleSpec
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import (
     TestClock,
     assert_enqueued,

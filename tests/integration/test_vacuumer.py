@@ -10,9 +10,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from queue_engine import Client, metrics
+from queue_engine import Client
+from queue_engine.foundation import table_statistics
+from queue_engine.foundation.table_statistics import TableStatistics
+from queue_engine.orchestrator import metrics
 from queue_engine.orchestrator.vacuumer import Vacuumer
-from queue_engine.statistics import TableStatistics, table_statistics
 
 SCHEMA = "queue_engine"
 QUEUE = "vac"
@@ -28,7 +30,7 @@ LIMIT 1 FOR UPDATE SKIP LOCKED
 
 
 def _statistics(conn: psycopg.Connection[tuple[object, ...]]) -> TableStatistics:
-    (jobs,) = table_statistics(conn, SCHEMA, ["jobs"])
+    (jobs,) = table_statistics.read(conn, SCHEMA, ["jobs"])
     return jobs
 
 
@@ -177,8 +179,8 @@ def test_from_env_reads_the_settings(monkeypatch: pytest.MonkeyPatch, dsn: str) 
 
 
 def test_the_orchestrator_runs_the_vacuumer_on_the_leader(dsn: str) -> None:
-    from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorConfig
+    from queue_engine.orchestrator.orchestrator import Orchestrator, OrchestratorSettings
 
-    orch = Orchestrator(OrchestratorConfig(dsn=dsn, schema=SCHEMA))
+    orch = Orchestrator(OrchestratorSettings(dsn=dsn, schema=SCHEMA))
     vacuumers = [s for s in orch.leader_services if isinstance(s, Vacuumer)]
     assert len(vacuumers) == 1 and vacuumers[0].schema == SCHEMA

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from support.web import OPERATOR, PRODUCER, READ, is_problem, web_client
 
 from queue_engine import Client
-from queue_engine.workflows import Workflow
+from queue_engine.producer.workflows import Workflow
 
 BIG = 2**63  # one past the largest bigint
 
@@ -73,7 +73,7 @@ def test_a_workflow_id_past_a_bigint_is_a_422_not_a_503_to_retry_forever(
 
 def test_the_engine_refuses_an_id_past_a_bigint_before_the_database(client: Client) -> None:
     """The Python client too: a clear error, not a function lookup that reads as "schema missing"."""
-    from queue_engine.errors import ValidationError
+    from queue_engine.foundation.errors import ValidationError
 
     with pytest.raises(ValidationError, match="at most 9223372036854775807"):
         client.cancel_workflow(BIG)
@@ -164,7 +164,7 @@ def test_a_lone_surrogate_is_a_400_not_an_encoding_error(api: TestClient, dsn: s
 
 
 def test_the_engine_refuses_a_lone_surrogate_in_args(client: Client) -> None:
-    from queue_engine.errors import ValidationError
+    from queue_engine.foundation.errors import ValidationError
 
     with pytest.raises(ValidationError, match=r"surrogate in args\['x'\]"):
         client.enqueue("t", args={"x": "\ud800"})
@@ -218,7 +218,7 @@ def test_a_workflow_name_with_a_trailing_newline_is_a_422(api: TestClient) -> No
         headers=PRODUCER,
     )
     assert field_of(is_problem(r, 422)) == "name"
-    from queue_engine.errors import ValidationError
+    from queue_engine.foundation.errors import ValidationError
 
     with pytest.raises(ValidationError, match="workflow name"):
         Workflow("w\n")

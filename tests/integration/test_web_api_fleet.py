@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from support.web import OPERATOR, READ, is_problem, web_client
 
 from queue_engine import Client
+from queue_engine.producer.schedules import ScheduleSpec
 from queue_engine.scheduler import store
-from queue_engine.scheduler.schedules import ScheduleSpec
 
 
 @pytest.fixture

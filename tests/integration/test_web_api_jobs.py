@@ -13,7 +13,7 @@ from support.jobs import count_jobs as job_count
 from support.web import OPERATOR, PRODUCER, READ, is_problem, web_client
 
 from queue_engine import Client
-from queue_engine.validation import JobSpec
+from queue_engine.producer.validation import JobSpec
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from psycopg.conninfo import make_conninfo
 from support.web import OPERATOR, PRODUCER, READ, is_problem, web_client
 
-from queue_engine._version import __version__
+from queue_engine.foundation.version import __version__
 from queue_engine.testing.databases import TestServer
 
 

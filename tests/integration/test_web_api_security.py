@@ -25,7 +25,7 @@ from support.web import (
     web_client,
 )
 
-from queue_engine.roles import roles_sql
+from queue_engine.operator.roles import roles_sql
 from queue_engine.web.api.deps import client as borrowed_client
 from queue_engine.web.auth import SESSION_COOKIE, Principal, require_read, session_cookie
 from queue_engine.web.settings import Scope, WebSettings

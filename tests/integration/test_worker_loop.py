@@ -19,7 +19,7 @@ import qe_worker_tasks
 from support.workers import all_in, running_worker, statuses, wait_until
 
 from queue_engine import Client
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 from queue_engine.testing import drain
 
 Q = "wt"
@@ -341,7 +341,7 @@ def test_idle_workers_of_a_queue_share_the_safety_poll_rate(
 def test_a_handler_calling_sys_exit_fails_its_attempt_and_the_worker_goes_on(
     dsn: str, client: Client, conn
 ) -> None:
-    from queue_engine.tasks import TaskDefinition, TaskRegistry
+    from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 
     def bail(args: dict[str, object]) -> None:
         sys.exit(3)

@@ -14,8 +14,8 @@ import qe_worker_tasks
 from support.workers import statuses, wait_until
 
 from queue_engine import Client
-from queue_engine.exit_codes import ExitCode
-from queue_engine.service import Timing
+from queue_engine.daemon.service import Timing
+from queue_engine.foundation.exit_codes import ExitCode
 from queue_engine.worker import Worker, WorkerSettings
 
 Q = "wt"

@@ -19,7 +19,7 @@ import pytest
 from support.workers import running_worker, statuses, wait_until
 
 from queue_engine import Client
-from queue_engine.db import CursorKeepingConnection
+from queue_engine.foundation.db import CursorKeepingConnection
 from queue_engine.worker import connection as worker_connection
 
 Q = "wt"

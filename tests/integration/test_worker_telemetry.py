@@ -18,7 +18,7 @@ import psycopg
 from support.ctl import ok, queue_ctl
 from support.workers import running_worker, wait_until
 
-from queue_engine import stats
+from queue_engine.operator import stats
 
 
 def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> None:

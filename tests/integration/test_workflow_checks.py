@@ -21,11 +21,11 @@ import psycopg
 import pytest
 from support.nodes import statuses
 
-from queue_engine import Client, Workflow, finished, metrics
-from queue_engine.orchestrator import Orchestrator, OrchestratorConfig
+from queue_engine import Client, Workflow, finished
+from queue_engine.orchestrator import Orchestrator, OrchestratorSettings, metrics
 from queue_engine.orchestrator.input_timeouts import InputTimeouts
 from queue_engine.orchestrator.stuck_nodes import StuckNodeCheck
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
 
 SCHEMA = "queue_engine"
@@ -204,12 +204,12 @@ def test_the_leader_runs_both_checks_and_workflow_check_s_0_turns_the_stuck_chec
 ) -> None:
     monkeypatch.delenv("QUEUE_ENGINE_WORKFLOW_CHECK_S", raising=False)
     monkeypatch.setenv("QUEUE_ENGINE_SWEEP_S", "2")
-    orch = Orchestrator(OrchestratorConfig.from_env(dsn, SCHEMA))
+    orch = Orchestrator(OrchestratorSettings.from_env(dsn, SCHEMA))
     assert orch.input_timeouts in orch.leader_services
     assert orch.input_timeouts.interval_s == 2.0  # the reaper's cadence
     assert orch.stuck_nodes is not None and orch.stuck_nodes in orch.leader_services
     assert orch.stuck_nodes.interval_s == 60.0
     monkeypatch.setenv("QUEUE_ENGINE_WORKFLOW_CHECK_S", "0")
-    off = Orchestrator(OrchestratorConfig.from_env(dsn, SCHEMA))
+    off = Orchestrator(OrchestratorSettings.from_env(dsn, SCHEMA))
     assert off.stuck_nodes is None
     assert not any(isinstance(s, StuckNodeCheck) for s in off.leader_services)

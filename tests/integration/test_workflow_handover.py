@@ -17,9 +17,9 @@ import psycopg
 from support.workers import running_worker, wait_until
 
 from queue_engine import After, Client, Workflow
-from queue_engine.controls import pause_queue
-from queue_engine.sql import compiler
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.foundation.sql import compiler
+from queue_engine.operator.controls import pause_queue
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 

@@ -22,7 +22,7 @@ from psycopg import sql
 from support.nodes import Q, claim, end, node_status, registry, succeed, tallies
 
 from queue_engine import Client, Workflow
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, Migrator
 from queue_engine.testing import drain
 
 Conn = psycopg.Connection[Any]

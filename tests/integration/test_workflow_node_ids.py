@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from queue_engine import Client, Workflow
-from queue_engine.errors import InvalidTransition
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.errors import InvalidTransition
+from queue_engine.foundation.migrate import Migrator
 
 Conn = psycopg.Connection[Any]
 Q = "wf"

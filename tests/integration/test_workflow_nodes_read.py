@@ -16,7 +16,7 @@ from typing import Any
 from support.plans import plan_nodes, reads_all_of
 
 from queue_engine import Client, Workflow
-from queue_engine import sql as queries
+from queue_engine.foundation import sql as queries
 
 Q = "wfread"
 

@@ -17,7 +17,7 @@ import psycopg
 from support.nodes import Q, claim, end, node_status, registry, succeed, tallies
 
 from queue_engine import Client, Workflow, finished
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, Migrator
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, Migrator
 from queue_engine.testing import drain
 
 Conn = psycopg.Connection[Any]

@@ -17,9 +17,9 @@ import pytest
 from support.nodes import statuses
 
 from queue_engine import After, Client, Permanent, Skip, Workflow, finished, result_of
-from queue_engine.context import JobContext
-from queue_engine.errors import InvalidTransition, ValidationError, WorkflowNotFound
-from queue_engine.tasks import TaskDefinition, TaskRegistry
+from queue_engine.foundation.errors import InvalidTransition, ValidationError, WorkflowNotFound
+from queue_engine.producer.context import JobContext
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
 
 Conn = psycopg.Connection[Any]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from queue_engine._version import __version__
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION
+from queue_engine.foundation.version import __version__
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: One test process builds the wheel once for all the tests here (pytest-xdist).
@@ -57,10 +57,12 @@ def test_wheel_ships_migrations_and_sql(wheel: Path) -> None:
     assert "queue_engine/migrations/0001_initial.down.sql" in names
     for path in sorted((REPO_ROOT / "migrations").glob("*.sql")):
         assert f"queue_engine/migrations/{path.name}" in names, path.name
-    source_sql = sorted((REPO_ROOT / "queue_engine" / "sql").glob("*.sql"))
-    assert source_sql, "no SQL files in the source tree"
-    for path in source_sql:
-        assert f"queue_engine/sql/{path.name}" in names, path.name
+    # The named statements: the engine's catalogue and the demo's.
+    for catalogue in ("foundation/sql", "demo/sql"):
+        source_sql = sorted((REPO_ROOT / "queue_engine" / catalogue).glob("*.sql"))
+        assert source_sql, f"no SQL files in queue_engine/{catalogue}"
+        for path in source_sql:
+            assert f"queue_engine/{catalogue}/{path.name}" in names, path.name
     assert "queue_engine/__init__.py" in names
     assert "queue_engine/cli/ctl.py" in names
     # The dashboard's templates and vendored static files (htmx with its licence).
@@ -80,7 +82,7 @@ def test_wheel_metadata_and_console_scripts(wheel: Path) -> None:
         metadata = Parser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
     assert "queue-ctl = queue_engine.cli.ctl:main" in entry_points
     assert metadata["Name"] == "queue-engine"
-    assert metadata["Version"] == __version__  # hatchling read queue_engine/_version.py
+    assert metadata["Version"] == __version__  # hatchling read queue_engine/foundation/version.py
     requires = " ".join(metadata.get_all("Requires-Dist") or [])
     for dependency in ("psycopg", "psycopg-pool", "click", "psutil"):
         assert dependency in requires
@@ -93,8 +95,8 @@ def test_unpacked_wheel_imports_and_loads_its_own_chain(unpacked: Path, empty_ds
         from pathlib import Path
         root = Path(sys.argv[1]).resolve()
         import queue_engine
-        from queue_engine import sql as queries
-        from queue_engine.migrate import (
+        from queue_engine.foundation import sql as queries
+        from queue_engine.foundation.migrate import (
             ENGINE_SCHEMA_VERSION, Migrator, engine_migrations_dir, load_chain,
         )
         assert Path(queue_engine.__file__).resolve().is_relative_to(root), queue_engine.__file__

@@ -25,7 +25,7 @@ from support.up import read as _read
 from support.up import wait as _wait
 from support.up import workers as _workers
 
-from queue_engine.client import Client
+from queue_engine.producer.client import Client
 
 APPS = Path(__file__).resolve().parent.parent / "worker_apps"
 

@@ -44,7 +44,7 @@ from support.replication import ReplicatedPair, missing_tools
 from support.workers import kill_all, stop_process, wait_until
 
 from queue_engine import Client
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 
 BIN = Path(sys.executable).parent
 BACKLOG = 1200

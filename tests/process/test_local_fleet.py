@@ -31,9 +31,9 @@ import pytest
 from support.ctl import RUNTIME_DIR_VARIABLE, ok, queue_ctl
 from support.up import cleanup, read, start_up, wait
 
-from queue_engine import localfleet
+from queue_engine.foundation import localfleet
 
-FLEET = ("--app", "queue_engine.demo_app", "--queue", "demo=1")
+FLEET = ("--app", "queue_engine.demo.app", "--queue", "demo=1")
 
 
 def _record() -> dict[str, object] | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 from support.orchestrators import BIN, count_in, role_of, spawn, stop, wait_for
 
-from queue_engine.migrate import Migrator
+from queue_engine.foundation.migrate import Migrator
 
 
 def test_two_orchestrators_starting_at_once_on_an_empty_database(

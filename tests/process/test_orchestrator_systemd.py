@@ -130,7 +130,7 @@ def test_a_standby_reports_its_role(
 def test_the_heartbeat_pings_before_its_database_write_and_caps_its_backoff() -> None:
     """A database outage must not starve the watchdog: ping first, retry within the interval."""
     from queue_engine.daemon.heartbeat import Heartbeat, WorkersRow
-    from queue_engine.retry import RECONNECT_JITTER
+    from queue_engine.daemon.outage import RECONNECT_JITTER
 
     pings: list[int] = []
     row = WorkersRow(

@@ -22,8 +22,8 @@ import pytest
 from support.pgbouncer import transaction_pooler
 
 from queue_engine import AsyncClient, Client, Workflow
-from queue_engine.exit_codes import ExitCode
-from queue_engine.pooler import shared_session_evidence
+from queue_engine.daemon.pooler import shared_session_evidence
+from queue_engine.foundation.exit_codes import ExitCode
 
 BIN = Path(sys.executable).parent
 
@@ -75,7 +75,7 @@ def test_the_session_check_sees_the_pooler_and_not_a_direct_connection(
     ("command", "role"),
     [
         (
-            ["queue-claim-worker", "--queue", "q", "--app", "queue_engine.bench_app"],
+            ["queue-claim-worker", "--queue", "q", "--app", "queue_engine.demo.bench_app"],
             "queue-claim-worker",
         ),
         (["queue-orchestrator"], "queue-orchestrator"),

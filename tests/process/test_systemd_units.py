@@ -196,7 +196,7 @@ def _restarts(unit: str, code: int) -> tuple[bool, bool]:
 
 
 def test_the_worker_unit_restarts_on_every_exit_code_but_a_stop_and_a_usage_error() -> None:
-    from queue_engine.exit_codes import ExitCode
+    from queue_engine.foundation.exit_codes import ExitCode
 
     unit = "queue-claim-worker@.service"
     assert _restarts(unit, ExitCode.OK) == (False, True)  # SIGTERM, queue-ctl stop

@@ -23,7 +23,7 @@ from support.workers import (
 )
 
 from queue_engine import Client
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation.exit_codes import ExitCode
 
 Q = "wt"
 Conn = psycopg.Connection[tuple[object, ...]]

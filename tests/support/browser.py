@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from queue_engine import settings
+from queue_engine.foundation import settings
 from support.ports import free_port
 from support.workers import kill_all, spawn_worker, stop_process, wait_until
 

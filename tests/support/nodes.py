@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 
 from queue_engine import Client
-from queue_engine.context import JobContext
-from queue_engine.tasks import TaskDefinition, TaskRegistry
-from queue_engine.workflows.model import NodeInfo
+from queue_engine.producer.context import JobContext
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
+from queue_engine.producer.workflows.model import NodeInfo
 
 Conn = psycopg.Connection[Any]
 Q = "wf"

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from queue_engine.embedded import SYSTEM_USER
+from queue_engine.foundation.embedded import SYSTEM_USER
 from support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]

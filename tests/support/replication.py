@@ -25,8 +25,8 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from queue_engine.embedded import SOCKET_PORT, EmbeddedPostgres, _binaries
-from queue_engine.errors import ConfigError
+from queue_engine.foundation.embedded import SOCKET_PORT, EmbeddedPostgres, _binaries
+from queue_engine.foundation.errors import ConfigError
 
 #: Durability as in production on the server's side (``synchronous_commit`` is
 #: left at ``on``: producers' enqueues are flushed before the commit returns,

@@ -31,10 +31,10 @@ import psycopg
 import pytest
 
 from queue_engine import Client
+from queue_engine.producer.schedules import ScheduleSpec
+from queue_engine.producer.workflows import Workflow, finished
 from queue_engine.scheduler import store as schedule_store
-from queue_engine.scheduler.schedules import ScheduleSpec
 from queue_engine.testing.scheduling import tick
-from queue_engine.workflows import Workflow, finished
 from support.workers import wait_until
 
 S = "queue_engine"

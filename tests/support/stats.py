@@ -1,4 +1,4 @@
-"""Rows of :mod:`queue_engine.stats` built in memory, for tests of what shows them.
+"""Rows of :mod:`queue_engine.operator.stats` built in memory, for tests of what shows them.
 
 The renderers (``queue-ctl stats``/``workers``/``top``, the dashboard's live
 view) are pure functions of these rows; a test names the figures it cares
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from queue_engine import stats
+from queue_engine.operator import stats
 
 #: QueueStats fields that are None when nothing was measured or no limit is set.
 _OPTIONAL = frozenset(

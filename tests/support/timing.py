@@ -3,7 +3,7 @@
 Ten test modules had a fake clock of their own (a ``FakeTime``, a
 ``VirtualClock``, a ``FakeClock``, a ``Clock``), each with the same three
 lines and its own small differences. This is the one: :class:`FakeTiming`
-plays every part of :class:`queue_engine.service.Timing` (``clock``, ``wait``,
+plays every part of :class:`queue_engine.daemon.service.Timing` (``clock``, ``wait``,
 ``rand``) and the plain ``sleep`` and ``clock`` the non-service code takes,
 and :attr:`FakeTiming.timing` is the object a service or a daemon is given.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from queue_engine.service import Timing
+from queue_engine.daemon.service import Timing
 
 
 class FakeTiming:
@@ -68,5 +68,5 @@ class FakeTiming:
 
     @property
     def timing(self) -> Timing:
-        """The :class:`~queue_engine.service.Timing` to give a service, a worker or a runtime."""
+        """The :class:`~queue_engine.daemon.service.Timing` to give a service, a worker or a runtime."""
         return Timing(clock=self.clock, wait=self.wait, rand=self.rand)

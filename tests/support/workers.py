@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from queue_engine.tasks import TaskRegistry
+from queue_engine.producer.tasks import TaskRegistry
 from queue_engine.worker import Worker, WorkerSettings
 from queue_engine.worker.connection import WorkerConnection
 from queue_engine.worker.jobs import HeldJobs

@@ -35,15 +35,14 @@ HEAVY = (
     "queue_engine.orchestrator",
     "queue_engine.scheduler",
     "queue_engine.daemon",
-    "queue_engine.embedded",
-    "queue_engine.async_client",
-    "queue_engine.migrate",
-    "queue_engine.controls",
+    "queue_engine.foundation.embedded",
+    "queue_engine.producer.async_client",
+    "queue_engine.foundation.migrate",
+    "queue_engine.operator.controls",
     "queue_engine.cli.up",
-    "queue_engine.cli.demo",
+    "queue_engine.demo",
     "queue_engine.cli.supervisor",
     "queue_engine.cli.fleet",
-    "queue_engine.cli.bench",
     "queue_engine.cli.workflow_render",
     "queue_engine.cli.workflows",
     "queue_engine.cli.views",
@@ -105,7 +104,7 @@ def test_job_commands_load_no_heavy_module(argv: tuple[str, ...]) -> None:
     """``status``, ``enqueue`` and ``list`` load the client and the driver, and nothing heavy."""
     code, modules = _loaded("queue_engine.cli.ctl", *argv)
     assert code == 69  # it went as far as connecting
-    assert {"psycopg", "queue_engine.client"} <= set(modules)
+    assert {"psycopg", "queue_engine.producer.client"} <= set(modules)
     heavy = _matching(modules, HEAVY)
     assert not heavy, f"queue-ctl {argv[2]} loads {heavy}"
 

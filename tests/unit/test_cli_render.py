@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from queue_engine import stats
 from queue_engine.cli import render
-from queue_engine.jobs import Job, JobStatus
+from queue_engine.operator import stats
 from queue_engine.orchestrator.pruner import PruneResult
+from queue_engine.producer.jobs import Job, JobStatus
 
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from queue_engine.errors import ValidationError
-from queue_engine.scheduler.cron import parse
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.cron import parse
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

@@ -35,10 +35,10 @@ from queue_engine.daemon import (
     wait_for_database,
 )
 from queue_engine.daemon.heartbeat import TICK_S, Heartbeat, HeartbeatResult
-from queue_engine.errors import DatabaseUnavailable
-from queue_engine.service import REAL_TIMING, Timing
-from queue_engine.systemd import SystemdNotifier
-from queue_engine.tasks import TaskRegistry
+from queue_engine.daemon.service import REAL_TIMING, Timing
+from queue_engine.daemon.systemd import SystemdNotifier
+from queue_engine.foundation.errors import DatabaseUnavailable
+from queue_engine.producer.tasks import TaskRegistry
 from queue_engine.worker import Worker, WorkerSettings
 from queue_engine.worker.liveness import Liveness
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, engine_migrations_dir, load_chain
-from queue_engine.tasks import registry
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, engine_migrations_dir, load_chain
+from queue_engine.producer.tasks import registry
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -113,7 +113,7 @@ def test_compose_parser_reads_the_services() -> None:
     services = compose_services(COMPOSE.read_text())
     assert {"postgres", "migrate", "orchestrator", "worker-demo", "worker-bench"} <= set(services)
     assert services["worker-demo"].command == ["--queue=demo"]
-    assert services["worker-demo"].environment["QUEUE_ENGINE_APP"] == "queue_engine.demo_app"
+    assert services["worker-demo"].environment["QUEUE_ENGINE_APP"] == "queue_engine.demo.app"
     assert "QUEUE_ENGINE_APP" not in services["migrate"].environment
     assert set(worker_queues(services)) == {"demo", "bench"}
 
@@ -173,7 +173,7 @@ def dockerignore_patterns() -> list[str]:
         "queue_engine/__pycache__/client.cpython-311.pyc",
         "queue_engine/worker/__pycache__/loop.cpython-311.pyc",
         "dist/queue_engine-0.1.0-py3-none-any.whl",
-        "build/lib/queue_engine/client.py",
+        "build/lib/queue_engine/producer/client.py",
         "tests/conftest.py",
     ],
 )
@@ -186,8 +186,8 @@ def test_dockerignore_keeps_out(path: str) -> None:
     [
         "pyproject.toml",
         "README.md",
-        "queue_engine/client.py",
-        "queue_engine/sql/finish_and_claim_jobs.sql",
+        "queue_engine/producer/client.py",
+        "queue_engine/foundation/sql/finish_and_claim_jobs.sql",
         "migrations/0001_initial.sql",
     ],
 )

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from queue_engine import embedded
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import embedded
+from queue_engine.foundation.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

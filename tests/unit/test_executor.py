@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from queue_engine.daemon.heartbeat import Heartbeat
-from queue_engine.errors import ConfigError
-from queue_engine.logs import JsonFormatter, mask_secrets
-from queue_engine.service import Timing, log_event
-from queue_engine.tasks import TaskDefinition, _accepts_context
+from queue_engine.daemon.service import Timing
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.foundation.logs import JsonFormatter, log_event, mask_secrets
+from queue_engine.producer.tasks import TaskDefinition, _accepts_context
 from queue_engine.worker.executor import Executor, JobCanceled
 from queue_engine.worker.settings import WorkerSettings
 
@@ -325,7 +325,7 @@ def test_heartbeat_stop_is_safe_before_start_and_twice() -> None:
 def _context(canceled: list[bool], beats: list[int]) -> Any:
     from datetime import UTC, datetime
 
-    from queue_engine.context import ClaimedJob, JobContext
+    from queue_engine.producer.context import ClaimedJob, JobContext
 
     job = ClaimedJob(1, "q", "t", {}, 1, 3, 100, None, None, None, datetime.now(UTC))
     return JobContext(

@@ -1,4 +1,4 @@
-"""The exit-code contract lives in one place: ``queue_engine.exit_codes.ExitCode``.
+"""The exit-code contract lives in one place: ``queue_engine.foundation.exit_codes.ExitCode``.
 
 - ``docs/reference/exit-codes.md`` lists exactly the enum's codes, each with
   its member name, and its exception table gives each exception's real code;
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import queue_engine
-from queue_engine import errors
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation import errors
+from queue_engine.foundation.exit_codes import ExitCode
 
 PACKAGE_DIR = Path(queue_engine.__file__).resolve().parent
 DOC = PACKAGE_DIR.parent / "docs" / "reference" / "exit-codes.md"
@@ -93,7 +93,7 @@ def test_no_module_exits_with_a_literal_code(path: Path) -> None:
     found = _literal_exits(
         path.read_text(), str(path.relative_to(PACKAGE_DIR)), in_cli=path.parent.name == "cli"
     )
-    assert found == [], "use queue_engine.exit_codes.ExitCode"
+    assert found == [], "use queue_engine.foundation.exit_codes.ExitCode"
 
 
 def test_the_scan_finds_literal_exits() -> None:

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queue_engine.context import ClaimedJob
-from queue_engine.errors import ValidationError
-from queue_engine.followups import MAX_FOLLOWUP_BYTES, MAX_FOLLOWUPS, FollowUpBuffer
-from queue_engine.sql.compiler import raw_statement
-from queue_engine.validation import MAX_DELAY_S, build_spec
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.foundation.sql.compiler import raw_statement
+from queue_engine.producer.context import ClaimedJob
+from queue_engine.producer.followups import MAX_FOLLOWUP_BYTES, MAX_FOLLOWUPS, FollowUpBuffer
+from queue_engine.producer.validation import MAX_DELAY_S, build_spec
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker.store import followups_json, outcomes_json
 

@@ -1,6 +1,6 @@
 """The synchronous modules generated from their asyncio twins (``scripts/async_to_sync.py``).
 
-``queue_engine/client.py`` and ``queue_engine/testing/assertions.py`` are
+``queue_engine/producer/client.py`` and ``queue_engine/testing/assertions.py`` are
 written by the script from ``async_client.py`` and
 ``testing/async_assertions.py``. The first test generates each again and
 fails when the committed file differs: an edit of one face that was not
@@ -47,7 +47,7 @@ def test_each_generated_module_is_what_the_script_writes(twin: Any) -> None:
 def test_await_and_async_go_and_names_are_swapped_in_code_and_prose() -> None:
     source = (
         '"""Through ``AsyncClient``; this is async_client.py."""\n'
-        "from queue_engine.async_client import AsyncClient\n"
+        "from queue_engine.producer.async_client import AsyncClient\n"
         "\n"
         "\n"
         "async def f(c: AsyncClient) -> None:\n"
@@ -56,7 +56,7 @@ def test_await_and_async_go_and_names_are_swapped_in_code_and_prose() -> None:
     )
     assert a2s.transform(source, SNIPPET) == a2s.header(SNIPPET) + (
         '"""Through ``Client``; this is async_client.py."""\n'
-        "from queue_engine.client import Client\n"
+        "from queue_engine.producer.client import Client\n"
         "\n"
         "\n"
         "def f(c: Client) -> None:\n"

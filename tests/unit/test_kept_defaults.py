@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from support.timing import FakeTiming
 
-from queue_engine import operations as ops
-from queue_engine.kept_defaults import KEEP_MAX, KeptDefaults
-from queue_engine.tasks import registry, task
+from queue_engine.producer import operations as ops
+from queue_engine.producer.kept_defaults import KEEP_MAX, KeptDefaults
+from queue_engine.producer.tasks import registry, task
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
 #: What enqueue_plain_defaults answers: id, two times, then the five filled options.

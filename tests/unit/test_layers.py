@@ -1,6 +1,6 @@
-"""The package reads top-down: cli -> daemons -> core, with no import cycles.
+"""The package reads in wings, from the ground up, with no import cycles.
 
-``docs/internals/architecture.md`` describes the layers; this module holds the
+``docs/internals/architecture.md`` describes the wings; this module holds the
 code to them. Every module under ``queue_engine/`` is parsed with :mod:`ast`
 (nothing is imported, so a module with import-time side effects cannot hide an
 edge) and every ``import``/``from ... import`` becomes an edge of the graph:
@@ -10,7 +10,7 @@ edge) and every ``import``/``from ... import`` becomes an edge of the graph:
   cycle through one is still a circle a reader has to untangle, and it is how
   circles hide ("import it inside the function and the error goes away");
   a ``TYPE_CHECKING`` import never runs, but it is still a dependency of the
-  module's meaning, and none is needed across layers today;
+  module's meaning, and none is needed across wings today;
 - ``from pkg import name`` is an edge to ``pkg.name`` when that is a module,
   else to ``pkg`` (the package's ``__init__``);
 - the implicit import of a parent package (``import a.b`` runs ``a/__init__``)
@@ -18,19 +18,29 @@ edge) and every ``import``/``from ... import`` becomes an edge of the graph:
   itself. What a bare ``import queue_engine`` loads at run time is tested
   separately, in a subprocess, below.
 
-The layers (a module's layer comes from its path):
+A module's wing is its folder under ``queue_engine/`` (:data:`WINGS`), and
+the package root holds the public facade alone. From the ground up:
 
-- ``cli``: ``queue_engine.cli.*``, the console scripts, and ``queue_engine.testing.*``,
-  the testing kit (user-facing tooling that runs a worker in-process); may import anything;
-- ``web``: ``queue_engine.web.*``, the HTTP API and dashboard of ``queue-web``, a top
-  layer like ``cli``: may import anything but ``cli``, and only ``cli`` imports it;
-- ``daemon``: ``worker``, ``orchestrator``, ``scheduler`` and the shared
-  ``daemon`` runtime; may import core and the shared ``daemon`` package, never
-  ``cli``, the public API (it sits above: it re-exports the scheduler's
-  ``@periodic``) nor another daemon's package;
-- ``api``: ``queue_engine/__init__``, the public facade; may import core and
-  the schedule declarations (``@periodic``);
-- ``core``: every other module; may import only core.
+- ``foundation``: connections, settings, errors, logs, SQL, migrations;
+  imports only the foundation;
+- ``producer``: the API an application codes against (clients, tasks, a
+  handler's context, workflows, schedules); imports the foundation;
+- ``operator``: what an operator reads and changes (figures, controls, roles,
+  how a job reads); imports the foundation and the producer API, whose
+  records it reads (a job's status, a workflow's nodes): an operator's tool
+  acts on what producers made, and never the other way round;
+- ``daemon``: ``daemon/`` (what every daemon shares), ``worker/``,
+  ``orchestrator/`` and ``scheduler/``; imports the three wings below, its
+  own package and ``daemon/``, never another daemon's package, the facade or
+  a face;
+- ``api``: ``queue_engine/__init__``, the public facade; imports the
+  foundation and the producer API (a producer's import loads no operator
+  tool and no daemon);
+- ``face``: ``cli/``, ``web/``, ``testing/`` and ``demo/``, the programs and
+  kits people run; import any wing and the facade, and of the other faces
+  only those :data:`FACE_IMPORTS` names (``demo`` builds on ``cli``, and
+  ``cli``'s ``queue-web`` script starts ``web``): nothing imports a face
+  from below.
 """
 
 from __future__ import annotations
@@ -51,32 +61,49 @@ import queue_engine
 PACKAGE_DIR = Path(queue_engine.__file__).resolve().parent
 ROOT = "queue_engine"
 
-#: Daemon packages: ``queue_engine.<name>`` and everything under it.
-DAEMON_PACKAGES = ("worker", "orchestrator", "scheduler", "daemon")
+#: Each wing and its folders (``queue_engine.<folder>`` and everything under it).
+WINGS: dict[str, tuple[str, ...]] = {
+    "foundation": ("foundation",),
+    "producer": ("producer",),
+    "operator": ("operator",),
+    "daemon": ("daemon", "worker", "orchestrator", "scheduler"),
+    "face": ("cli", "web", "testing", "demo"),
+}
+#: What a wing may import besides itself (``api`` is the package root, the facade).
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "foundation": frozenset(),
+    "producer": frozenset({"foundation"}),
+    "operator": frozenset({"foundation", "producer"}),
+    "daemon": frozenset({"foundation", "producer", "operator"}),
+    "api": frozenset({"foundation", "producer"}),
+    "face": frozenset({"foundation", "producer", "operator", "daemon", "api"}),
+}
 #: The package every daemon may share (the common runtime).
 SHARED_DAEMON_PACKAGE = "daemon"
-#: Scheduler modules a producer needs to declare schedules (``@periodic``):
-#: the public API re-exports them, so they must stay free of the ticker machinery.
-SCHEDULE_DECLARATIONS = frozenset(
-    {"queue_engine.scheduler.cron", "queue_engine.scheduler.schedules"}
-)
+#: The other faces a face may import (each may import its own folder).
+FACE_IMPORTS: dict[str, frozenset[str]] = {
+    "demo": frozenset({"cli"}),
+    "cli": frozenset({"web"}),
+    "web": frozenset(),
+    "testing": frozenset(),
+}
 
-#: Edges that break a layer rule today, each in code another change owns.
+#: Edges that break a wing rule today, each in code another change owns.
 #: A listed edge that no longer exists fails the test: delete its line.
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 #: Modules ``import queue_engine`` must not load: a producer that only enqueues
-#: pays for none of the daemons' machinery.
+#: pays for none of the daemons' machinery, the operator's tools or the faces.
 NOT_LOADED_BY_PUBLIC_API = (
-    "queue_engine.scheduler.ticker",
-    "queue_engine.scheduler.scheduler",
+    "queue_engine.operator",
+    "queue_engine.daemon",
     "queue_engine.worker",
     "queue_engine.orchestrator",
+    "queue_engine.scheduler",
     "queue_engine.cli",
-    "queue_engine.service",
-    "queue_engine.daemon",
-    "queue_engine.testing",
     "queue_engine.web",
+    "queue_engine.testing",
+    "queue_engine.demo",
 )
 
 
@@ -185,50 +212,35 @@ def _cycles(edges: tuple[Edge, ...]) -> list[list[str]]:
     return found
 
 
-def layer(module: str) -> str:
-    """``cli``, ``web``, ``daemon``, ``api`` or ``core``, from the module's path."""
+def folder(module: str) -> str:
+    """The module's folder under ``queue_engine/`` (``worker`` for ``queue_engine.worker.loop``)."""
+    return module.split(".")[1]
+
+
+def wing(module: str) -> str | None:
+    """``api`` for the package root, else the wing of the module's folder (None: in no wing)."""
     if module == ROOT:
         return "api"
-    top = module.split(".")[1]
-    if top == "web":
-        return "web"
-    # The testing kit is user-facing tooling, like the command line: it runs a
-    # real worker in the test's process (drain), and nothing imports it.
-    if top in ("cli", "testing"):
-        return "cli"
-    if top in DAEMON_PACKAGES:
-        return "daemon"
-    return "core"
-
-
-def _daemon_package(module: str) -> str:
-    return module.split(".")[1]
+    return next((name for name, folders in WINGS.items() if folder(module) in folders), None)
 
 
 def violation(source: str, target: str) -> str | None:
     """Why ``source`` may not import ``target``, or None when it may."""
-    src, dst = layer(source), layer(target)
-    if src == "cli":
+    src, dst = wing(source), wing(target)
+    if src is None or dst is None:
+        return f"{source if src is None else target} is in no wing"
+    if src == dst:
+        if src == "daemon":
+            own, other = folder(source), folder(target)
+            if other not in (own, SHARED_DAEMON_PACKAGE):
+                return f"daemon package {own!r} imports another daemon's package ({other!r})"
+        if src == "face":
+            own, other = folder(source), folder(target)
+            if other != own and other not in FACE_IMPORTS[own]:
+                return f"the face {own!r} imports the face {other!r}"
         return None
-    if dst == "cli":
-        return f"{src} module imports the command line"
-    if src == "web":
-        return None
-    if dst == "web":
-        return f"{src} module imports the web layer (only the command line may)"
-    if src == "daemon":
-        if dst == "api":
-            return "daemon module imports the public API (the package root is above the daemons)"
-        own = _daemon_package(source)
-        if dst == "daemon" and _daemon_package(target) not in (own, SHARED_DAEMON_PACKAGE):
-            return f"daemon package {own!r} imports another daemon's package"
-        return None
-    if src == "api":
-        if dst == "daemon" and target not in SCHEDULE_DECLARATIONS:
-            return "the public API imports daemon machinery"
-        return None
-    if dst != "core":
-        return f"core module imports the {dst} layer"
+    if dst not in MAY_IMPORT[src]:
+        return f"a {src} module imports the {dst} wing"
     return None
 
 
@@ -246,11 +258,12 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     """Sanity: module-level, function-level, relative and ``from pkg import module`` edges."""
     pairs = {(e.source, e.target) for e in import_graph()}
     assert len(_modules()) > 40
-    assert ("queue_engine.client", "queue_engine.operations") in pairs  # from pkg import module
-    assert ("queue_engine.client", "queue_engine.db") in pairs  # from module import name
+    client, db = "queue_engine.producer.client", "queue_engine.foundation.db"
+    assert (client, "queue_engine.producer.operations") in pairs  # from pkg import module
+    assert (client, db) in pairs  # from module import name
     # function-level: context.py imports the client inside a method
     assert any(
-        e.source == "queue_engine.context" and e.target == "queue_engine.client" and e.line > 100
+        e.source == "queue_engine.producer.context" and e.target == client and e.line > 100
         for e in import_graph()
     )
     assert _resolve_relative("queue_engine.worker.loop", 1, "store") == "queue_engine.worker.store"
@@ -259,7 +272,8 @@ def test_the_graph_sees_every_kind_of_import() -> None:
 
 def test_cycle_detection_finds_a_circle() -> None:
     """Sanity: the detector reports a two-module circle and nothing for a chain."""
-    a, b, c = "queue_engine.client", "queue_engine.db", "queue_engine.errors"
+    a, b = "queue_engine.producer.client", "queue_engine.foundation.db"
+    c = "queue_engine.foundation.errors"
     assert _cycles((Edge(a, b, 1), Edge(b, c, 1))) == []
     assert _cycles((Edge(a, b, 1), Edge(b, a, 1), Edge(b, c, 1))) == [sorted([a, b])]
 
@@ -281,38 +295,67 @@ def test_no_import_cycles() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_every_module_is_in_a_wing() -> None:
+    """The package root holds the facade alone; a new module or folder says which wing it is."""
+    homeless = sorted(m for m in _modules() if wing(m) is None)
+    assert not homeless, (
+        f"modules in no wing (move them into one, or name their folder in WINGS): {homeless}"
+    )
+
+
 @pytest.mark.parametrize(
     ("source", "target", "allowed"),
     [
-        ("queue_engine.cli.ctl", "queue_engine.orchestrator.pruner", True),
-        ("queue_engine.worker.loop", "queue_engine.db", True),
-        ("queue_engine.worker.loop", "queue_engine.cli.common", False),
-        ("queue_engine.scheduler.ticker", "queue_engine.orchestrator.heartbeat", False),
+        # the ground: the foundation imports only itself
+        ("queue_engine.foundation.migrate", "queue_engine.foundation.table_statistics", True),
+        ("queue_engine.foundation.db", "queue_engine.producer.client", False),
+        ("queue_engine.foundation.logs", "queue_engine.daemon.service", False),
+        # producer and operator
+        ("queue_engine.producer.client", "queue_engine.foundation.db", True),
+        ("queue_engine.producer.jobs", "queue_engine.operator.stats", False),
+        ("queue_engine.producer.client", "queue_engine.worker.store", False),
+        ("queue_engine.producer.client", "queue_engine", False),
+        ("queue_engine.operator.controls", "queue_engine.producer.validation", True),
+        ("queue_engine.operator.stats", "queue_engine.daemon.service", False),
+        ("queue_engine.operator.stats", "queue_engine.cli.views", False),
+        # daemons
+        ("queue_engine.worker.loop", "queue_engine.foundation.db", True),
+        ("queue_engine.orchestrator.metrics", "queue_engine.operator.stats", True),
         ("queue_engine.scheduler.ticker", "queue_engine.daemon.heartbeat", True),
+        ("queue_engine.scheduler.ticker", "queue_engine.orchestrator.leader", False),
+        ("queue_engine.worker.loop", "queue_engine.orchestrator.metrics", False),
         ("queue_engine.scheduler.scheduler", "queue_engine", False),
-        ("queue_engine.orchestrator.orchestrator", "queue_engine._version", True),
-        ("queue_engine.client", "queue_engine.worker.store", False),
-        ("queue_engine.stats", "queue_engine.cli.views", False),
-        ("queue_engine", "queue_engine.scheduler.schedules", True),
-        ("queue_engine", "queue_engine.scheduler.ticker", False),
-        ("queue_engine.client", "queue_engine", False),
-        ("queue_engine.testing.drain", "queue_engine.worker.loop", True),
+        ("queue_engine.worker.loop", "queue_engine.cli.common", False),
         ("queue_engine.worker.loop", "queue_engine.testing.drain", False),
-        ("queue_engine.web.app", "queue_engine.operations", True),
+        ("queue_engine.worker.loop", "queue_engine.web.state", False),
+        # the facade
+        ("queue_engine", "queue_engine.producer.schedules", True),
+        ("queue_engine", "queue_engine.foundation.migrate", True),
+        ("queue_engine", "queue_engine.operator.stats", False),
+        ("queue_engine", "queue_engine.scheduler.ticker", False),
+        # faces
+        ("queue_engine.cli.ctl", "queue_engine.orchestrator.pruner", True),
+        ("queue_engine.cli.web", "queue_engine.web.app", True),
+        ("queue_engine.cli.ctl", "queue_engine.demo.demo", False),
+        ("queue_engine.demo.demo", "queue_engine.cli.context", True),
+        ("queue_engine.demo.workflow", "queue_engine", True),
+        ("queue_engine.testing.drain", "queue_engine.worker.loop", True),
+        ("queue_engine.testing.drain", "queue_engine.cli.common", False),
+        ("queue_engine.web.app", "queue_engine.producer.operations", True),
         ("queue_engine.web.app", "queue_engine.scheduler.store", True),
         ("queue_engine.web.app", "queue_engine.cli.common", False),
-        ("queue_engine.cli.web", "queue_engine.web.app", True),
-        ("queue_engine.operations", "queue_engine.web.app", False),
-        ("queue_engine.worker.loop", "queue_engine.web.state", False),
+        ("queue_engine.producer.operations", "queue_engine.web.app", False),
+        # a module in no wing
+        ("queue_engine.stray", "queue_engine.foundation.db", False),
     ],
 )
-def test_layer_rules(source: str, target: str, allowed: bool) -> None:
+def test_wing_rules(source: str, target: str, allowed: bool) -> None:
     """The rules themselves, on examples (so a loosened rule is noticed)."""
     assert (violation(source, target) is None) is allowed
 
 
-def test_layering() -> None:
-    """cli -> daemons -> core: nothing imports upwards, no daemon imports another's package."""
+def test_wings() -> None:
+    """Every import runs down the wings or within one; no daemon imports another's package."""
     found = _violations()
     unexpected = {pair: lines for pair, lines in found.items() if pair not in KNOWN_EXCEPTIONS}
     assert not unexpected, "\n".join(line for lines in unexpected.values() for line in lines)
@@ -321,7 +364,7 @@ def test_layering() -> None:
 
 
 def test_import_queue_engine_loads_no_daemon_machinery() -> None:
-    """A producer that uses every public name loads neither the ticker, the worker nor the CLI.
+    """A producer that uses every public name loads no daemon, operator tool or face.
 
     The package loads its names on first use, so the probe asks for all of them.
     """
@@ -333,7 +376,7 @@ def test_import_queue_engine_loads_no_daemon_machinery() -> None:
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert "queue_engine.client" in out  # the probe does see the package's modules
+    assert "queue_engine.producer.client" in out  # the probe does see the package's modules
     loaded = [
         m
         for m in out
@@ -387,8 +430,10 @@ def test_architecture_page_names_every_module() -> None:
     for module, path in _modules().items():
         relative = path.relative_to(PACKAGE_DIR).as_posix()
         if path.name == "__init__.py" and module != ROOT:
-            if relative == "sql/__init__.py" and "`sql/`" not in page:
-                missing.append("sql/")
+            # a catalogue of statements has its folder's line
+            catalogue = path.parent.relative_to(PACKAGE_DIR).as_posix() + "/"
+            if path.parent.name == "sql" and f"`{catalogue}`" not in page:
+                missing.append(catalogue)
             continue  # a package is described by its modules
         if f"`{relative}`" not in page:
             missing.append(relative)

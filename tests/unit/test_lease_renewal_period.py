@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from queue_engine.context import ClaimedJob
 from queue_engine.daemon.heartbeat import TICK_S, Heartbeat
-from queue_engine.service import Timing
+from queue_engine.daemon.service import Timing
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.renewal import idle_beat_s, renew_period_s
 

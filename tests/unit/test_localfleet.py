@@ -1,6 +1,6 @@
 """The local fleet's record: found while its ``up`` runs, never when a DSN or server was named.
 
-queue_engine/localfleet.py is how a second shell finds ``queue-ctl up``'s
+queue_engine/foundation/localfleet.py is how a second shell finds ``queue-ctl up``'s
 embedded database. These tests write records as ``up`` does (``recorded``)
 or by hand, in a private folder of the test's own, and check what ``find``
 and ``resolve`` make of them. A record counts while another open file holds
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from queue_engine import localfleet
+from queue_engine.foundation import localfleet
 
 DSN = "postgresql://postgres@/postgres?host=/run/qe-sock&port=5432"
 
@@ -87,7 +87,7 @@ def test_a_record_nobody_holds_is_stale(env: dict[str, str]) -> None:
 
 def test_the_record_of_a_killed_up_is_stale(env: dict[str, str]) -> None:
     script = (
-        "import time; from queue_engine import localfleet\n"
+        "import time; from queue_engine.foundation import localfleet\n"
         "with localfleet.recorded('postgresql:///x', 'qe', data_dir=None):\n"
         "    print('recorded', flush=True); time.sleep(60)\n"
     )
@@ -168,8 +168,8 @@ def test_each_daemons_settings_take_the_fleet_when_given_an_empty_dsn(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Their console scripts pass ``--dsn``'s default, "", when none was given."""
-    from queue_engine.orchestrator.orchestrator import OrchestratorConfig
-    from queue_engine.scheduler.scheduler import SchedulerConfig
+    from queue_engine.orchestrator.orchestrator import OrchestratorSettings
+    from queue_engine.scheduler.scheduler import SchedulerSettings
     from queue_engine.web.settings import WebSettings
     from queue_engine.worker.settings import WorkerSettings
 
@@ -179,6 +179,6 @@ def test_each_daemons_settings_take_the_fleet_when_given_an_empty_dsn(
     with _held(env, pid=1, dsn=DSN, schema="queue_engine"):
         assert WebSettings.from_env(dsn="").dsn == DSN
         assert WorkerSettings.from_env(dsn="", queue="q", app="a").dsn == DSN
-        assert OrchestratorConfig.from_env("", "queue_engine").dsn == DSN
-        assert SchedulerConfig.from_env("", "queue_engine", None).dsn == DSN
+        assert OrchestratorSettings.from_env("", "queue_engine").dsn == DSN
+        assert SchedulerSettings.from_env("", "queue_engine", None).dsn == DSN
         assert WebSettings.from_env(dsn="postgresql:///given").dsn == "postgresql:///given"

@@ -1,7 +1,7 @@
 """Every log event name the code can emit is catalogued, documented and well formed.
 
-Event names are a public contract (see :mod:`queue_engine.events`), but
-:func:`queue_engine.service.log_event` never checks them at run time: a typo
+Event names are a public contract (see :mod:`queue_engine.foundation.events`), but
+:func:`queue_engine.foundation.logs.log_event` never checks them at run time: a typo
 must not cost a log line in production. This module is the check, and it is
 static so that it covers code paths no unit test runs (shutdown, watchdog
 trips, database outages):
@@ -39,9 +39,9 @@ from typing import Any
 
 import queue_engine
 from queue_engine.daemon import DAEMON_ROLES
+from queue_engine.daemon.service import Service
 from queue_engine.daemon.signals import SIGNAL_ROLES
-from queue_engine.events import EVENT_GROUPS, EVENT_NAME_RE, EVENTS, daemon_of
-from queue_engine.service import Service
+from queue_engine.foundation.events import EVENT_GROUPS, EVENT_NAME_RE, EVENTS, daemon_of
 from queue_engine.worker.outcomes import Outcome
 
 PACKAGE_DIR = Path(queue_engine.__file__).resolve().parent
@@ -346,7 +346,7 @@ def test_the_scan_finds_the_known_call_sites() -> None:
     """Guards the scanner itself: if it found nothing, every other test would pass vacuously."""
     wheres = [site.where for site in _event_sites()]
     assert len(wheres) >= 40, wheres
-    assert any(w.startswith("queue_engine/service.py") for w in wheres)
+    assert any(w.startswith("queue_engine/daemon/service.py") for w in wheres)
     assert any(w.startswith("queue_engine/worker/loop.py") for w in wheres)
     assert {"succeeded", "failed", "retry_scheduled", "canceled"} <= outcome_kinds()
     assert {"timeout", "give_back"} <= trip_kinds()
@@ -369,7 +369,7 @@ def test_literal_event_names_are_catalogued() -> None:
         if name not in EVENTS
     )
     assert not unknown, (
-        "log_event names missing from queue_engine/events.py (add them there and to "
+        "log_event names missing from queue_engine/foundation/events.py (add them there and to "
         f"docs/reference/log-events.md): {unknown}"
     )
 
@@ -468,7 +468,9 @@ def test_every_event_is_documented_once_under_its_daemon() -> None:
     undocumented = sorted(set(EVENTS) - set(rows))
     assert not undocumented, f"missing from {DOC.relative_to(REPO_ROOT)}: {undocumented}"
     uncatalogued = sorted(set(rows) - set(EVENTS))
-    assert not uncatalogued, f"documented but not in queue_engine/events.py: {uncatalogued}"
+    assert not uncatalogued, (
+        f"documented but not in queue_engine/foundation/events.py: {uncatalogued}"
+    )
     twice = sorted(name for name, cells in rows.items() if len(cells) > 1)
     assert not twice, f"documented in more than one row: {twice}"
     wrong = sorted(

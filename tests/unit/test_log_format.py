@@ -6,8 +6,7 @@ import logging
 
 import pytest
 
-from queue_engine.logs import TEXT_FORMAT, TextFormatter
-from queue_engine.service import format_fields, log_event
+from queue_engine.foundation.logs import TEXT_FORMAT, TextFormatter, format_fields, log_event
 
 WHITESPACE = [chr(c) for c in range(0x3001) if chr(c).isspace()]
 #: Unprintable but not whitespace: escaped (a raw NUL or ESC from a request never reaches a log).

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from queue_engine.errors import ConfigError, MigrationError
-from queue_engine.migrate import (
+from queue_engine.foundation.errors import ConfigError, MigrationError
+from queue_engine.foundation.migrate import (
     ENGINE_SCHEMA_VERSION,
     Migration,
     engine_migrations_dir,

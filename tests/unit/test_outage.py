@@ -6,6 +6,8 @@ ping, clock and wait (no server, no real waiting): a wait longer than one probe
 interval pings first; a server that answers keeps the backoff whole (the
 failure is of another kind, such as too many clients); one that does not is
 pinged every interval and the wait ends at the first ping that finds it back.
+The backoff itself (:func:`reconnect_backoff`) is held here too: doubling,
+jittered, never past its cap.
 """
 
 from __future__ import annotations
@@ -14,10 +16,17 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import pytest
 from support.timing import FakeTiming
 
-from queue_engine.outage import PROBE_INTERVAL_S, OutageProbe
-from queue_engine.service import Service
+from queue_engine.daemon.outage import (
+    PROBE_INTERVAL_S,
+    RECONNECT_JITTER,
+    OutageProbe,
+    reconnect_backoff,
+)
+from queue_engine.daemon.service import Service
+from queue_engine.producer.retry import ExponentialBackoff
 
 
 def pings(*answers: bool | None) -> Callable[[str], bool | None]:
@@ -164,3 +173,24 @@ def test_a_service_without_a_probe_waits_its_whole_backoff() -> None:
     service = Flaky(t)
     service._loop()
     assert service.attempts == [0.0, 1.0, 3.0, 7.0, 15.0]
+
+
+def test_the_reconnect_backoff_doubles_jitters_and_never_passes_its_cap() -> None:
+    backoff = reconnect_backoff(0.5, 10.0)
+    assert isinstance(backoff, ExponentialBackoff)
+    assert [backoff.delay(n, rand=lambda: 0.5) for n in (1, 2, 3, 4, 5, 6)] == [
+        0.5,
+        1.0,
+        2.0,
+        4.0,
+        8.0,
+        10.0,
+    ]
+    assert backoff.delay(3, rand=lambda: 0.0) == pytest.approx(2.0 * (1 - RECONNECT_JITTER))
+    assert backoff.delay(3, rand=lambda: 1.0) == pytest.approx(2.0 * (1 + RECONNECT_JITTER))
+    # At the cap the jitter only shortens: a promise such as "a heartbeat within the
+    # watchdog interval" is stated as the cap.
+    assert backoff.delay(40, rand=lambda: 1.0) == 10.0
+    assert backoff.delay(10_000, rand=lambda: 0.0) == pytest.approx(10.0 * (1 - RECONNECT_JITTER))
+    # A base above the cap starts at the cap instead of refusing.
+    assert reconnect_backoff(60.0, 30.0).delay(1, rand=lambda: 0.5) == 30.0

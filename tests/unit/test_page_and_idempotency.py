@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from queue_engine import operations as ops
-from queue_engine.errors import ValidationError
-from queue_engine.jobs import Job, JobStatus
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer import operations as ops
+from queue_engine.producer.jobs import Job, JobStatus
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from queue_engine import operations as ops
-from queue_engine.errors import ValidationError
-from queue_engine.jobs import Job, JobStatus
-from queue_engine.tasks import registry, task
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer import operations as ops
+from queue_engine.producer.jobs import Job, JobStatus
+from queue_engine.producer.tasks import registry, task
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from support.timing import FakeTiming
 
-from queue_engine import settings as table
-from queue_engine.errors import ConfigError
-from queue_engine.exit_codes import ExitCode
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.foundation.exit_codes import ExitCode
 from queue_engine.worker.recycle import (
     RECYCLE_SPREAD,
     Recycle,

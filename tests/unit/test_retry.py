@@ -12,16 +12,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from queue_engine import retry
-from queue_engine.context import ClaimedJob
-from queue_engine.errors import ValidationError
-from queue_engine.retry import (
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.context import ClaimedJob
+from queue_engine.producer.retry import (
     DEFAULT_RETRY,
     ExponentialBackoff,
     FixedBackoff,
     Permanent,
     Snooze,
-    reconnect_backoff,
 )
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker.executor import JobCanceled
@@ -79,29 +77,6 @@ def test_fixed_backoff_and_validation() -> None:
         ExponentialBackoff(jitter=1.5)
     with pytest.raises(ValidationError):
         Snooze(math.inf)
-
-
-def test_the_reconnect_backoff_doubles_jitters_and_never_passes_its_cap() -> None:
-    backoff = reconnect_backoff(0.5, 10.0)
-    assert isinstance(backoff, ExponentialBackoff)
-    assert [backoff.delay(n, rand=lambda: 0.5) for n in (1, 2, 3, 4, 5, 6)] == [
-        0.5,
-        1.0,
-        2.0,
-        4.0,
-        8.0,
-        10.0,
-    ]
-    assert backoff.delay(3, rand=lambda: 0.0) == pytest.approx(2.0 * (1 - retry.RECONNECT_JITTER))
-    assert backoff.delay(3, rand=lambda: 1.0) == pytest.approx(2.0 * (1 + retry.RECONNECT_JITTER))
-    # At the cap the jitter only shortens: a promise such as "a heartbeat within the
-    # watchdog interval" is stated as the cap.
-    assert backoff.delay(40, rand=lambda: 1.0) == 10.0
-    assert backoff.delay(10_000, rand=lambda: 0.0) == pytest.approx(
-        10.0 * (1 - retry.RECONNECT_JITTER)
-    )
-    # A base above the cap starts at the cap instead of refusing.
-    assert reconnect_backoff(60.0, 30.0).delay(1, rand=lambda: 0.5) == 30.0
 
 
 # -- outcomes ---------------------------------------------------------------------

@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queue_engine import periodic, task
-from queue_engine.errors import ConfigError, ValidationError
-from queue_engine.scheduler.cron import parse
-from queue_engine.scheduler.schedules import ScheduleSpec, load_schedules, schedule_registry
+from queue_engine.daemon.service import Timing
+from queue_engine.foundation.errors import ConfigError, ValidationError
+from queue_engine.producer.cron import parse
+from queue_engine.producer.schedules import ScheduleSpec, load_schedules, schedule_registry
 from queue_engine.scheduler.store import schedule_args
 from queue_engine.scheduler.ticker import Ticker, TickResult, due_slots, plan_slots
-from queue_engine.service import Timing
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

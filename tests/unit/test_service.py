@@ -1,4 +1,4 @@
-"""Contract of the shared service lifecycle (:mod:`queue_engine.service`).
+"""Contract of the shared service lifecycle (:mod:`queue_engine.daemon.service`).
 
 ``start`` spawns and returns and is idempotent; ``stop`` blocks until the loop
 ended, is safe twice and before ``start``, and interrupts the wait between
@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from support.timing import FakeTiming
 
-from queue_engine.service import ERROR_BACKOFF_MAX_S, Service, Timing, format_fields, log_event
+from queue_engine.daemon.service import ERROR_BACKOFF_MAX_S, Service, Timing
+from queue_engine.foundation.logs import format_fields, log_event
 
 
 @dataclass(frozen=True)

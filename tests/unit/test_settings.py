@@ -1,4 +1,4 @@
-"""The settings table (``queue_engine.settings``) is the one source of every setting.
+"""The settings table (``queue_engine.foundation.settings``) is the one source of every setting.
 
 Checked here, without a database:
 
@@ -31,14 +31,14 @@ import click
 import pytest
 from support.ctl import console_commands, walk_commands
 
-from queue_engine import settings as table
-from queue_engine import stats
-from queue_engine.errors import ConfigError
+from queue_engine.foundation import settings as table
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.operator import stats
 from queue_engine.orchestrator import orchestrator as orchestrator_module
-from queue_engine.orchestrator.orchestrator import OrchestratorConfig
+from queue_engine.orchestrator.orchestrator import OrchestratorSettings
 from queue_engine.orchestrator.pruner import Retention
 from queue_engine.scheduler import scheduler as scheduler_module
-from queue_engine.scheduler.scheduler import SchedulerConfig
+from queue_engine.scheduler.scheduler import SchedulerSettings
 from queue_engine.worker import settings as worker_settings
 from queue_engine.worker.settings import WorkerSettings
 
@@ -60,12 +60,12 @@ def _worker(**overrides: object) -> WorkerSettings:
     return WorkerSettings.from_env(queue="q", app="app", **overrides)
 
 
-def _orchestrator() -> OrchestratorConfig:
-    return OrchestratorConfig.from_env("", "queue_engine")
+def _orchestrator() -> OrchestratorSettings:
+    return OrchestratorSettings.from_env("", "queue_engine")
 
 
-def _scheduler() -> SchedulerConfig:
-    return SchedulerConfig.from_env("", "queue_engine")
+def _scheduler() -> SchedulerSettings:
+    return SchedulerSettings.from_env("", "queue_engine")
 
 
 # -- the table --------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_reconnect_max_has_one_default_for_every_daemon(monkeypatch: pytest.Monk
     assert _orchestrator().reconnect_max_s == default
     assert _scheduler().reconnect_max_s == default
     assert _worker().reconnect_max_s == default
-    assert SchedulerConfig(dsn="", schema="queue_engine").reconnect_max_s == default
+    assert SchedulerSettings(dsn="", schema="queue_engine").reconnect_max_s == default
     monkeypatch.setenv("QUEUE_ENGINE_RECONNECT_MAX_S", "3")
     assert {
         _orchestrator().reconnect_max_s,
@@ -184,11 +184,11 @@ def test_settings_objects_default_to_the_table() -> None:
             assert getattr(worker, field) == setting.default, field
             assert getattr(WorkerSettings(queue="q", app="a"), field) == setting.default, field
     orch = _orchestrator()
-    direct_orch = OrchestratorConfig(dsn="", schema="queue_engine")
+    direct_orch = OrchestratorSettings(dsn="", schema="queue_engine")
     for field, setting in orchestrator_module.ENV_FIELDS.items():
         assert getattr(orch, field) == getattr(direct_orch, field) == setting.default, field
     sched = _scheduler()
-    direct_sched = SchedulerConfig(dsn="", schema="queue_engine")
+    direct_sched = SchedulerSettings(dsn="", schema="queue_engine")
     for field, setting in scheduler_module.ENV_FIELDS.items():
         assert getattr(sched, field) == getattr(direct_sched, field) == setting.default, field
     assert Retention.from_env() == Retention()
@@ -265,7 +265,7 @@ def test_modules_read_their_defaults_from_the_table() -> None:
     copies = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {name} copies {what}; read it from the table"
         for path in sorted(package.rglob("*.py"))
-        if path != package / "settings.py"
+        if path != package / "foundation" / "settings.py"
         for name, line, what in _copies_of_the_table(ast.parse(path.read_text()))
     ]
     assert not copies, "\n".join(copies)

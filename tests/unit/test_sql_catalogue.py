@@ -1,21 +1,24 @@
 """Every named SQL file is used, every name asked for has a file, each loaded as it is written.
 
-The files of ``queue_engine/sql/`` are the catalogue of the engine's
-statements (docs/internals/sql.md). Nothing checks a name at import time: a
-statement the code asks for and nobody ships fails only when that code path
-runs (an outage's repair, a prune), and a file nobody asks for any more is
-dead SQL that still reads as if it ran. This module is the check, static
-like ``test_log_events.py`` so that it covers every path:
+The files of ``queue_engine/foundation/sql/`` are the catalogue of the
+engine's statements (docs/internals/sql.md), and ``queue_engine/demo/sql/``
+the demo's and the bench's own (reports no engine process sends), loaded the
+same way. Nothing checks a name at import time: a statement the code asks for
+and nobody ships fails only when that code path runs (an outage's repair, a
+prune), and a file nobody asks for any more is dead SQL that still reads as if
+it ran. This module is the check, static like ``test_log_events.py`` so that
+it covers every path:
 
-- every call of the loaders (``queries.query``, ``queries.plain``,
+- every call of a catalogue's loaders (``queries.query``, ``queries.plain``,
   ``queries.source``) under ``queue_engine/``, ``tests/``, ``bench/`` and
   ``examples/`` is found with :mod:`ast`, and its name argument resolved: a
   literal, a conditional of literals, a local variable assigned them, a
   function returning them, or a parameter of the enclosing function, followed
   to that function's callers (``raw_statement("finish_and_claim_jobs", ...)``,
   ``_ledger_sql("ledger_create", ...)``);
-- every name the package asks for has a file, and every file is asked for by
-  the package (a file only tests or benches use would ship dead SQL);
+- every name the package asks for has a file in the catalogue it asks, and
+  every file is asked for by the package (a file only tests or benches use
+  would ship dead SQL); a name is one file, in one catalogue;
 - every file is loaded the way its text is composed: ``plain`` only for a
   file without ``__SCHEMA__`` (it would reach the server as written), a file
   with ``{name}`` placeholders only inside ``sql.SQL(...)`` (psycopg's
@@ -37,17 +40,22 @@ import pytest
 from psycopg import sql
 
 import queue_engine
-from queue_engine.sql.compiler import _BLOCK_TAG, _LINE_TAG, select_variant
+from queue_engine.foundation.sql.compiler import _BLOCK_TAG, _LINE_TAG, select_variant
 
 PACKAGE_DIR = Path(queue_engine.__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
-SQL_DIR = PACKAGE_DIR / "sql"
+#: Each catalogue of named statements: its module (the loaders) and its folder (the files).
+CATALOGUES = {
+    "queue_engine.foundation.sql": PACKAGE_DIR / "foundation" / "sql",
+    "queue_engine.demo.sql": PACKAGE_DIR / "demo" / "sql",
+}
+ENGINE = "queue_engine.foundation.sql"
 #: Where code that asks for named statements lives; only the package's uses count as use.
 AREAS = ("queue_engine", "tests", "bench", "examples")
-#: The functions of ``queue_engine.sql`` whose first argument names a file.
+#: The functions of a catalogue whose first argument names a file.
 LOADERS = frozenset({"query", "plain", "source"})
 #: The module that compiles line-tagged files into their variants.
-COMPILER = "queue_engine/sql/compiler.py"
+COMPILER = "queue_engine/foundation/sql/compiler.py"
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -98,26 +106,35 @@ def _enclosing_function(path: Path, node: ast.AST) -> ast.FunctionDef | ast.Asyn
 
 
 @cache
-def _loader_names(path: Path) -> tuple[frozenset[str], frozenset[str]]:
-    """(names bound to the ``queue_engine.sql`` module, names bound to one of its loaders)."""
-    modules: set[str] = set()
-    loaders: set[str] = set()
+def _loader_names(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(names bound to a catalogue module, names bound to one of its loaders) -> the catalogue."""
+    modules: dict[str, str] = {}
+    loaders: dict[str, str] = {}
     for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.ImportFrom) and node.module == "queue_engine":
-            modules |= {a.asname or a.name for a in node.names if a.name == "sql"}
-        elif isinstance(node, ast.ImportFrom) and node.module == "queue_engine.sql":
-            loaders |= {a.asname or a.name for a in node.names if a.name in LOADERS}
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if f"{node.module}.{a.name}" in CATALOGUES:
+                    modules[a.asname or a.name] = f"{node.module}.{a.name}"
+                elif node.module in CATALOGUES and a.name in LOADERS:
+                    loaders[a.asname or a.name] = node.module
         elif isinstance(node, ast.Import):
-            modules |= {a.asname for a in node.names if a.name == "queue_engine.sql" and a.asname}
-    return frozenset(modules), frozenset(loaders)
+            modules |= {a.asname: a.name for a in node.names if a.name in CATALOGUES and a.asname}
+    return modules, loaders
 
 
-def _is_loader_call(path: Path, call: ast.Call) -> bool:
+def _catalogue_of_call(path: Path, call: ast.Call) -> str | None:
+    """The catalogue whose loader ``call`` calls, or None when it calls no loader."""
     modules, loaders = _loader_names(path)
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr in LOADERS:
-        return isinstance(func.value, ast.Name) and func.value.id in modules
-    return isinstance(func, ast.Name) and func.id in loaders
+        return modules.get(func.value.id) if isinstance(func.value, ast.Name) else None
+    return loaders.get(func.id) if isinstance(func, ast.Name) else None
+
+
+#: A catalogue's own module: its loaders call the engine's on a parameter, not a name.
+_CATALOGUE_FILES = frozenset(
+    (folder / "__init__.py").relative_to(REPO_ROOT).as_posix() for folder in CATALOGUES.values()
+)
 
 
 def _calls_named(name: str, paths: tuple[Path, ...]) -> list[tuple[Path, ast.Call]]:
@@ -150,6 +167,7 @@ class Asked:
     loader: str
     loaded: str
     composed: bool  # the loader's text goes straight into ``sql.SQL(...)``
+    catalogue: str  # the module whose loader is called
 
 
 @dataclass
@@ -263,10 +281,15 @@ def _scan() -> tuple[tuple[Asked, ...], tuple[str, ...]]:
     asked: list[Asked] = []
     unresolved: list[str] = []
     for path in _sources():
-        if "import sql" not in _text(path) and "queue_engine.sql" not in _text(path):
+        if "import sql" not in _text(path) and ".sql import" not in _text(path):
             continue  # imports no loader: skip the walk
+        if _shown(path) in _CATALOGUE_FILES:
+            continue
         for node in ast.walk(_tree(path)):
-            if not (isinstance(node, ast.Call) and _is_loader_call(path, node) and node.args):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            catalogue = _catalogue_of_call(path, node)
+            if catalogue is None:
                 continue
             parent = _parents(path).get(node)
             composed = isinstance(parent, ast.Call) and _callee(parent) == "SQL"
@@ -280,6 +303,7 @@ def _scan() -> tuple[tuple[Asked, ...], tuple[str, ...]]:
                     _callee(node),
                     loaded,
                     composed,
+                    catalogue,
                 )
                 for name, where, literal in resolved.names
             ]
@@ -296,9 +320,25 @@ def asked_by(area: str) -> dict[str, list[Asked]]:
 
 
 @cache
+def _paths() -> tuple[tuple[str, Path], ...]:
+    """(catalogue, path) of every statement file."""
+    return tuple(
+        (catalogue, path)
+        for catalogue, folder in CATALOGUES.items()
+        for path in sorted(folder.glob("*.sql"))
+    )
+
+
+@cache
 def files() -> dict[str, str]:
-    """Name -> text of every file in ``queue_engine/sql/``."""
-    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(SQL_DIR.glob("*.sql"))}
+    """Name -> text of every statement file, of every catalogue."""
+    return {path.stem: path.read_text(encoding="utf-8") for _, path in _paths()}
+
+
+@cache
+def catalogue_of() -> dict[str, str]:
+    """Name -> the catalogue that holds its file."""
+    return {path.stem: catalogue for catalogue, path in _paths()}
 
 
 def _code(text: str) -> str:
@@ -320,7 +360,9 @@ def test_the_scan_finds_the_known_uses() -> None:
     # Through the compiler's raw_statement(name, ...), a parameter followed to its callers.
     assert "queue_engine/worker/store.py" in where("finish_and_claim_jobs")
     assert {u.loaded.rsplit(":", 1)[0] for u in package["finish_and_claim_jobs"]} == {COMPILER}
-    assert "queue_engine/migrate.py" in where("ledger_create")  # _ledger_sql("ledger_create", ...)
+    assert "queue_engine/foundation/migrate.py" in where(
+        "ledger_create"
+    )  # _ledger_sql("ledger_create", ...)
     assert "queue_engine/testing/databases.py" in where("create_test_database")  # a method's
     assert "enqueue_plain_defaults" in package  # returned by a function
     assert "enqueue_many_plain_defaults" in package  # a conditional in an annotated assignment
@@ -336,15 +378,22 @@ def test_every_name_in_the_package_is_resolved() -> None:
     assert not problems, "names the scan cannot tell:\n" + "\n".join(problems)
 
 
+def test_a_name_is_one_file() -> None:
+    """A name in two catalogues would read as one statement where it is two."""
+    names = [path.stem for _, path in _paths()]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert {catalogue_of()[n] for n in ("enqueue", "run_stats")} == set(CATALOGUES)
+
+
 @pytest.mark.parametrize("area", AREAS)
 def test_every_name_asked_for_has_a_file(area: str) -> None:
     missing = sorted(
-        f"{use.where}: {name}"
+        f"{use.where}: {name} (asked of {use.catalogue})"
         for name, uses in asked_by(area).items()
-        if name not in files()
         for use in uses
+        if catalogue_of().get(name) != use.catalogue
     )
-    assert not missing, "no queue_engine/sql/<name>.sql for:\n" + "\n".join(missing)
+    assert not missing, "no <name>.sql in the catalogue asked for:\n" + "\n".join(missing)
 
 
 def test_every_file_is_used_by_the_package() -> None:
@@ -416,6 +465,8 @@ def test_line_tagged_files_are_loaded_only_by_the_compiler() -> None:
         for use in uses
         if name in tagged and not use.loaded.startswith(COMPILER + ":")
     )
-    assert not wrong, "load these through queue_engine.sql.compiler:\n" + "\n".join(wrong)
+    assert not wrong, "load these through queue_engine.foundation.sql.compiler:\n" + "\n".join(
+        wrong
+    )
     for name in tagged:
         select_variant(files()[name], None)  # balanced blocks, or ValueError

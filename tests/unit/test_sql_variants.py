@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from queue_engine.sql.compiler import RawStatement, raw_statement, select_variant
+from queue_engine.foundation.sql.compiler import RawStatement, raw_statement, select_variant
 from queue_engine.worker import store
 
 TEXT = """SELECT 1

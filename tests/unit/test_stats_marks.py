@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from support.stats import queue_stats as queue
 
-from queue_engine import stats
 from queue_engine.cli import render
+from queue_engine.operator import stats
 
 
 def test_exact_counts_pass_through() -> None:

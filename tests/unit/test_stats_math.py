@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from queue_engine import stats
-from queue_engine.metrics import DURATION_BUCKETS_S, histogram_buckets
+from queue_engine.operator import stats
+from queue_engine.orchestrator.metrics import DURATION_BUCKETS_S, histogram_buckets
 from queue_engine.orchestrator.pruner import Retention
 
 
@@ -100,7 +100,7 @@ def test_retention_groups() -> None:
 
 
 def test_record_result_counts_leader_service_runs() -> None:
-    from queue_engine import metrics
+    from queue_engine.orchestrator import metrics
     from queue_engine.orchestrator.dead_workers import DeadWorkerResult
     from queue_engine.orchestrator.reaper import ReapResult
 
@@ -130,8 +130,8 @@ def test_record_result_counts_leader_service_runs() -> None:
 def test_a_missing_prometheus_client_says_which_extra_to_install(monkeypatch) -> None:
     import sys
 
-    from queue_engine import metrics
-    from queue_engine.errors import ConfigError
+    from queue_engine.foundation.errors import ConfigError
+    from queue_engine.orchestrator import metrics
 
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ConfigError, match=r"pip install 'queue-engine\[metrics\]'"):

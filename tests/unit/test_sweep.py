@@ -13,10 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from queue_engine.daemon.service import IdleResult
+from queue_engine.foundation.db import LazyConnection
 from queue_engine.orchestrator import DeadWorkerSweep, FastRecovery, Reaper
 from queue_engine.orchestrator.pruner import Pruner, Retention
 from queue_engine.orchestrator.sweep import SweepService, run_batches
-from queue_engine.service import IdleResult, LazyConnection
 
 
 def test_batches_run_until_one_says_nothing_is_left() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from queue_engine.systemd import SystemdNotifier, watchdog_interval_s
+from queue_engine.daemon.systemd import SystemdNotifier, watchdog_interval_s
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from queue_engine import task as public_task
-from queue_engine.errors import ConfigError, ValidationError
-from queue_engine.tasks import TaskDefinition, TaskRegistry, load_app, registry, task
+from queue_engine.foundation.errors import ConfigError, ValidationError
+from queue_engine.producer.tasks import TaskDefinition, TaskRegistry, load_app, registry, task
 
 
 def test_decorator_registers_the_handler_and_returns_it_unchanged() -> None:

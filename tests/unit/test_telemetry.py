@@ -1,6 +1,6 @@
 """Host telemetry without a GPU: nvidia-smi parsing, absence, failures, timeouts.
 
-The probe (``queue_engine.telemetry``, shared by workers, orchestrators and
+The probe (``queue_engine.daemon.telemetry``, shared by workers, orchestrators and
 schedulers) gets its command runner and PATH lookup injected, so every branch
 runs on any machine; the real ``os.getloadavg`` is used for the load average.
 Also the metrics side: how a telemetry document becomes gauges, malformed
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from queue_engine.telemetry import (
+from queue_engine.daemon.telemetry import (
     GPU_MAX_FAILURES,
     NVIDIA_SMI_ARGS,
     GpuProbe,
@@ -141,7 +141,7 @@ def test_load_average_without_os_support(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_gpu_figures_convert_mib_and_tolerate_bad_entries() -> None:
-    from queue_engine.metrics import MIB, gpu_figures
+    from queue_engine.orchestrator.metrics import MIB, gpu_figures
 
     doc = host_telemetry(GpuProbe(runner=FakeRunner("[N/A], 512, 1024\n"), which=on_path))
     assert gpu_figures(doc["gpu"][0]) == (None, 512 * MIB, 1024 * MIB)
@@ -151,7 +151,7 @@ def test_gpu_figures_convert_mib_and_tolerate_bad_entries() -> None:
 
 
 def test_telemetry_families_take_each_hosts_newest_figures() -> None:
-    from queue_engine.metrics import telemetry_families
+    from queue_engine.orchestrator.metrics import telemetry_families
 
     gpu_new = [{"utilization_pct": 10.0, "memory_used_mib": 1.0, "memory_total_mib": 2.0}]
     gpu_old = [{"utilization_pct": 90.0, "memory_used_mib": 1.0, "memory_total_mib": 2.0}]

@@ -10,9 +10,9 @@ import pytest
 from support.timing import FakeTiming
 
 from queue_engine.cli.supervisor import Decision, RestartPolicy, Verdict, describe_exit
-from queue_engine.cli.up import FleetConfig, build_config, child_specs, read_file, throttled
-from queue_engine.errors import ConfigError
-from queue_engine.exit_codes import ExitCode
+from queue_engine.cli.up import FleetSpec, build_config, child_specs, read_file, throttled
+from queue_engine.foundation.errors import ConfigError
+from queue_engine.foundation.exit_codes import ExitCode
 
 
 def policy(clock: FakeTiming) -> RestartPolicy:
@@ -80,7 +80,7 @@ def test_clean_stops_and_usage_errors_are_not_restarted() -> None:
 def test_flags_and_file_merge_flags_win() -> None:
     data = {"app": "myapp.tasks", "queues": {"load.cbr": 2, "email": 1}, "env": {"X": 1, "B": True}}
     config = build_config(data, None, ["email=3", "extra"])
-    assert config == FleetConfig(
+    assert config == FleetSpec(
         app="myapp.tasks",
         queues={"load.cbr": 2, "email": 3, "extra": 1},
         env={"X": "1", "B": "true"},
@@ -91,7 +91,7 @@ def test_flags_and_file_merge_flags_win() -> None:
 def test_toml_and_json_files(tmp_path: Path) -> None:
     toml = tmp_path / "fleet.toml"
     toml.write_text('app = "a.b"\n[queues]\n"load.cbr" = 2\nemail = 1\n[env]\nK = "v"\n')
-    assert build_config(read_file(toml), None, []) == FleetConfig(
+    assert build_config(read_file(toml), None, []) == FleetSpec(
         "a.b", {"load.cbr": 2, "email": 1}, {"K": "v"}
     )
     js = tmp_path / "fleet.json"
@@ -150,7 +150,7 @@ def test_unreadable_or_invalid_files(tmp_path: Path) -> None:
 
 
 def test_children_are_orchestrator_scheduler_and_named_workers() -> None:
-    config = FleetConfig("a.b", {"email": 2, "load.cbr": 1})
+    config = FleetSpec("a.b", {"email": 2, "load.cbr": 1})
     names = [s.name for s in child_specs(config, "dbname=x", "qe", {})]
     assert names == [
         "orchestrator",

@@ -1,6 +1,6 @@
 """Enqueue validation: every documented rule is enforced before anything is written.
 
-Covers ``queue_engine.validation`` (names, args, numeric ranges, run_at/delay,
+Covers ``queue_engine.producer.validation`` (names, args, numeric ranges, run_at/delay,
 keys, unknown ``enqueue_many`` options) and the ``operations`` helpers that
 apply it: ``job_spec`` (registered task defaults), ``spec_from_item`` and
 ``enqueue_many_specs`` (errors name ``jobs[i]``).
@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from queue_engine import operations as ops
-from queue_engine.errors import ValidationError
-from queue_engine.tasks import task
-from queue_engine.validation import (
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer import operations as ops
+from queue_engine.producer.tasks import task
+from queue_engine.producer.validation import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,

@@ -1,11 +1,11 @@
-"""The version is written once, in ``queue_engine/_version.py``, and read from there.
+"""The version is written once, in ``queue_engine/foundation/version.py``, and read from there.
 
 Before, ``pyproject.toml`` and ``queue_engine/__init__.py`` each wrote
 ``0.1.0``; ``--version`` and queue-web read the installed metadata (stale in a
 checkout not reinstalled since a bump), and the scheduler and the orchestrator
 imported ``__version__`` from the package root inside a function, the only
 import that ran back up the layers. Held here: pyproject.toml takes the version
-from ``_version.py`` (hatchling), no module of the package reads it another
+from ``foundation/version.py`` (hatchling), no module of the package reads it another
 way, and every console script's ``--version`` states it. The wheel's metadata is
 checked in ``tests/packaging/test_wheel.py``; ``/info`` in
 ``tests/integration/test_web_api_outage.py``.
@@ -23,11 +23,11 @@ from click.testing import CliRunner
 from support.ctl import console_commands
 
 import queue_engine
-from queue_engine._version import __version__
+from queue_engine.foundation.version import __version__
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = REPO_ROOT / "queue_engine"
-VERSION_FILE = PACKAGE / "_version.py"
+VERSION_FILE = PACKAGE / "foundation" / "version.py"
 
 
 def test_pyproject_takes_the_version_from_the_package() -> None:
@@ -62,7 +62,7 @@ def test_no_module_writes_or_looks_up_the_version_elsewhere() -> None:
         if path != VERSION_FILE
         for line, what in _other_version_sources(ast.parse(path.read_text()))
     ]
-    assert not found, "read queue_engine._version instead:\n" + "\n".join(found)
+    assert not found, "read queue_engine.foundation.version instead:\n" + "\n".join(found)
 
 
 def test_a_version_source_is_recognised() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from queue_engine.validation import ENQUEUE_OPTIONS
+from queue_engine.producer.validation import ENQUEUE_OPTIONS
 from queue_engine.web.api.models import JobCreate, WorkflowNodeIn
 from queue_engine.web.apidoc import current_markdown
 from queue_engine.web.app import create_app

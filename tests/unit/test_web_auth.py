@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from starlette.requests import Request
 
-from queue_engine.errors import ConfigError
+from queue_engine.foundation.errors import ConfigError
 from queue_engine.web.auth import Principal, session_cookie, session_user
 from queue_engine.web.csrf import refusal
 from queue_engine.web.settings import (

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
-from queue_engine.errors import ConfigError
+from queue_engine.foundation.errors import ConfigError
 from queue_engine.web.auth import (
     LINK_USER,
     Principal,

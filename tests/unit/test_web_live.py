@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from support.stats import queue_stats as qs
 
-from queue_engine import stats
+from queue_engine.operator import stats
 from queue_engine.web import live
 
 # -- RefreshPolicy -------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from queue_engine.context import ClaimedJob
+from queue_engine.producer.context import ClaimedJob
 from queue_engine.worker.handover import HandoverPolicy
 from queue_engine.worker.outcomes import NAMED_PARENTS, Outcome, siblings_key
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from queue_engine import settings as table
-from queue_engine.tasks import TaskRegistry
+from queue_engine.foundation import settings as table
+from queue_engine.producer.tasks import TaskRegistry
 from queue_engine.worker.connection import RECONNECT_BASE_S
 from queue_engine.worker.loop import Worker
 from queue_engine.worker.settings import WorkerSettings

@@ -17,9 +17,9 @@ import re
 import pytest
 from support.nodes import node
 
+from queue_engine.operator import workflow_layout as layout
 from queue_engine.web.pages import graph
 from queue_engine.web.pages.graph import Link
-from queue_engine.workflows import layout
 
 BOX = {"box_width": 100.0, "gap_x": 40.0, "gap_y": 10.0}
 

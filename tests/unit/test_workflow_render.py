@@ -16,8 +16,8 @@ from typing import Any
 from support.nodes import node
 
 from queue_engine.cli import workflow_render as wr
-from queue_engine.workflows.model import WorkflowInfo, WorkflowState
-from queue_engine.workflows.spec import INPUT_TASK
+from queue_engine.producer.workflows.model import WorkflowInfo, WorkflowState
+from queue_engine.producer.workflows.spec import INPUT_TASK
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from queue_engine import FixedBackoff, Permanent, Snooze, task
-from queue_engine.context import JobContext
-from queue_engine.errors import ValidationError
-from queue_engine.tasks import TaskRegistry, registry
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.context import JobContext
+from queue_engine.producer.tasks import TaskRegistry, registry
 
 QUEUE = "fu"
 #: The default queue of the follow-ups: no worker of the tests runs it.

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from queue_engine import task
-from queue_engine.context import JobContext
+from queue_engine.producer.context import JobContext
 
 QUEUE = "liveness"
 

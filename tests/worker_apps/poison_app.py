@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from queue_engine import FixedBackoff, task
-from queue_engine.context import JobContext
+from queue_engine.producer.context import JobContext
 
 QUEUE = "poison"
 

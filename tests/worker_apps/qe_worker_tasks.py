@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from queue_engine import ExponentialBackoff, FixedBackoff, Permanent, Snooze, task
-from queue_engine.context import JobContext
-from queue_engine.tasks import TaskRegistry, registry
+from queue_engine.producer.context import JobContext
+from queue_engine.producer.tasks import TaskRegistry, registry
 
 QUEUE = "wt"
 

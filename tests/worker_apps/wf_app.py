@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from queue_engine import Permanent, Skip, task
-from queue_engine.context import JobContext
+from queue_engine.producer.context import JobContext
 
 QUEUE = "wfa"
 

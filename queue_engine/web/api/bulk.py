@@ -22,11 +22,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from psycopg.rows import dict_row
 
-from queue_engine import operations as ops
-from queue_engine import sql as queries
-from queue_engine.client import Client
-from queue_engine.errors import QueueEngineError, ValidationError
-from queue_engine.jobs import ACTIVE_STATUSES, RETRYABLE_STATUSES, Job
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.errors import QueueEngineError, ValidationError
+from queue_engine.producer import operations as ops
+from queue_engine.producer.client import Client
+from queue_engine.producer.jobs import ACTIVE_STATUSES, RETRYABLE_STATUSES, Job
 from queue_engine.web.api.deps import API_PREFIX, ApiRoute, web_state
 from queue_engine.web.api.fields import ID_MAX
 from queue_engine.web.api.models import BulkItem, BulkRequest, BulkResult, JobFilter

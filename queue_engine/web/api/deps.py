@@ -19,7 +19,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter
 
-from queue_engine.client import Client
+from queue_engine.producer.client import Client
 from queue_engine.web.auth import Principal
 from queue_engine.web.problems import UnsupportedMediaType
 from queue_engine.web.state import Connection, WebState

@@ -3,7 +3,7 @@
 Each type here is what a parameter or a body field accepts, written once:
 its JSON Schema (pattern, length, range) goes into the OpenAPI document, and
 its check runs on every request. Where the engine has a check of its own
-(:func:`~queue_engine.validation.check_queue_name`, the id range, ...), the
+(:func:`~queue_engine.producer.validation.check_queue_name`, the id range, ...), the
 type runs that very check and documents that very pattern, so the document,
 the HTTP API, ``queue-ctl`` and the Python client cannot drift apart; a
 refusal names the field and carries the engine's sentence.
@@ -20,9 +20,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, Strict, WithJsonSchema
 
-from queue_engine.errors import ValidationError
-from queue_engine.scheduler.schedules import NAME_PATTERN as SCHEDULE_NAME_PATTERN
-from queue_engine.validation import (
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.schedules import NAME_PATTERN as SCHEDULE_NAME_PATTERN
+from queue_engine.producer.validation import (
     ID_RANGE,
     MAX_KEY_LENGTH,
     NO_NUL_PATTERN,
@@ -31,8 +31,8 @@ from queue_engine.validation import (
     check_queue_name,
     check_task_name,
 )
-from queue_engine.workflows.spec import NAME_PATTERN as WORKFLOW_NAME_PATTERN
-from queue_engine.workflows.spec import NODE_PATTERN
+from queue_engine.producer.workflows.spec import NAME_PATTERN as WORKFLOW_NAME_PATTERN
+from queue_engine.producer.workflows.spec import NODE_PATTERN
 
 ID_MIN, ID_MAX = ID_RANGE
 #: Hosts and worker ids over HTTP: visible ASCII, no space (the engine also

@@ -1,9 +1,9 @@
 """``/api/v1/queues`` and ``/api/v1/workers``: the fleet's figures and its operator controls.
 
-The figures are :mod:`queue_engine.stats`, the statement behind ``queue-ctl
+The figures are :mod:`queue_engine.operator.stats`, the statement behind ``queue-ctl
 stats`` and ``workers``: per-queue counts over index-backed slices of the
 jobs table (queued, running, finished in the last hour), never a count over
-the whole table. The controls are :mod:`queue_engine.controls`, the functions
+the whole table. The controls are :mod:`queue_engine.operator.controls`, the functions
 behind ``queue-ctl pause/resume/scale/rate/park/unpark/stop``, with the same
 validation and the same answers.
 """
@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from queue_engine import controls, stats
+from queue_engine.operator import controls, stats
 from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
 from queue_engine.web.api.fields import QueueName, WorkerId
 from queue_engine.web.api.fleet_models import (

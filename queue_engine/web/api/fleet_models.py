@@ -1,6 +1,6 @@
 """The answers of the fleet and schedule operations: queue controls, parks, stops, schedules.
 
-Each mirrors the result the engine returns (:mod:`queue_engine.controls`,
+Each mirrors the result the engine returns (:mod:`queue_engine.operator.controls`,
 :mod:`queue_engine.scheduler.store`), so the OpenAPI document says what a
 pause, a park or a run-now answers and a generated client gets typed
 objects, not a bare ``object``. They are open (``extra="allow"``) like the

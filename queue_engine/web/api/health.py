@@ -17,9 +17,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from queue_engine._version import __version__
-from queue_engine.errors import QueueEngineError
-from queue_engine.migrate import ENGINE_SCHEMA_VERSION, schema_version
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, schema_version
+from queue_engine.foundation.version import __version__
 from queue_engine.web.state import WebState
 
 router = APIRouter(tags=["health"])

@@ -1,7 +1,7 @@
 """``/api/v1/jobs``: create, read, list, cancel and retry jobs over HTTP.
 
-Every route runs the engine's own :class:`~queue_engine.client.Client` (or
-the statements of :mod:`queue_engine.operations`) on a connection borrowed
+Every route runs the engine's own :class:`~queue_engine.producer.client.Client` (or
+the statements of :mod:`queue_engine.producer.operations`) on a connection borrowed
 for the caller's scope, so an enqueue over HTTP is validated, keyed and
 written exactly as one from Python.
 
@@ -25,11 +25,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from psycopg.rows import dict_row
 
-from queue_engine import operations as ops
-from queue_engine import stats
-from queue_engine.client import Client
-from queue_engine.errors import ValidationError
-from queue_engine.jobs import Job, JobStatus
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator import stats
+from queue_engine.producer import operations as ops
+from queue_engine.producer.client import Client
+from queue_engine.producer.jobs import Job, JobStatus
 from queue_engine.web.api.deps import (
     API_PREFIX,
     ApiRoute,

@@ -6,7 +6,7 @@ operations side by side, read as the OpenAPI document's schemas are.
 Pydantic checks shapes, JSON types, and the ranges and patterns of
 :mod:`queue_engine.web.api.fields` (naming the field of any mistake in a
 422), which also state them in the OpenAPI document; the engine's own
-validation (:mod:`queue_engine.validation`) then checks values with the
+validation (:mod:`queue_engine.producer.validation`) then checks values with the
 same rules as every other enqueue path, so the HTTP API cannot accept a job
 the Python client would refuse. Unknown fields are
 refused (``extra="forbid"``): a typo such as ``prioirty`` must not be
@@ -21,15 +21,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from queue_engine.controls import BURST_RANGE, RATE_MAX, SCALE_RANGE
-from queue_engine.jobs import Job, JobStatus
-from queue_engine.validation import (
+from queue_engine.operator.controls import BURST_RANGE, RATE_MAX, SCALE_RANGE
+from queue_engine.producer.jobs import Job, JobStatus
+from queue_engine.producer.validation import (
     LEASE_TTL_RANGE,
     MAX_ATTEMPTS_RANGE,
     MAX_DELAY_S,
     PRIORITY_RANGE,
     TIMEOUT_RANGE,
 )
+from queue_engine.producer.workflows.model import NodeInfo, WorkflowInfo
+from queue_engine.producer.workflows.spec import MAX_NODES
 from queue_engine.web.api.fields import (
     JSON_NUMBER,
     BodyId,
@@ -48,10 +50,8 @@ from queue_engine.web.api.fields import (
     exactly_one,
     given,
 )
-from queue_engine.workflows.model import NodeInfo, WorkflowInfo
-from queue_engine.workflows.spec import MAX_NODES
 
-#: The enqueue options' numbers, with the engine's ranges (:mod:`queue_engine.validation`).
+#: The enqueue options' numbers, with the engine's ranges (:mod:`queue_engine.producer.validation`).
 Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), JSON_NUMBER]
 MaxAttempts = Annotated[int, Field(ge=MAX_ATTEMPTS_RANGE[0], le=MAX_ATTEMPTS_RANGE[1]), JSON_NUMBER]
 TimeoutS = Annotated[int, Field(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1]), JSON_NUMBER]

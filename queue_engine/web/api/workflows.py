@@ -1,13 +1,13 @@
 """``/api/v1/workflows``: start, read, list, cancel, retry workflows and provide input.
 
 Every route runs the engine's own workflow operations
-(:class:`~queue_engine.client.Client`'s ``start_workflow``, ``get_workflow``,
+(:class:`~queue_engine.producer.client.Client`'s ``start_workflow``, ``get_workflow``,
 ``list_workflows``, ``workflow_nodes``, ``cancel_workflow``,
 ``retry_workflow``, ``provide_input``) on a connection borrowed for the
 caller's scope, so the API, ``queue-ctl workflows`` and Python cannot
 disagree.
 
-A start body is turned into a :class:`~queue_engine.workflows.Workflow` and
+A start body is turned into a :class:`~queue_engine.producer.workflows.Workflow` and
 checked whole (names, edges, cycles, every node's options) before a
 connection is even borrowed: a bad shape is a 422 naming the node, and
 nothing is written. Idempotency: the ``Idempotency-Key`` header (or the
@@ -21,7 +21,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
-from queue_engine.errors import ValidationError
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.workflows import After, Workflow, WorkflowState
+from queue_engine.producer.workflows.operations import LIST_LIMIT_MAX
 from queue_engine.web.api.deps import API_PREFIX, ApiRoute, client, errors
 from queue_engine.web.api.fields import ID_MAX, ID_MIN, Key, WorkflowName
 from queue_engine.web.api.models import (
@@ -37,8 +39,6 @@ from queue_engine.web.api.models import (
     WorkflowRetried,
 )
 from queue_engine.web.auth import Principal, require_operator, require_producer, require_read
-from queue_engine.workflows import After, Workflow, WorkflowState
-from queue_engine.workflows.operations import LIST_LIMIT_MAX
 
 router = APIRouter(prefix=f"{API_PREFIX}/workflows", tags=["workflows"], route_class=ApiRoute)
 

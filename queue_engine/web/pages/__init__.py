@@ -18,7 +18,7 @@ from typing import Any, cast
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from queue_engine.db import connect
+from queue_engine.foundation.db import connect
 from queue_engine.web import live
 from queue_engine.web.pages import actions, login, views, workflows
 from queue_engine.web.pages.render import environment

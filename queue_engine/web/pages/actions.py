@@ -4,7 +4,7 @@ Every action is a plain HTML form POST answered by a 303 redirect back to
 the page it came from, with a one-line banner (``?done=`` or ``?failed=``):
 it works without JavaScript, a reload never repeats it, and the browser's
 back button behaves. Each calls the very function ``queue-ctl`` calls
-(:class:`~queue_engine.Client` for jobs, :mod:`queue_engine.controls`,
+(:class:`~queue_engine.Client` for jobs, :mod:`queue_engine.operator.controls`,
 :mod:`queue_engine.scheduler.store`), on a connection of the operator's pool.
 
 Protection: the operator scope (:func:`~.context.operator_context`) and the
@@ -24,9 +24,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from queue_engine import controls
-from queue_engine.client import Client
-from queue_engine.errors import QueueEngineError
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.operator import controls
+from queue_engine.producer.client import Client
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.web.pages import reads
 from queue_engine.web.pages.context import Operator, PageContext

@@ -1,6 +1,6 @@
 """The workflow page's drawing: a DAG laid out as boxes in columns with edges (pure functions).
 
-The boxes are the groups of :func:`queue_engine.workflows.layout.group_nodes`
+The boxes are the groups of :func:`queue_engine.operator.workflow_layout.group_nodes`
 (one per node, or per fan-out folded into one), so the drawing's size follows
 the number of groups, not of nodes. A layered layout (after Sugiyama), small
 enough to read in one sitting:
@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from queue_engine.workflows import layout
+from queue_engine.operator import workflow_layout as layout
 
 #: Most boxes drawn; past it the groups are folded coarser, then cut.
 MAX_BOXES = 150

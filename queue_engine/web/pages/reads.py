@@ -22,9 +22,9 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from queue_engine import sql as queries
-from queue_engine.db import schema_errors
-from queue_engine.jobs import Job, JobStatus
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import schema_errors
+from queue_engine.producer.jobs import Job, JobStatus
 
 #: Rows per page of the jobs list.
 PAGE_SIZE = 50

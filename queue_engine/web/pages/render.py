@@ -16,9 +16,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from queue_engine import job_display, stats
+from queue_engine.operator import job_display, stats
+from queue_engine.operator import workflow_layout as layout
+from queue_engine.producer.workflows import INPUT_TASK
 from queue_engine.web import live
-from queue_engine.workflows import INPUT_TASK, layout
 
 #: Chart size on the overview (px).
 SPARK_WIDTH = 104
@@ -84,7 +85,7 @@ def until(value: datetime | None, now: datetime | None = None) -> str:
 
 
 def shown(job: Any) -> str:
-    """The status a person reads (``scheduled``, ``awaiting input``): :mod:`queue_engine.job_display`."""
+    """The status a person reads (``scheduled``, ``awaiting input``): :mod:`queue_engine.operator.job_display`."""
     return job_display.shown_status(job, _now())
 
 

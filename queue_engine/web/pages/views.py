@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
-from queue_engine import stats
+from queue_engine.operator import stats
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.web.pages import reads
 from queue_engine.web.pages.context import Page, PageContext

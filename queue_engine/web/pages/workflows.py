@@ -1,9 +1,9 @@
 """The dashboard's workflow pages: the list, and one workflow's DAG as a graph and by level.
 
-Both read through :class:`~queue_engine.client.Client` (``list_workflows``,
+Both read through :class:`~queue_engine.producer.client.Client` (``list_workflows``,
 ``get_workflow``, ``workflow_nodes``), the calls ``queue-ctl workflows`` and
 ``/api/v1/workflows`` make. The nodes are grouped by
-:mod:`queue_engine.workflows.layout`, the grouping ``queue-ctl workflows show``
+:mod:`queue_engine.operator.workflow_layout`, the grouping ``queue-ctl workflows show``
 draws as text: one box per node or per folded fan-out, so a 10,000-node
 fan-out is one box with its counts. The page draws the boxes twice from the
 same list: as an SVG graph laid out by :mod:`.graph` (columns by level,
@@ -25,13 +25,14 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from queue_engine.client import Client
-from queue_engine.errors import ValidationError, WorkflowNotFound
+from queue_engine.foundation.errors import ValidationError, WorkflowNotFound
+from queue_engine.operator import workflow_layout as layout
+from queue_engine.producer.client import Client
+from queue_engine.producer.workflows import INPUT_TASK, NodeInfo, WorkflowState
+from queue_engine.producer.workflows.model import COUNT_NAMES
 from queue_engine.web.pages import graph
 from queue_engine.web.pages.context import Page, PageContext
 from queue_engine.web.pages.render import badge, dur, num
-from queue_engine.workflows import INPUT_TASK, NodeInfo, WorkflowState, layout
-from queue_engine.workflows.model import COUNT_NAMES
 
 router = APIRouter(include_in_schema=False)
 
@@ -250,7 +251,7 @@ def _drawn(box: Box, group: layout.Group, workflow_id: int, x: float, y: float) 
 
 
 def _unqualified(error: str) -> str:
-    """``queue_engine.retry.Permanent: ...`` as ``Permanent: ...``: a box has room for little."""
+    """``queue_engine.producer.retry.Permanent: ...`` as ``Permanent: ...``: a box has room for little."""
     return re.sub(r"^(?:[A-Za-z_]\w*\.)+(?=\w+(?::|$))", "", error)
 
 
