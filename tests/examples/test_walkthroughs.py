@@ -53,6 +53,7 @@ PAGES = {
     # The migration guides: their "pending" blocks (import, migrate-settings,
     # --compat) are not run yet; the lead adds what they leave when turning them on.
     "docs/migrating/dataloader.md": {"noop": 1, "load.cbr.rates": 2},
+    "docs/migrating/pqrun.md": {"summarize": 2, "embed": 2},
 }
 
 
