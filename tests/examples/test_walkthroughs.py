@@ -54,6 +54,13 @@ PAGES = {
     # --compat) are not run yet; the lead adds what they leave when turning them on.
     "docs/migrating/dataloader.md": {"noop": 1, "load.cbr.rates": 2},
     "docs/migrating/pqrun.md": {"summarize": 2, "embed": 2},
+    "docs/migrating/queue_workflows.md": {
+        "leads.fetch": 1,
+        "leads.parse": 1,
+        "leads.score": 1,
+        "queue-engine:input": 1,
+        "leads.publish": 1,
+    },
 }
 
 
