@@ -50,6 +50,17 @@ PAGES = {
     "examples/periodic_etl/README.md": {"cbr.fetch": 2, "cbr.load": 2},
     "examples/sqlalchemy_session/README.md": {"billing.send_invoice": 1},
     "examples/starlette_app/README.md": {"shop.confirm_order": 1},
+    # The migration guides: their "pending" blocks (import, migrate-settings,
+    # --compat) are not run yet; the lead adds what they leave when turning them on.
+    "docs/migrating/dataloader.md": {"noop": 1, "load.cbr.rates": 2},
+    "docs/migrating/pqrun.md": {"summarize": 2, "embed": 2},
+    "docs/migrating/queue_workflows.md": {
+        "leads.fetch": 1,
+        "leads.parse": 1,
+        "leads.score": 1,
+        "queue-engine:input": 1,
+        "leads.publish": 1,
+    },
 }
 
 
@@ -86,6 +97,21 @@ def _succeeded(dsn: str) -> Counter[str]:
         rows = conn.execute("SELECT task, status FROM queue_engine.jobs_all").fetchall()
     assert all(status in ("queued", "running", "succeeded") for _, status in rows), rows
     return Counter(task for task, status in rows if status == "succeeded")
+
+
+#: A block that needs a command not built yet: skipped until it becomes ``run``.
+PENDING = re.compile(r"<!-- walkthrough: pending -->\s*\n```sh\n(.*?)```", re.DOTALL)
+
+
+def test_every_pending_block_is_a_sh_block_after_the_fleet() -> None:
+    """Turning ``pending`` into ``run`` must give a block this test runs, after the fleet starts."""
+    for page in PAGES:
+        text = (REPO / page).read_text()
+        markers = text.count("<!-- walkthrough: pending -->")
+        assert len(PENDING.findall(text)) == markers, page
+        if markers:
+            fleet = text.index("<!-- walkthrough: background -->")
+            assert text.index("<!-- walkthrough: pending -->") > fleet, page
 
 
 def test_every_walked_page_has_a_fleet_and_commands() -> None:
