@@ -99,7 +99,10 @@ def test_has_references_sees_every_operator_and_skip_if_but_not_plain_data() -> 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"x": {"$result": "probe"}}, "args.x: parent probe ended failed, so it has no result to use"),
+        (
+            {"x": {"$result": "probe"}},
+            "args.x: parent probe ended failed, so it has no result to use",
+        ),
         (
             {"x": {"$result": "fetch", "path": ["files", 9]}},
             "args.x: parent fetch's result has no ['files'][9]",

@@ -107,7 +107,7 @@ def skip_reason(args: dict[str, Any], parents: Mapping[str, Any]) -> str | None:
         raise BadReference(f"skip_if: must come out true or false, got {held!r}")
     if not held:
         return None
-    return f"skip_if held: {json.dumps(predicate, separators=(',', ':'))}"
+    return f"skip_if held: {json.dumps(predicate, separators=(',', ':'), sort_keys=True)}"
 
 
 def check(args: Mapping[str, Any], parents: Collection[str]) -> None:
@@ -171,17 +171,16 @@ def _same(a: Any, b: Any) -> bool:
 def _step(current: Any, path: list[Any]) -> tuple[bool, Any]:
     """Follow ``path`` (keys and indexes) into ``current``: (found, value)."""
     for key in path:
-        if isinstance(current, dict) and isinstance(key, str) and key in current:
-            current = current[key]
-        elif (
+        in_dict = isinstance(current, dict) and isinstance(key, str) and key in current
+        in_list = (
             isinstance(current, list)
             and isinstance(key, int)
             and not isinstance(key, bool)
             and -len(current) <= key < len(current)
-        ):
-            current = current[key]
-        else:
+        )
+        if not (in_dict or in_list):
             return False, None
+        current = current[key]
     return True, current
 
 

@@ -20,7 +20,6 @@ from typing import Any, Literal, Unpack
 
 from queue_engine.foundation.errors import ValidationError
 from queue_engine.producer.tasks import registry
-from queue_engine.producer.workflows import refs
 from queue_engine.producer.validation import (
     EnqueueOptions,
     JobSpec,
@@ -28,6 +27,7 @@ from queue_engine.producer.validation import (
     check_option_names,
     spec_from_options,
 )
+from queue_engine.producer.workflows import refs
 
 #: The task name of an input node: never claimed by a worker; it ends when a
 #: value is provided (``Client.provide_input``) or its timeout passes.
