@@ -58,7 +58,7 @@ def _now() -> datetime:
 
 @click.group(name="workflows")
 def workflows() -> None:
-    """Workflows (DAGs of jobs): start by name, list, show the DAG, cancel, retry, provide input."""
+    """Workflows (DAGs of jobs): list, show the DAG, cancel, retry, provide an input."""
 
 
 @workflows.command(name="list")
