@@ -60,7 +60,6 @@ OPERATORS: dict[str, frozenset[str]] = {
     "$or": frozenset(),
     "$not": frozenset(),
 }
-PREDICATES = ("$eq", "$ne", "$and", "$or", "$not")
 _KEYS = frozenset(OPERATORS) | {SKIP_KEY}
 #: A value the check stands in for what is only known at the claim.
 _UNKNOWN = object()
