@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from queue_engine.producer.async_client import AsyncClient
     from queue_engine.producer.client import Client
     from queue_engine.producer.context import JobContext
+    from queue_engine.producer.ingest import ingest
     from queue_engine.producer.jobs import Job, JobStatus
     from queue_engine.producer.retry import (
         ExponentialBackoff,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         WorkflowState,
         finished,
     )
+    from queue_engine.producer.workflows.providers import workflow
     from queue_engine.producer.workflows.refs import result_of
 
 #: Each public name and the module it comes from (the imports above, as data).
@@ -95,6 +97,8 @@ _PUBLIC: dict[str, str] = {
         "queue_engine.producer.workflows",
     ),
     "result_of": "queue_engine.producer.workflows.refs",
+    "ingest": "queue_engine.producer.ingest",
+    "workflow": "queue_engine.producer.workflows.providers",
 }
 
 #: The public names (``tests/unit/test_layers.py`` holds them to ``_PUBLIC`` and the imports above).
@@ -126,11 +130,13 @@ __all__ = [
     "WorkflowState",
     "__version__",
     "finished",
+    "ingest",
     "periodic",
     "registry",
     "result_of",
     "task",
     "wait_for_schema",
+    "workflow",
 ]
 
 

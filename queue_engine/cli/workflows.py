@@ -1,4 +1,4 @@
-"""``queue-ctl workflows``: list, show (the DAG), cancel, retry and provide-input.
+"""``queue-ctl workflows``: start (by name), list, show (the DAG), cancel, retry, provide-input.
 
 Each command is one :class:`~queue_engine.producer.client.Client` call on the group's
 connection; the drawing is :mod:`queue_engine.cli.workflow_render` (pure). Bad
@@ -30,9 +30,9 @@ from queue_engine.producer.workflows.operations import LIST_LIMIT_MAX
 WORKFLOW_ID = click.IntRange(1, 2**63 - 1)
 
 
-def read_value(raw: str) -> Any:
+def read_value(raw: str, *, label: str = "VALUE") -> Any:
     """VALUE of ``provide-input``: JSON text, ``@file`` for a file's content, ``-`` for stdin."""
-    source = "VALUE"
+    source = label
     if raw == "-":
         source, raw = "stdin", sys.stdin.read()
     elif raw.startswith("@"):
@@ -41,13 +41,13 @@ def read_value(raw: str) -> Any:
             raw = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise ValidationError(f"cannot read VALUE from {path}: {reason}") from None
+            raise ValidationError(f"cannot read {label} from {path}: {reason}") from None
         source = str(path)
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ValidationError(
-            f"VALUE ({source}) is not valid JSON: {exc.msg} at position {exc.pos} "
+            f"{label} ({source}) is not valid JSON: {exc.msg} at position {exc.pos} "
             "(a string is quoted: '\"yes\"')"
         ) from None
 
@@ -132,6 +132,44 @@ def show_cmd(cli: CliContext, workflow_id: int, expand: bool, as_json: bool, col
         collapse_at=0 if expand else workflow_render.COLLAPSE_AT,
     )
     click.echo("\n".join(lines), color=coloured)
+
+
+@workflows.command(name="start")
+@click.argument("name")
+@click.option(
+    "--app",
+    required=True,
+    help="Module declaring the workflow provider (@queue_engine.workflow(NAME)).",
+)
+@click.option(
+    "--params",
+    default="{}",
+    show_default=True,
+    help="The provider's params: a JSON object, @FILE, or - (stdin).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the workflow as JSON.")
+@pass_cli
+def start_cmd(cli: CliContext, name: str, app: str, params: str, as_json: bool) -> None:
+    """Start the workflow a named provider builds from --params.
+
+    The provider is a function of the app module, registered with
+    @queue_engine.workflow(NAME); it returns the Workflow to start. With the
+    workflow's idempotency key naming an existing one, that one is shown and
+    nothing is written.
+    """
+    parsed = read_value(params, label="--params")
+    if not isinstance(parsed, dict):
+        raise ValidationError(f"--params must be a JSON object, got {type(parsed).__name__}")
+    from queue_engine.producer.tasks import import_app  # only this command imports app code
+
+    import_app(app)
+    with cli.client() as client:
+        info = client.start_workflow(name, parsed)
+    if as_json:
+        print_json({**info.to_dict(), "created": info.created})
+        return
+    verb = "started" if info.created else "already exists (its idempotency key)"
+    click.echo(f"workflow {info.id} {info.name}: {verb}; {info.node_count} node(s), {info.state}")
 
 
 @workflows.command(name="cancel")

@@ -27,7 +27,7 @@ add it is not.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -302,16 +302,23 @@ class Client:
     # Workflows (docs/guides/workflows.md): the statements are built in
     # queue_engine.producer.workflows.operations.
 
-    def start_workflow(self, workflow: Workflow, *, conn: Connection | None = None) -> WorkflowInfo:
+    def start_workflow(
+        self,
+        workflow: Workflow | str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        conn: Connection | None = None,
+    ) -> WorkflowInfo:
         """Insert every node and edge of ``workflow`` in one call; return the workflow.
 
-        On the caller's connection the workflow exists iff the caller's
-        transaction commits. With the workflow's idempotency key naming an
-        existing workflow, that one is returned (``created`` False) and nothing
-        is written. The shape (names, edges, cycles, job options) is checked
-        before anything is sent.
+        ``workflow`` may be the name of a provider this process imported
+        (``@workflow("name")``), built from ``params``. On the caller's
+        connection the workflow exists iff the caller's transaction commits.
+        With the workflow's idempotency key naming an existing workflow, that
+        one is returned (``created`` False) and nothing is written. The shape
+        (names, edges, cycles, job options) is checked before anything is sent.
         """
-        statement = wf_ops.start_statement(self.schema, workflow)
+        statement = wf_ops.start_statement(self.schema, workflow, params)
         with self._connection(conn) as c:
             row = self._fetch_one(c, statement)
             assert row is not None  # start_workflow always answers one row

@@ -181,12 +181,20 @@ def task(
 
 def load_app(module_name: str) -> TaskRegistry:
     """Import the app module that registers the tasks; a clear ConfigError if that fails."""
+    already_imported = module_name in sys.modules
+    known = set(registry.names())
+    import_app(module_name)
+    if not already_imported and set(registry.names()) == known:
+        raise ConfigError(f"app module {module_name!r} registers no task (use @queue_engine.task)")
+    return registry
+
+
+def import_app(module_name: str) -> None:
+    """Import the app module (from the current directory too); a clear ConfigError if it fails."""
     if not module_name:
         raise ConfigError("no app module given: pass --app MODULE or set QUEUE_ENGINE_APP")
     if "" not in sys.path:
         sys.path.insert(0, "")
-    already_imported = module_name in sys.modules
-    known = set(registry.names())
     try:
         importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -199,6 +207,3 @@ def load_app(module_name: str) -> TaskRegistry:
         raise ConfigError(
             f"app module {module_name!r} failed to import: {type(exc).__name__}: {exc}"
         ) from None
-    if not already_imported and set(registry.names()) == known:
-        raise ConfigError(f"app module {module_name!r} registers no task (use @queue_engine.task)")
-    return registry

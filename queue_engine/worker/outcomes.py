@@ -216,7 +216,7 @@ def skipped(job: ClaimedJob, skip: Skip, duration_ms: int, progress: str | None 
 
 
 def bad_reference(job: ClaimedJob, problem: str) -> Outcome:
-    """A ``$result`` reference in a node's args could not be resolved: fail it, no retry."""
+    """An expression in a node's args (or its ``skip_if``) could not be resolved: fail, no retry."""
     message = f"bad reference in args: {problem}"[:MAX_MESSAGE_CHARS]
     return Outcome(
         job.id, job.attempt, "failed", "failed", error=message, duration_ms=0, message=message

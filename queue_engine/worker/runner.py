@@ -2,8 +2,10 @@
 
 Before the handler runs, a job may turn out not to be runnable: no longer
 ours (a zombie, dropped without an outcome), a task this worker does not know
-(failed), canceled before it started, or a lock key whose advisory lock
-another session holds (waited for; given back if the worker stops meanwhile).
+(failed), canceled before it started, a workflow node whose ``skip_if`` holds
+(skipped) or whose args' references cannot be resolved (failed), or a lock
+key whose advisory lock another session holds (waited for; given back if the
+worker stops meanwhile).
 Otherwise the handler runs on the main thread with its context (``ctx``),
 armed in the job watchdog (budget, stall) at no cost per job; whatever it
 returns or raises becomes the job's :class:`~.outcomes.Outcome`, queued for
@@ -22,6 +24,7 @@ from time import perf_counter
 
 from queue_engine.foundation.logs import log_event, mask_secrets
 from queue_engine.producer.context import ClaimedJob, JobContext
+from queue_engine.producer.retry import Skip
 from queue_engine.producer.tasks import TaskRegistry
 from queue_engine.producer.workflows import refs
 from queue_engine.worker import outcomes as oc
@@ -89,9 +92,15 @@ class JobRunner:
             self.jobs.add_outcome(oc.canceled_before_start(job))
             return
         args = job.args
-        if job.parents is not None and refs.has_references(args):
+        if job.workflow_id is not None and refs.has_references(args):
+            # A node's skip_if first: a skipped node's args need not resolve.
+            parents = job.parents or {}
             try:
-                args = refs.resolve(args, job.parents)
+                reason = refs.skip_reason(args, parents)
+                if reason is not None:
+                    self.jobs.add_outcome(oc.skipped(job, Skip(reason), 0))
+                    return
+                args = refs.resolve(args, parents)
             except refs.BadReference as exc:
                 self.jobs.add_outcome(oc.bad_reference(job, str(exc)))
                 return

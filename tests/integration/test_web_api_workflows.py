@@ -134,6 +134,22 @@ def test_a_key_reused_for_another_workflow_or_two_keys_are_refused(
         ([{"node": "a", "input": True, "task": "t"}], "node a: an input node takes only"),
         ([{"node": "a", "task": "t", "dedupe_key": "d"}], "node a: a node cannot carry dedupe_key"),
         ([{"node": "bad name", "task": "t"}], "invalid node name 'bad name'"),
+        (
+            [
+                {"node": "a", "task": "t"},
+                {
+                    "node": "b",
+                    "task": "t",
+                    "after": ["a"],
+                    "skip_if": {"$eq": [{"$result": "z"}, 1]},
+                },
+            ],
+            "node b: skip_if.$eq[0]: z is not a parent of this node (parents: a)",
+        ),
+        (
+            [{"node": "a", "input": True, "skip_if": {"$eq": [1, 1]}}],
+            "node a: an input node takes only after, timeout_s and queue, not skip_if",
+        ),
     ],
 )
 def test_a_bad_shape_is_a_422_naming_the_node_and_writes_nothing(
@@ -143,6 +159,24 @@ def test_a_bad_shape_is_a_422_naming_the_node_and_writes_nothing(
     body = is_problem(r, 422)
     assert says in body["detail"], body
     assert counts(dsn) == (0, 0)
+
+
+def test_a_node_declares_skip_if_and_it_reaches_the_args(api: TestClient, client: Client) -> None:
+    predicate = {"$eq": [{"$result": "fetch", "path": ["count"]}, 0]}
+    nodes = [
+        {"node": "fetch", "task": "etl.fetch"},
+        {
+            "node": "load",
+            "task": "etl.load",
+            "after": ["fetch"],
+            "args": {"n": 1},
+            "skip_if": predicate,
+        },
+    ]
+    wf = start(api, {"name": "skippy", "nodes": nodes})
+    load = next(n for n in client.workflow_nodes(wf["id"]) if n.node == "load")
+    job = client.get(load.job_id)
+    assert job.args == {"n": 1, "$skip_if": predicate}
 
 
 def test_unknown_fields_and_bad_types_are_422_naming_the_field(api: TestClient, dsn: str) -> None:

@@ -56,11 +56,12 @@ def boom(args: dict[str, Any], ctx: JobContext) -> Any:
     raise RuntimeError("boom")
 
 
-def registry() -> TaskRegistry:
+def registry(queue: str = Q, **handlers: Any) -> TaskRegistry:
+    """``(args, ctx)`` handlers by task name, one attempt each (``ok`` and ``boom`` if none)."""
     reg = TaskRegistry()
-    for name, fn in (("ok", ok), ("boom", boom)):
+    for name, fn in (handlers or {"ok": ok, "boom": boom}).items():
         reg.register(
-            TaskDefinition(name=name, handler=fn, queue=Q, max_attempts=1, wants_context=True)
+            TaskDefinition(name=name, handler=fn, queue=queue, max_attempts=1, wants_context=True)
         )
     return reg
 

@@ -8,6 +8,7 @@ and :class:`~queue_engine.producer.async_client.AsyncClient`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from queue_engine.foundation import sql as queries
@@ -20,6 +21,7 @@ from queue_engine.foundation.errors import (
 from queue_engine.producer.operations import Statement
 from queue_engine.producer.validation import check_id
 from queue_engine.producer.workflows.model import WorkflowState
+from queue_engine.producer.workflows.providers import providers
 from queue_engine.producer.workflows.spec import NAME_PATTERN, NODE_PATTERN, Workflow
 
 LIST_LIMIT_MAX = 1_000
@@ -32,10 +34,26 @@ def check_workflow_id(workflow_id: Any) -> int:
     return check_id("workflow", workflow_id)
 
 
-def start_statement(schema: str, workflow: Workflow, *, schedule: str | None = None) -> Statement:
-    """The one call that inserts the whole workflow (validated, parents first)."""
+def start_statement(
+    schema: str,
+    workflow: Workflow | str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    schedule: str | None = None,
+) -> Statement:
+    """The one call that inserts the whole workflow (validated, parents first).
+
+    ``workflow`` is a :class:`Workflow`, or the name of a provider this
+    process imported (:mod:`.providers`), built here from ``params``.
+    """
+    if isinstance(workflow, str):
+        workflow = providers.build(workflow, params)
+    elif params is not None:
+        raise ValidationError("start_workflow takes params only with a workflow provider's name")
     if not isinstance(workflow, Workflow):
-        raise ValidationError(f"start_workflow takes a Workflow, got {type(workflow).__name__}")
+        raise ValidationError(
+            f"start_workflow takes a Workflow or a provider's name, got {type(workflow).__name__}"
+        )
     return Statement(
         queries.query("start_workflow", schema),
         {

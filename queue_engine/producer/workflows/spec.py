@@ -27,6 +27,7 @@ from queue_engine.producer.validation import (
     check_option_names,
     spec_from_options,
 )
+from queue_engine.producer.workflows import refs
 
 #: The task name of an input node: never claimed by a worker; it ends when a
 #: value is provided (``Client.provide_input``) or its timeout passes.
@@ -115,13 +116,18 @@ class Workflow:
         task: str,
         *,
         after: Iterable[str | After] = (),
+        skip_if: dict[str, Any] | None = None,
         **options: Unpack[EnqueueOptions],
     ) -> str:
         """Add a job node running ``task``; ``options`` are ``Client.enqueue``'s.
 
         ``after`` names parent nodes (strings, or :class:`After` for a
-        requirement other than success); they may be added later. Returns the
-        node name, so ``after=[wf.add(...)]`` reads naturally.
+        requirement other than success); they may be added later. ``skip_if``
+        is a predicate on the parents (:mod:`.refs`): when it holds at the
+        claim, the node ends ``skipped`` without running. It travels in the
+        args under ``$skip_if``, so a workflow started from JSON or SQL
+        declares it the same way. Returns the node name, so
+        ``after=[wf.add(...)]`` reads naturally.
         """
         where = self._check_name(node)
         if task == INPUT_TASK:
@@ -133,11 +139,19 @@ class Workflow:
                     "idempotency_key instead"
                 )
         check_option_names({"task": task, **options}, where=where)
+        edges = self._edges(where, after)
+        args = options.get("args")
+        if skip_if is not None and (args is None or isinstance(args, dict)):
+            if args is not None and refs.SKIP_KEY in args:
+                raise ValidationError(f"{where}: skip_if is given twice (and in args)")
+            args = options["args"] = {**(args or {}), refs.SKIP_KEY: skip_if}
         try:
             spec = spec_from_options(task, options, registry.get(task))
-        except ValidationError as exc:
+            if isinstance(args, dict) and refs.has_references(args):
+                refs.check(args, [e.node for e in edges])
+        except (ValidationError, refs.BadReference) as exc:
             raise ValidationError(f"{where}: {exc}") from None
-        self._nodes[node] = _Node(node, spec, self._edges(where, after))
+        self._nodes[node] = _Node(node, spec, edges)
         return node
 
     def input(

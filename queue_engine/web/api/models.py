@@ -424,6 +424,7 @@ JOB_NODE_OPTIONS = (
     "partition_key",
     "producer",
     "affinity_key",
+    "skip_if",
 )
 #: A node is a job (``task``) or an input node (``input: true``, no job options).
 JOB_OR_INPUT = exactly_one(
@@ -463,7 +464,14 @@ class WorkflowNodeIn(Strict):
         False, description="an input node: waits for `provide-input` (takes `timeout_s`, `queue`)"
     )
     queue: QueueName | None = None
-    args: JsonObject | None = Field(None, description="may hold `$result` references")
+    args: JsonObject | None = Field(
+        None, description="may hold expressions: `$result`/`$from`, `$filter`, `$eq`, ..."
+    )
+    skip_if: JsonObject | None = Field(
+        None,
+        description="a predicate on the parents (`$eq`, `$ne`, `$and`, ...): when it holds, "
+        "the node ends skipped without running",
+    )
     priority: Priority | None = None
     run_at: Time | None = None
     delay: Delay | None = None
