@@ -55,7 +55,7 @@ def import_cmd(
     batch_size: int,
     as_json: bool,
 ) -> None:
-    """Import the queued, delayed and running jobs and unfinished workflows of SOURCE."""
+    """Move the unfinished jobs and workflows of dataloader, pqrun or queue_workflows here."""
     with cli.connect() as conn:
         report = run_import(
             conn,

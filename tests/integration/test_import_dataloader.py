@@ -19,7 +19,7 @@ from queue_engine import Client
 from queue_engine.operator.importing.run import run_import
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
-from tests.support.legacy import checksum, create_legacy_schema
+from support.legacy import checksum, create_legacy_schema
 
 QUEUE = "etl.default"
 

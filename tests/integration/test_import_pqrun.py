@@ -17,7 +17,7 @@ from queue_engine.foundation.errors import ConfigError
 from queue_engine.operator.importing.run import run_import
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
-from tests.support.legacy import checksum, create_legacy_schema
+from support.legacy import checksum, create_legacy_schema
 
 #: (job_type, payload, status, priority, attempts, max_attempts, run_after offset s,
 #:  timeout_seconds, dedupe_key, last_error)
@@ -45,7 +45,18 @@ def source(empty_dsn: str) -> str:
                 " run_after, timeout_seconds, dedupe_key, last_error, created_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s, now() + make_interval(secs => %s), %s, %s, %s,"
                 " '2026-01-02T03:04:05Z')",
-                (job_type, json.dumps(payload), status, prio, att, mx, offset, timeout, dedupe, err),
+                (
+                    job_type,
+                    json.dumps(payload),
+                    status,
+                    prio,
+                    att,
+                    mx,
+                    offset,
+                    timeout,
+                    dedupe,
+                    err,
+                ),
             )
     return empty_dsn
 

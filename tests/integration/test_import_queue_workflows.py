@@ -19,7 +19,7 @@ from queue_engine.operator.importing.run import run_import
 from queue_engine.producer.context import JobContext
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
-from tests.support.legacy import checksum, create_legacy_schema
+from support.legacy import checksum, create_legacy_schema
 
 #: Runs: (status, [(node, module, queue, depends_on, status, attempts, result)]).
 RUNS: list[tuple[str, list[tuple[Any, ...]]]] = [
@@ -103,8 +103,7 @@ def _mapped(conn: psycopg.Connection[Any], kind: str) -> dict[str, int]:
 
 def _nodes(conn: psycopg.Connection[Any], workflow_id: int) -> dict[str, tuple[Any, ...]]:
     rows = conn.execute(
-        "SELECT node, status, task, attempt, result FROM queue_engine.jobs"
-        " WHERE workflow_id = %s",
+        "SELECT node, status, task, attempt, result FROM queue_engine.jobs WHERE workflow_id = %s",
         (workflow_id,),
     ).fetchall()
     return {str(r[0]): tuple(r[1:]) for r in rows}

@@ -37,8 +37,10 @@ def checksum(dsn: str) -> dict[str, str]:
         out = {}
         for table in tables:
             row = conn.execute(
-                sql.SQL("SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' "
-                        "ORDER BY t::text)), '') FROM {} t").format(sql.Identifier(table))
+                sql.SQL(
+                    "SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' "
+                    "ORDER BY t::text)), '') FROM {} t"
+                ).format(sql.Identifier(table))
             ).fetchone()
             assert row is not None
             out[table] = str(row[0])

@@ -50,29 +50,34 @@ class _JobSource:
     """How one system's jobs are read and converted."""
 
     table: str
-    counts: str
-    read: str
     first_key: Any
     convert: Callable[[Mapping[str, Any]], ImportJob | Refusal]
 
 
 _JOBS: dict[str, _JobSource] = {
-    "pqrun": _JobSource("jobs", "import_source_pqrun_counts", "import_source_pqrun", 0, from_pqrun),
-    "dataloader": _JobSource(
-        "dl_jobs",
-        "import_source_dataloader_counts",
-        "import_source_dataloader",
-        "00000000-0000-0000-0000-000000000000",
-        from_dataloader,
-    ),
-    "queue_workflows": _JobSource(
-        "ingest_jobs",
-        "import_source_qw_counts",
-        "import_source_qw_ingest",
-        0,
-        from_queue_workflows_ingest,
-    ),
+    "pqrun": _JobSource("jobs", 0, from_pqrun),
+    "dataloader": _JobSource("dl_jobs", "00000000-0000-0000-0000-000000000000", from_dataloader),
+    "queue_workflows": _JobSource("ingest_jobs", 0, from_queue_workflows_ingest),
 }
+
+
+def _counts_statement(source: str) -> str:
+    """The source's statement counting its rows by kind and status (the first one sent)."""
+    if source == "pqrun":
+        return "import_source_pqrun_counts"
+    if source == "dataloader":
+        return "import_source_dataloader_counts"
+    return "import_source_qw_counts"
+
+
+def _jobs_statement(source: str) -> str:
+    """The source's statement reading a page of its unfinished jobs."""
+    if source == "pqrun":
+        return "import_source_pqrun"
+    if source == "dataloader":
+        return "import_source_dataloader"
+    return "import_source_qw_ingest"
+
 
 #: The old statuses that are finished: counted, never moved.
 _UNFINISHED = {
@@ -173,7 +178,7 @@ class _Source:
     system: str
     where: str
 
-    def rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run the named plain statement ``name`` on the source and return its rows."""
         try:
             with self.conn.cursor(row_factory=dict_row) as cur:
@@ -181,11 +186,11 @@ class _Source:
         except psycopg.Error as exc:
             raise _source_error(self.system, self.where, exc) from None
 
-    def pages(self, name: str, first: Any, size: int) -> Iterator[list[dict[str, Any]]]:
+    def _pages(self, name: str, first: Any, size: int) -> Iterator[list[dict[str, Any]]]:
         """The rows of a read statement, ``size`` at a time, paged by its ``key`` column."""
         after = first
         while True:
-            rows = self.rows(name, {"after": after, "limit": size})
+            rows = self._rows(name, {"after": after, "limit": size})
             if not rows:
                 return
             yield rows
@@ -212,7 +217,7 @@ def _import_jobs(
     size: int,
 ) -> None:
     spec = _JOBS[report.source]
-    for rows in src.pages(spec.read, spec.first_key, size):
+    for rows in src._pages(_jobs_statement(report.source), spec.first_key, size):
         report.batches += 1
         jobs: list[ImportJob] = []
         for row in rows:
@@ -293,7 +298,7 @@ def _import_workflows(
     report: ImportReport,
     size: int,
 ) -> None:
-    for rows in src.pages("import_source_qw_runs", 0, size):
+    for rows in src._pages("import_source_qw_runs", 0, size):
         report.batches += 1
         known = _known(conn, schema, report.source, "workflow", [str(r["old_id"]) for r in rows])
         plans: list[WorkflowPlan] = []
@@ -356,7 +361,7 @@ def run_import(
         raise ConfigError(f"another `queue-ctl import --from {source}` is running on this schema")
     with _source_connection(source_dsn, source_schema) as conn:
         src = _Source(conn, source, where)
-        for row in src.rows(_JOBS[source].counts):
+        for row in src._rows(_counts_statement(source)):
             report.found[str(row["kind"]), str(row["status"])] += int(row["n"])
         _import_jobs(engine, src, schema, report, batch_size)
         if source == "queue_workflows":
