@@ -14,12 +14,12 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+from support.legacy import checksum, create_legacy_schema
 
 from queue_engine import Client
 from queue_engine.operator.importing.run import run_import
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
-from support.legacy import checksum, create_legacy_schema
 
 QUEUE = "etl.default"
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.legacy import checksum, create_legacy_schema
 
 from queue_engine.foundation.errors import ConfigError
 from queue_engine.operator.importing.run import run_import
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
-from support.legacy import checksum, create_legacy_schema
 
 #: (job_type, payload, status, priority, attempts, max_attempts, run_after offset s,
 #:  timeout_seconds, dedupe_key, last_error)
@@ -71,7 +71,7 @@ def _imported(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
 
 
 def _count(conn: psycopg.Connection[Any], table: str) -> int:
-    row = conn.execute(f"SELECT count(*) FROM queue_engine.{table}").fetchone()  # noqa: S608
+    row = conn.execute(f"SELECT count(*) FROM queue_engine.{table}").fetchone()
     assert row is not None
     return int(row[0])
 

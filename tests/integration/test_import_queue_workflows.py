@@ -13,13 +13,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.legacy import checksum, create_legacy_schema
 
 from queue_engine import Client
 from queue_engine.operator.importing.run import run_import
 from queue_engine.producer.context import JobContext
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry
 from queue_engine.testing import drain
-from support.legacy import checksum, create_legacy_schema
 
 #: Runs: (status, [(node, module, queue, depends_on, status, attempts, result)]).
 RUNS: list[tuple[str, list[tuple[Any, ...]]]] = [

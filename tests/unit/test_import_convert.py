@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +26,7 @@ def test_pqrun_priority_keeps_the_order_and_maps_default_to_default() -> None:
     olds = list(range(-900, 101))
     news = [pqrun_priority(p) for p in olds]
     # Higher first there is lower first here: strictly, in the kept range.
-    assert all(a > b for a, b in zip(news, news[1:], strict=False))
+    assert all(a > b for a, b in itertools.pairwise(news))
     assert pqrun_priority(0) == 100 and pqrun_priority(10) == 90 and pqrun_priority(-5) == 105
     assert pqrun_priority(100) == pqrun_priority(10**6) == 0
     assert pqrun_priority(-900) == pqrun_priority(-(10**6)) == 1000
