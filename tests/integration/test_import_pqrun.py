@@ -159,3 +159,16 @@ def test_a_database_without_pqrun_tables_is_refused(empty_dsn: str, dsn: str) ->
         pytest.raises(ConfigError, match="is not a pqrun database"),
     ):
         run_import(conn, "queue_engine", "pqrun", empty_dsn)
+
+
+def test_a_second_import_of_the_same_source_at_once_is_refused(source: str, dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute(
+            "SELECT pg_advisory_lock(hashtext('queue-engine:import:queue_engine:pqrun'))"
+        )
+        with (
+            psycopg.connect(dsn, autocommit=True) as conn,
+            pytest.raises(ConfigError, match="another `queue-ctl import --from pqrun`"),
+        ):
+            run_import(conn, "queue_engine", "pqrun", source)
+        assert _count(holder, "jobs") == 0

@@ -23,13 +23,14 @@ from queue_engine.testing import drain
 
 #: Runs: (status, [(node, module, queue, depends_on, status, attempts, result)]).
 RUNS: list[tuple[str, list[tuple[Any, ...]]]] = [
-    (  # 1: half done: a completed, d skipped, b running, c pending after b and d
+    (  # 1: half done: a and e (after a) completed, d skipped, b running, c pending
         "running",
         [
             ("a", "nodes.a", "cpu", [], "completed", 1, {"x": 1}),
             ("d", "nodes.d", "cpu", [], "skipped", 0, None),
             ("b", "nodes.b", "gpu", ["a"], "running", 1, None),
-            ("c", "nodes.c", "cpu", ["b", "d"], "pending", 0, None),
+            ("c", "nodes.c", "cpu", ["b", "d", "e"], "pending", 0, None),
+            ("e", "nodes.e", "cpu", ["a"], "completed", 2, {"z": 5}),
         ],
     ),
     ("queued", [("a", "nodes.a", "cpu", [], "queued", 0, None)]),  # 2: not started
@@ -131,6 +132,7 @@ def test_unfinished_runs_and_ingest_jobs_arrive_once(source: str, dsn: str) -> N
         half = _nodes(conn, runs["1"])
         assert half["a"] == ("succeeded", "queue-engine:input", 0, {"x": 1})
         assert half["d"] == ("succeeded", "queue-engine:input", 0, None)
+        assert half["e"] == ("succeeded", "queue-engine:input", 0, {"z": 5})
         assert half["b"][:3] == ("queued", "nodes.b", 1)  # running there: attempt spent
         assert half["c"][:3] == ("waiting", "nodes.c", 0)
         assert _nodes(conn, runs["2"])["a"][:2] == ("queued", "nodes.a")
@@ -164,6 +166,6 @@ def test_a_half_done_dag_finishes_here(source: str, dsn: str) -> None:
         workflow_id = _mapped(conn, "workflow")["1"]
     drain(dsn, queue="gpu", tasks=tasks)
     drain(dsn, queue="cpu", tasks=tasks)
-    assert seen == {"b": {"x": 1}, "c": {"b": {"y": 2}, "d": None}}
+    assert seen == {"b": {"x": 1}, "c": {"b": {"y": 2}, "d": None, "e": {"z": 5}}}
     with Client(dsn) as client:
         assert client.get_workflow(workflow_id).state == "succeeded"

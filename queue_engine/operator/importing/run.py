@@ -115,7 +115,7 @@ class ImportReport:
         unfinished = _UNFINISHED[self.source]
         for (kind, status), n in sorted(self.found.items()):
             if kind == "node":
-                out.append(f"  node-job {status}: {n} (moved with their workflow)")
+                out.append(f"  node-job {status}: {n} (a node moves with its run)")
                 continue
             if status not in unfinished:
                 out.append(f"  {kind} {status}: {n} not moved (finished or canceled)")
