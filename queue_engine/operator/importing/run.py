@@ -205,6 +205,7 @@ def _known(
     rows = conn.execute(
         queries.query("import_known_ids", schema),
         {"source": source, "kind": kind, "old_ids": old_ids},
+        prepare=False,  # as import_jobs: the map grows during the run
     ).fetchall()
     return {str(old): int(new) for old, new in rows}
 
@@ -239,8 +240,12 @@ def _import_jobs(
                 report.outcomes["job", status, outcome] += 1
             continue
         with conn.transaction():
+            # Never prepared: imported_ids grows from empty during the run, and
+            # a generic plan made while it was empty scans it for every row.
             written = conn.execute(
-                queries.query("import_jobs", schema), batch_params(report.source, jobs)
+                queries.query("import_jobs", schema),
+                batch_params(report.source, jobs),
+                prepare=False,
             ).fetchall()
         seen = set()
         for old_id, new_id, created in written:
