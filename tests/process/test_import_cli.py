@@ -6,6 +6,8 @@ whatever went wrong.
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 from psycopg.conninfo import make_conninfo
 from support.ctl import queue_ctl
@@ -82,3 +84,25 @@ def test_an_unknown_system_or_schema_is_a_usage_error(dsn: str, empty_dsn: str) 
         "x; DROP TABLE jobs",
     )
     assert "--source-schema must be a plain identifier" in _one_line_error(proc, 2)
+
+
+def test_an_engine_database_without_the_schema_exits_3(empty_dsn: str) -> None:
+    create_legacy_schema(empty_dsn, "pqrun")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO jobs (job_type) VALUES ('pq.a')")
+    proc = queue_ctl("--dsn", empty_dsn, "import", "--from", "pqrun", "--source-dsn", empty_dsn)
+    assert "queue-ctl migrate" in _one_line_error(proc, 3)
+
+
+def test_json_report(dsn: str, empty_dsn: str) -> None:
+    create_legacy_schema(empty_dsn, "pqrun")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jobs (job_type, status) VALUES ('pq.a', 'READY'), ('pq.a', 'DONE')"
+        )
+    proc = queue_ctl("--dsn", dsn, "import", "--from", "pqrun", "--source-dsn", empty_dsn, "--json")
+    report = json.loads(proc.stdout)
+    assert report["dry_run"] is False and report["batches"] == 1
+    assert {"kind": "job", "status": "READY", "outcome": "imported", "count": 1} in report[
+        "outcomes"
+    ]

@@ -26,7 +26,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from queue_engine.foundation import sql as queries
-from queue_engine.foundation.db import connect, describe_dsn, first_line
+from queue_engine.foundation.db import connect, describe_dsn, first_line, schema_errors
 from queue_engine.foundation.errors import ConfigError, DatabaseUnavailable, QueueEngineError
 from queue_engine.operator.importing.convert import (
     PQRUN_PRIORITY_RULE,
@@ -364,7 +364,8 @@ def run_import(
     ).fetchone()
     if not (locked and locked[0]):
         raise ConfigError(f"another `queue-ctl import --from {source}` is running on this schema")
-    with _source_connection(source_dsn, source_schema) as conn:
+    # A missing or old engine schema (imported_ids is migration 0029): exit 3.
+    with _source_connection(source_dsn, source_schema) as conn, schema_errors(schema):
         src = _Source(conn, source, where)
         for row in src._rows(_counts_statement(source)):
             report.found[str(row["kind"]), str(row["status"])] += int(row["n"])
