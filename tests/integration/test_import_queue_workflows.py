@@ -76,8 +76,8 @@ def source(empty_dsn: str) -> str:
             for name, module, queue, deps, node_status, attempts, result in nodes:
                 conn.execute(
                     "INSERT INTO workflow_node_jobs (run_id, node_name, node_module, queue,"
-                    " depends_on, inputs, status, attempts, context_delta)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    " depends_on, inputs, status, attempts, context_delta, required_model)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     (
                         row[0],
                         name,
@@ -88,6 +88,7 @@ def source(empty_dsn: str) -> str:
                         node_status,
                         attempts,
                         json.dumps(result) if result is not None else None,
+                        "qwen-7b" if queue == "gpu" else None,
                     ),
                 )
     return empty_dsn
@@ -134,6 +135,11 @@ def test_unfinished_runs_and_ingest_jobs_arrive_once(source: str, dsn: str) -> N
         assert half["d"] == ("succeeded", "queue-engine:input", 0, None)
         assert half["e"] == ("succeeded", "queue-engine:input", 0, {"z": 5})
         assert half["b"][:3] == ("queued", "nodes.b", 1)  # running there: attempt spent
+        affinity = conn.execute(
+            "SELECT affinity_key FROM queue_engine.jobs WHERE workflow_id = %s AND node = 'b'",
+            (runs["1"],),
+        ).fetchone()
+        assert affinity == ("qwen-7b",)  # its required_model
         assert half["c"][:3] == ("waiting", "nodes.c", 0)
         assert _nodes(conn, runs["2"])["a"][:2] == ("queued", "nodes.a")
         assert _nodes(conn, runs["5"])["ask"][:2] == ("waiting", "queue-engine:input")

@@ -9,6 +9,7 @@ SELECT r.id AS key, r.id::text AS old_id, r.workflow_name, r.status, r.created_a
                       'queue', n.queue, 'depends_on', to_jsonb(n.depends_on),
                       'inputs', n.inputs, 'status', n.status, 'attempts', n.attempts,
                       'max_attempts', n.max_attempts, 'result', n.context_delta,
+                      'required_model', n.required_model,
                       'error', n.error) ORDER BY n.id)
            FROM workflow_node_jobs n WHERE n.run_id = r.id
        ), '[]'::jsonb) AS nodes

@@ -16,7 +16,8 @@ second way to write them), so a run is rewritten as a node list:
   (``queue-ctl provide`` or the API gives it);
 - a **pending**, **queued** or **running** node becomes a node of its task
   (``node_module``) on its queue (``cpu``/``gpu``) with its ``inputs`` as its
-  args; its spent attempts are carried after the start
+  args and its ``required_model`` as its affinity key (a worker with that model
+  warm takes it first); its spent attempts are carried after the start
   (``import_node_attempts.sql``), a running one's counted as spent;
 - a run with a **failed** or **cancelled** node is not moved: there it ends
   failed (or is being cancelled); retry it there, or start it anew here.
@@ -109,6 +110,9 @@ def plan_run(run: Mapping[str, Any]) -> WorkflowPlan | Refusal:
                 attempt, limit = attempts_of(node["attempts"], node["max_attempts"])
                 if limit is not None:
                     spec["max_attempts"] = limit
+                if node.get("required_model"):
+                    # The warm model it needs: this engine's affinity key.
+                    spec["affinity_key"] = str(node["required_model"])
                 plan.attempts.append((name, attempt, node["error"]))
             else:
                 raise ValidationError(f"node {name} has an unknown status {node['status']!r}")
