@@ -80,6 +80,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue_engine.cli.workflows:workflows",
         "Workflows (DAGs of jobs): list, show the DAG, cancel, retry, provide an input.",
     ),
+    "import": LazyCommand(
+        "queue_engine.cli.import_jobs:import_cmd",
+        "Move the unfinished jobs and workflows of dataloader, pqrun or queue_workflows here.",
+    ),
     "prune": LazyCommand(
         "queue_engine.cli.prune:prune",
         "Delete finished jobs and whole finished workflows past retention, and stale worker rows.",

@@ -3,7 +3,8 @@
 The figures (:mod:`.stats`: per-queue numbers, the workers table, a job's
 timeline), the controls (:mod:`.controls`: pause, resume, scale, rate, park,
 unpark, stop), the least-privilege roles (:mod:`.roles`), and how a job or a
-workflow reads to a person (:mod:`.job_display`, :mod:`.workflow_layout`).
+workflow reads to a person (:mod:`.job_display`, :mod:`.workflow_layout`), and
+the import of a replaced system's unfinished work (:mod:`.importing`).
 ``queue-ctl`` and ``queue-web`` are two faces of these same functions, so the
 command line and the dashboard cannot disagree; the orchestrator's metrics
 read the same figures.
