@@ -42,9 +42,11 @@ if TYPE_CHECKING:
     from queue_engine.producer.retry import (
         ExponentialBackoff,
         FixedBackoff,
+        LinearBackoff,
         Permanent,
         Skip,
         Snooze,
+        StepBackoff,
     )
     from queue_engine.producer.schedules import periodic
     from queue_engine.producer.tasks import registry, task
@@ -84,7 +86,15 @@ _PUBLIC: dict[str, str] = {
     "Migrator": "queue_engine.foundation.migrate",
     "wait_for_schema": "queue_engine.foundation.migrate",
     **dict.fromkeys(
-        ("ExponentialBackoff", "FixedBackoff", "Permanent", "Skip", "Snooze"),
+        (
+            "ExponentialBackoff",
+            "FixedBackoff",
+            "LinearBackoff",
+            "Permanent",
+            "Skip",
+            "Snooze",
+            "StepBackoff",
+        ),
         "queue_engine.producer.retry",
     ),
     "periodic": "queue_engine.producer.schedules",
@@ -112,6 +122,7 @@ __all__ = [
     "JobContext",
     "JobNotFound",
     "JobStatus",
+    "LinearBackoff",
     "MigrationError",
     "Migrator",
     "Permanent",
@@ -119,6 +130,7 @@ __all__ = [
     "SchemaMissing",
     "Skip",
     "Snooze",
+    "StepBackoff",
     "ValidationError",
     "Workflow",
     "WorkflowInfo",
