@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from queue_engine.producer.schedules import periodic
     from queue_engine.producer.tasks import registry, task
     from queue_engine.producer.validation import EnqueueOptions
+    from queue_engine.producer.worker_processes import WorkerProcesses
     from queue_engine.producer.workflows import (
         After,
         Workflow,
@@ -105,6 +106,7 @@ _PUBLIC: dict[str, str] = {
         "queue_engine.producer.workflows",
     ),
     "result_of": "queue_engine.producer.workflows.refs",
+    "WorkerProcesses": "queue_engine.producer.worker_processes",
 }
 
 #: The public names (``tests/unit/test_layers.py`` holds them to ``_PUBLIC`` and the imports above).
@@ -132,6 +134,7 @@ __all__ = [
     "Snooze",
     "StepBackoff",
     "ValidationError",
+    "WorkerProcesses",
     "Workflow",
     "WorkflowInfo",
     "WorkflowNotFound",
