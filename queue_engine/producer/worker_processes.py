@@ -62,6 +62,7 @@ from typing import Self
 
 from queue_engine.foundation import settings
 from queue_engine.foundation.errors import ConfigError, ValidationError
+from queue_engine.foundation.exit_codes import ExitCode
 from queue_engine.foundation.logs import log_event
 from queue_engine.foundation.restarts import RestartPolicy, Verdict, describe_exit
 from queue_engine.producer.validation import check_queue_name
@@ -109,7 +110,7 @@ def _die_with_parent() -> Callable[[], None] | None:
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # the parent died before prctl: nobody will stop us
-            os._exit(0)
+            os._exit(ExitCode.OK)
 
     return preexec
 
