@@ -117,6 +117,7 @@ def test_the_apps_workers_run_its_jobs_and_stop_with_it(
     assert sorted(states) == sorted((pid, "stopped") for pid in pids)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_killed_app_leaves_no_orphan_worker(
     app_server: tuple[subprocess.Popen[bytes], str], conn: Any
 ) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import queue_engine
+from queue_engine.cli.tasks import retry_text
 from queue_engine.foundation.errors import ValidationError
 from queue_engine.producer.context import ClaimedJob
 from queue_engine.producer.retry import (
@@ -152,6 +153,19 @@ def test_linear_backoff_cap_and_jitter() -> None:
     for bad in (dict(step_s=-1), dict(max_s=math.inf), dict(jitter=-0.1)):
         with pytest.raises(ValidationError, match="LinearBackoff needs"):
             LinearBackoff(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("policy", "shown"),
+    [
+        (StepBackoff(PQRUN_STEPS), "steps 1m,5m,30m,2h,6h"),
+        (StepBackoff([1.5, 90], jitter=0.1), "steps 1.5s,1m30s jitter 10%"),
+        (LinearBackoff(30), "linear 30s x attempt"),
+        (LinearBackoff(30, max_s=600, jitter=0.2), "linear 30s x attempt max 10m jitter 20%"),
+    ],
+)
+def test_queue_ctl_tasks_shows_the_new_policies_short(policy: object, shown: str) -> None:
+    assert retry_text(policy_data(policy)) == shown
 
 
 def test_the_new_policies_are_public_and_accepted_by_task() -> None:
