@@ -107,7 +107,10 @@ class StepBackoff:
     jitter: float = 0.0
 
     def __init__(self, steps_s: Iterable[float], jitter: float = 0.0) -> None:
-        steps = tuple(float(step) for step in steps_s)
+        try:
+            steps = tuple(float(step) for step in steps_s)
+        except (TypeError, ValueError):
+            steps = ()
         if not steps or not all(math.isfinite(step) and step >= 0 for step in steps):
             raise ValidationError("StepBackoff needs at least one delay, each finite and >= 0")
         _check_jitter("StepBackoff", jitter)

@@ -125,6 +125,8 @@ def test_step_backoff_keeps_its_steps_and_compares_by_them() -> None:
         dict(steps_s=[]),
         dict(steps_s=[1, -1]),
         dict(steps_s=[math.nan]),
+        dict(steps_s=["soon"]),
+        dict(steps_s=60),
         dict(steps_s=[1], jitter=1.0),
     ],
 )
