@@ -16,8 +16,8 @@ import contextlib
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -162,20 +162,24 @@ def test_a_watchdog_exit_is_restarted_and_a_config_error_is_not() -> None:
     assert broken.stop() == {"worker:q#1": [2]}
 
 
-def test_a_worker_ignoring_sigterm_is_killed_after_the_stop_timeout() -> None:
+def test_a_worker_ignoring_sigterm_is_killed_after_the_stop_timeout(tmp_path: Path) -> None:
+    # Each stand-in says it ignores SIGTERM by creating a file named for its pid.
     stubborn = WorkerProcesses(
         {"q": 2},
         app="x",
         stop_timeout_s=0.5,
         command=_stand_in(
-            "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
-            " print('ready', flush=True); time.sleep(60)"
+            "import os, pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+            f" pathlib.Path({str(tmp_path)!r}, str(os.getpid())).touch(); time.sleep(60)"
         ),
     )
     with stubborn:
         pids = stubborn.pids
         assert len(pids) == 2
-        time.sleep(0.3)  # let the children install their handler
+        wait_until(
+            lambda: all((tmp_path / str(pid)).exists() for pid in pids),
+            what="both stand-ins to ignore SIGTERM",
+        )
     assert stubborn.stop() == {"worker:q#1": [-9], "worker:q#2": [-9]}
     assert _gone(pids)
 
