@@ -43,13 +43,16 @@ if TYPE_CHECKING:
     from queue_engine.producer.retry import (
         ExponentialBackoff,
         FixedBackoff,
+        LinearBackoff,
         Permanent,
         Skip,
         Snooze,
+        StepBackoff,
     )
     from queue_engine.producer.schedules import periodic
     from queue_engine.producer.tasks import registry, task
     from queue_engine.producer.validation import EnqueueOptions
+    from queue_engine.producer.worker_processes import WorkerProcesses
     from queue_engine.producer.workflows import (
         After,
         Workflow,
@@ -86,7 +89,15 @@ _PUBLIC: dict[str, str] = {
     "Migrator": "queue_engine.foundation.migrate",
     "wait_for_schema": "queue_engine.foundation.migrate",
     **dict.fromkeys(
-        ("ExponentialBackoff", "FixedBackoff", "Permanent", "Skip", "Snooze"),
+        (
+            "ExponentialBackoff",
+            "FixedBackoff",
+            "LinearBackoff",
+            "Permanent",
+            "Skip",
+            "Snooze",
+            "StepBackoff",
+        ),
         "queue_engine.producer.retry",
     ),
     "periodic": "queue_engine.producer.schedules",
@@ -99,6 +110,7 @@ _PUBLIC: dict[str, str] = {
     "result_of": "queue_engine.producer.workflows.refs",
     "ingest": "queue_engine.producer.ingest",
     "workflow": "queue_engine.producer.workflows.providers",
+    "WorkerProcesses": "queue_engine.producer.worker_processes",
 }
 
 #: The public names (``tests/unit/test_layers.py`` holds them to ``_PUBLIC`` and the imports above).
@@ -116,6 +128,7 @@ __all__ = [
     "JobContext",
     "JobNotFound",
     "JobStatus",
+    "LinearBackoff",
     "MigrationError",
     "Migrator",
     "Permanent",
@@ -123,7 +136,9 @@ __all__ = [
     "SchemaMissing",
     "Skip",
     "Snooze",
+    "StepBackoff",
     "ValidationError",
+    "WorkerProcesses",
     "Workflow",
     "WorkflowInfo",
     "WorkflowNotFound",

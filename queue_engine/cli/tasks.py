@@ -113,6 +113,12 @@ def retry_text(data: dict[str, Any] | None) -> str:
         )
     if data.get("kind") == "fixed":
         return f"fixed {_span(data['seconds'])}"
+    jitter = f" jitter {data.get('jitter', 0) * 100:g}%" if data.get("jitter") else ""
+    if data.get("kind") == "stepped":
+        return "steps " + ",".join(_span(step) for step in data["steps_s"]) + jitter
+    if data.get("kind") == "linear":
+        cap = f" max {_span(data['max_s'])}" if data.get("max_s") is not None else ""
+        return f"linear {_span(data['step_s'])} x attempt{cap}{jitter}"
     return str(data.get("class", data.get("kind", "?")))
 
 

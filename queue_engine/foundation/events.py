@@ -174,6 +174,17 @@ _WEB: Final[dict[str, str]] = {
     "answered 422 (a validation gap worth reporting)",
 }
 
+_APP: Final[dict[str, str]] = {
+    # worker_processes.*: an application's WorkerProcesses (producer/worker_processes.py).
+    "worker_processes.started": "a worker process beside the application was started",
+    "worker_processes.exited": "a worker process beside the application exited; restarted by queue-ctl up's rule, or not (exit 0 unasked)",
+    "worker_processes.given_up": "a worker process exited with a configuration error or in a crash loop: not restarted",
+    "worker_processes.disabled": "QUEUE_ENGINE_WORKERS_BESIDE=off: the application starts no worker process",
+    "worker_processes.stopping": "the application stops: SIGTERM to its worker processes, whose running jobs get the shutdown grace",
+    "worker_processes.killed": "a worker process did not stop within the grace and margin: SIGKILL (its job is recovered)",
+    "worker_processes.stopped": "every worker process of the application has exited",
+}
+
 #: The events grouped by the daemon(s) that emit them (the reference page's ``daemon`` column).
 EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
     {
@@ -182,6 +193,7 @@ EVENT_GROUPS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
         "orchestrator": MappingProxyType(_ORCHESTRATOR),
         "scheduler": MappingProxyType(_SCHEDULER),
         "web": MappingProxyType(_WEB),
+        "app": MappingProxyType(_APP),
     }
 )
 

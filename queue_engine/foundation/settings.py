@@ -717,6 +717,17 @@ WEB_BULK_MAX = integer(
     maximum=100_000,
 )
 
+# -- an application's own worker processes ---------------------------------------------
+
+WORKERS_BESIDE = choice(
+    "WORKERS_BESIDE",
+    "on",
+    ("on", "off"),
+    (LIBRARY,),
+    "off: WorkerProcesses in an application starts no worker (they run elsewhere), "
+    "as pqrun's WORKER_ENABLED=false",
+)
+
 # -- the test suite -------------------------------------------------------------------
 
 TEST_DSN = optional_text(
@@ -799,6 +810,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         WEB_POOL_SIZE,
         WEB_DB_TIMEOUT_S,
         WEB_BULK_MAX,
+        WORKERS_BESIDE,
         TEST_DSN,
         DOCS_IMAGES,
     )

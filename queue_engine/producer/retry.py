@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +73,7 @@ class ExponentialBackoff:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         exponent = max(attempt, 1) - 1
         raw = self.max_s if exponent > 64 else min(self.max_s, self.base_s * self.factor**exponent)
-        return max(0.0, raw * (1 + self.jitter * (2 * rand() - 1)))
+        return _jittered(raw, self.jitter, rand)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +89,80 @@ class FixedBackoff:
     def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
         """Seconds to wait after any failed attempt."""
         return self.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class StepBackoff:
+    """Delays read from a list by attempt: the n-th failed attempt waits ``steps_s[n-1]``.
+
+    The last step repeats for every later attempt. pqrun's ``BackoffPolicy``
+    is ``StepBackoff([60, 300, 1800, 7200, 21600])``: 1 min, 5 min, 30 min,
+    2 h, then 6 h. A list says plainly what an operator expects to see on a
+    dashboard ("the third retry is in half an hour"), which a formula does not.
+    ``jitter`` (0 by default, as pqrun had none) spreads each delay by a random
+    ±fraction, like :class:`ExponentialBackoff`'s.
+    """
+
+    steps_s: tuple[float, ...]
+    jitter: float = 0.0
+
+    def __init__(self, steps_s: Iterable[float], jitter: float = 0.0) -> None:
+        try:
+            steps = tuple(float(step) for step in steps_s)
+        except (TypeError, ValueError):
+            steps = ()
+        if not steps or not all(math.isfinite(step) and step >= 0 for step in steps):
+            raise ValidationError("StepBackoff needs at least one delay, each finite and >= 0")
+        _check_jitter("StepBackoff", jitter)
+        object.__setattr__(self, "steps_s", steps)
+        object.__setattr__(self, "jitter", float(jitter))
+
+    def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        index = min(max(attempt, 1), len(self.steps_s)) - 1
+        return _jittered(self.steps_s[index], self.jitter, rand)
+
+
+@dataclass(frozen=True, slots=True)
+class LinearBackoff:
+    """``step_s * attempt``, capped at ``max_s`` (if given): dataloader's ``30 * attempt`` seconds.
+
+    ``LinearBackoff(30)`` waits 30 s after the first failed attempt, 60 s
+    after the second, and so on, as dataloader's workers did. ``jitter`` as
+    :class:`StepBackoff`'s.
+    """
+
+    step_s: float = 30.0
+    max_s: float | None = None
+    jitter: float = 0.0
+
+    def __post_init__(self) -> None:
+        if (
+            not math.isfinite(self.step_s)
+            or self.step_s < 0
+            or (self.max_s is not None and not (math.isfinite(self.max_s) and self.max_s >= 0))
+        ):
+            raise ValidationError("LinearBackoff needs step_s and max_s finite and >= 0")
+        _check_jitter("LinearBackoff", self.jitter)
+
+    def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        raw = self.step_s * max(attempt, 1)
+        if self.max_s is not None:
+            raw = min(raw, self.max_s)
+        return _jittered(raw, self.jitter, rand)
+
+
+def _check_jitter(policy: str, jitter: float) -> None:
+    if not 0 <= jitter < 1:
+        raise ValidationError(f"{policy} needs 0 <= jitter < 1")
+
+
+def _jittered(seconds: float, jitter: float, rand: Callable[[], float]) -> float:
+    """``seconds`` times a random factor in ``[1 - jitter, 1 + jitter)``, never below 0."""
+    if jitter == 0:
+        return float(seconds)
+    return max(0.0, seconds * (1 + jitter * (2 * rand() - 1)))
 
 
 #: The policy of a task registered without ``retry=``: 1 s, 2 s, 4 s, ... capped at 1 h, ±10 %.
@@ -115,5 +189,14 @@ def policy_data(policy: Any) -> dict[str, Any]:
         }
     if type(chosen) is FixedBackoff:
         return {"kind": "fixed", "seconds": chosen.seconds}
+    if type(chosen) is StepBackoff:
+        return {"kind": "stepped", "steps_s": list(chosen.steps_s), "jitter": chosen.jitter}
+    if type(chosen) is LinearBackoff:
+        return {
+            "kind": "linear",
+            "step_s": chosen.step_s,
+            "max_s": chosen.max_s,
+            "jitter": chosen.jitter,
+        }
     cls = type(chosen)
     return {"kind": "custom", "class": f"{cls.__module__}.{cls.__qualname__}"}

@@ -62,24 +62,79 @@ class TaskDefinition:
         return "function"
 
 
-def _accepts_context(handler: Handler) -> bool:
-    """Return True for ``(args, ctx)`` handlers, False for ``(args)``; refuse anything else."""
+#: Parameter names that say "this is the job's context", not its arguments.
+_CONTEXT_NAMES = frozenset({"ctx", "context"})
+#: The class name of a context annotation (ours, and pqrun's ``JobContext``).
+_CONTEXT_CLASS = "JobContext"
+
+
+def _is_context_parameter(param: inspect.Parameter) -> bool:
+    """True for a parameter named ``ctx``/``context`` or annotated ``JobContext`` (any module's)."""
+    if param.name in _CONTEXT_NAMES:
+        return True
+    annotation = param.annotation
+    if isinstance(annotation, str):  # ``from __future__ import annotations``
+        return annotation.rpartition(".")[2].strip("'\"") == _CONTEXT_CLASS
+    return getattr(annotation, "__name__", None) == _CONTEXT_CLASS
+
+
+def _accepts_context(name: str, handler: Handler) -> bool:
+    """Return True for ``(args, ctx)`` handlers, False for ``(args)``; refuse anything else.
+
+    The worker calls a handler with the job's args, and with its context
+    second when the handler requires two positional parameters
+    (:meth:`queue_engine.worker.executor.Executor.run`). A handler that
+    could not take that call is refused here, at import, with one line: a
+    wrong signature found when the first job runs would fail every attempt
+    of every job of the task instead. pqrun's handlers take ``(ctx)`` alone;
+    such a handler would be called with the args dict in its ``ctx`` and fail
+    (or worse, half-work) on each job, so one required parameter that is
+    named or annotated as a context is refused with the way to rewrite it.
+    """
+    label = getattr(handler, "__qualname__", None) or type(handler).__qualname__
     try:
-        params = list(inspect.signature(handler).parameters.values())
+        signature = inspect.signature(handler)
     except (TypeError, ValueError):
-        raise ValidationError(f"cannot inspect the signature of handler {handler!r}") from None
-    positional = [
+        raise ValidationError(
+            f"task {name!r}: cannot read the signature of handler {label}: "
+            "the worker calls it with (args) or (args, ctx)"
+        ) from None
+    params = list(signature.parameters.values())
+    required = [
         p
         for p in params
         if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         and p.default is inspect.Parameter.empty
     ]
-    if len(positional) not in (1, 2):
+    keyword_only = [
+        p.name
+        for p in params
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+    ]
+    shown = f"task {name!r}: handler {label}{signature}"
+    if len(required) == 1 and _is_context_parameter(required[0]):
+        ctx = required[0].name
         raise ValidationError(
-            f"handler {getattr(handler, '__qualname__', handler)!r} must take (args) or (args, ctx), "
-            f"it takes {len(positional)} required positional parameters"
+            f"{shown} takes only a context, but the worker calls it with (args): "
+            f"write it as {label}(args, {ctx}) (pqrun's handler(ctx) shape: "
+            f"the job's arguments, ctx.job.payload there, come first here)"
         )
-    return len(positional) == 2
+    if keyword_only:
+        raise ValidationError(
+            f"{shown} must take (args) or (args, ctx): the worker never passes "
+            f"its required keyword-only parameter(s) {', '.join(keyword_only)}"
+        )
+    if len(required) not in (1, 2):
+        hint = (
+            " (a decorator without functools.wraps hides the handler's own signature)"
+            if not required and any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+            else ""
+        )
+        raise ValidationError(
+            f"{shown} must take (args) or (args, ctx): "
+            f"it takes {len(required)} required positional parameters{hint}"
+        )
+    return len(required) == 2
 
 
 class TaskRegistry:
@@ -169,7 +224,7 @@ def task(
                 timeout_s=timeout_s,
                 stall_timeout_s=stall_timeout_s,
                 retry=retry,
-                wants_context=_accepts_context(handler),
+                wants_context=_accepts_context(name, handler),
                 priority=priority,
                 lease_ttl_s=lease_ttl_s,
             )

@@ -8,10 +8,12 @@ state with bounded polls, and kills whatever is left in ``finally``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 from support.workers import (
+    REPO_ROOT,
     WORKER_BIN,
     all_in,
     create_log_table,
@@ -137,6 +139,30 @@ def test_bad_app_module_is_exit_2_with_one_line(dsn: str) -> None:
     assert result.returncode == 2
     assert "no_such_module_xyz" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_app_with_a_pqrun_shaped_handler_is_exit_2_with_one_line(dsn: str, tmp_path: Path) -> None:
+    # pqrun's ``async def handler(ctx)`` would be called with the args in ``ctx``:
+    # the worker refuses the app at start, naming the handler and the rewrite.
+    (tmp_path / "pqrun_shaped_app.py").write_text(
+        "from queue_engine import task\n\n"
+        "@task('summarize', queue='wt')\n"
+        "async def summarize(ctx):\n"
+        "    return {'tokens': 1}\n"
+    )
+    result = _run(
+        "--queue=wt",
+        "--app",
+        "pqrun_shaped_app",
+        "--dsn",
+        dsn,
+        PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO_ROOT)]),
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "task 'summarize': handler summarize(ctx) takes only a context" in lines[0]
+    assert "write it as summarize(args, ctx)" in lines[0]
 
 
 def test_missing_queue_is_exit_2() -> None:

@@ -38,7 +38,7 @@ class FakeCtx:
 
 
 def define(handler: Any) -> TaskDefinition:
-    return TaskDefinition(name="t", handler=handler, wants_context=_accepts_context(handler))
+    return TaskDefinition(name="t", handler=handler, wants_context=_accepts_context("t", handler))
 
 
 @pytest.fixture

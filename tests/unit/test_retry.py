@@ -9,17 +9,23 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
+import queue_engine
+from queue_engine.cli.tasks import retry_text
 from queue_engine.foundation.errors import ValidationError
 from queue_engine.producer.context import ClaimedJob
 from queue_engine.producer.retry import (
     DEFAULT_RETRY,
     ExponentialBackoff,
     FixedBackoff,
+    LinearBackoff,
     Permanent,
     Snooze,
+    StepBackoff,
+    policy_data,
 )
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker.executor import JobCanceled
@@ -77,6 +83,105 @@ def test_fixed_backoff_and_validation() -> None:
         ExponentialBackoff(jitter=1.5)
     with pytest.raises(ValidationError):
         Snooze(math.inf)
+
+
+#: pqrun's BackoffPolicy: 1 min, 5 min, 30 min, 2 h, then 6 h for every later attempt.
+PQRUN_STEPS = (60, 300, 1800, 7200, 21600)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "expected"),
+    [(1, 60.0), (2, 300.0), (3, 1800.0), (4, 7200.0), (5, 21600.0), (6, 21600.0), (99, 21600.0)],
+)
+def test_step_backoff_reads_the_list_and_repeats_the_last_step(
+    attempt: int, expected: float
+) -> None:
+    policy = StepBackoff(PQRUN_STEPS)
+    assert policy.delay(attempt, rand=lambda: 0.99) == expected
+
+
+def test_step_backoff_jitter_is_optional_and_follows_the_random_source() -> None:
+    policy = StepBackoff([100, 200], jitter=0.2)
+    assert policy.delay(2, rand=lambda: 0.0) == pytest.approx(160.0)
+    assert policy.delay(2, rand=lambda: 1.0) == pytest.approx(240.0)
+    # Without jitter the random source is never asked.
+    assert StepBackoff([5]).delay(1, rand=lambda: pytest.fail("rand called")) == 5.0
+
+
+def test_step_backoff_keeps_its_steps_and_compares_by_them() -> None:
+    policy = StepBackoff(iter(PQRUN_STEPS))
+    assert policy.steps_s == (60.0, 300.0, 1800.0, 7200.0, 21600.0)
+    assert policy == StepBackoff(list(PQRUN_STEPS))
+    assert json.loads(json.dumps(policy_data(policy))) == {
+        "kind": "stepped",
+        "steps_s": [60.0, 300.0, 1800.0, 7200.0, 21600.0],
+        "jitter": 0.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(steps_s=[]),
+        dict(steps_s=[1, -1]),
+        dict(steps_s=[math.nan]),
+        dict(steps_s=["soon"]),
+        dict(steps_s=60),
+        dict(steps_s=[1], jitter=1.0),
+    ],
+)
+def test_step_backoff_refuses_bad_steps(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="StepBackoff needs"):
+        StepBackoff(**bad)
+
+
+@pytest.mark.parametrize(("attempt", "expected"), [(1, 30.0), (2, 60.0), (3, 90.0), (10, 300.0)])
+def test_linear_backoff_is_dataloaders_thirty_seconds_times_the_attempt(
+    attempt: int, expected: float
+) -> None:
+    assert LinearBackoff(30).delay(attempt, rand=lambda: 0.99) == expected
+
+
+def test_linear_backoff_cap_and_jitter() -> None:
+    policy = LinearBackoff(30, max_s=100, jitter=0.1)
+    assert policy.delay(2, rand=lambda: 0.5) == pytest.approx(60.0)
+    assert policy.delay(9, rand=lambda: 1.0) == pytest.approx(110.0)
+    assert policy_data(LinearBackoff(30)) == {
+        "kind": "linear",
+        "step_s": 30.0,
+        "max_s": None,
+        "jitter": 0.0,
+    }
+    for bad in (dict(step_s=-1), dict(max_s=math.inf), dict(jitter=-0.1)):
+        with pytest.raises(ValidationError, match="LinearBackoff needs"):
+            LinearBackoff(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("policy", "shown"),
+    [
+        (StepBackoff(PQRUN_STEPS), "steps 1m,5m,30m,2h,6h"),
+        (StepBackoff([1.5, 90], jitter=0.1), "steps 1.5s,1m30s jitter 10%"),
+        (LinearBackoff(30), "linear 30s x attempt"),
+        (LinearBackoff(30, max_s=600, jitter=0.2), "linear 30s x attempt max 10m jitter 20%"),
+    ],
+)
+def test_queue_ctl_tasks_shows_the_new_policies_short(policy: object, shown: str) -> None:
+    assert retry_text(policy_data(policy)) == shown
+
+
+def test_the_new_policies_are_public_and_accepted_by_task() -> None:
+    assert queue_engine.StepBackoff is StepBackoff
+    assert queue_engine.LinearBackoff is LinearBackoff
+    policy = StepBackoff(PQRUN_STEPS)
+
+    @queue_engine.task("retry.stepped", retry=policy)
+    def handler(args: dict[str, Any]) -> None:
+        return None
+
+    definition = queue_engine.registry.get("retry.stepped")
+    assert definition is not None
+    assert definition.retry is policy
 
 
 # -- outcomes ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from queue_engine import JobContext
 from queue_engine import task as public_task
 from queue_engine.foundation.errors import ConfigError, ValidationError
 from queue_engine.producer.tasks import TaskDefinition, TaskRegistry, load_app, registry, task
@@ -148,6 +149,89 @@ def test_handler_with_a_wrong_signature_is_refused(handler: Any) -> None:
     with pytest.raises(ValidationError, match=r"must take \(args\) or \(args, ctx\)"):
         task("sig.bad")(handler)
     assert registry.get("sig.bad") is None
+
+
+# pqrun's handler shape, ``async def handler(ctx: JobContext)``: before, it was accepted
+# and called with the job's args in ``ctx``, failing (or half-working) on every job.
+
+
+async def _pqrun_ctx(ctx: Any) -> None:
+    return None
+
+
+def _pqrun_context(context: Any) -> None:
+    return None
+
+
+def _pqrun_annotated(job: JobContext) -> None:
+    return None
+
+
+def _pqrun_annotated_as_text(job: pqrun.JobContext) -> None:  # noqa: F821
+    return None
+
+
+@pytest.mark.parametrize(
+    ("handler", "param"),
+    [
+        (_pqrun_ctx, "ctx"),
+        (_pqrun_context, "context"),
+        (_pqrun_annotated, "job"),
+        (_pqrun_annotated_as_text, "job"),
+    ],
+)
+def test_a_handler_taking_only_a_context_is_refused_with_the_rewrite(
+    handler: Any, param: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        task("sig.pqrun")(handler)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"task 'sig.pqrun': handler {handler.__qualname__}(")
+    assert "takes only a context, but the worker calls it with (args)" in message
+    assert f"write it as {handler.__qualname__}(args, {param})" in message
+    assert registry.get("sig.pqrun") is None
+
+
+def test_a_one_parameter_handler_with_another_name_gets_the_args() -> None:
+    @task("sig.payload")
+    async def handler(payload: dict[str, Any]) -> None:
+        return None
+
+    definition = registry.get("sig.payload")
+    assert definition is not None
+    assert definition.wants_context is False
+
+
+def test_a_context_second_is_the_usual_shape() -> None:
+    @task("sig.pqrun_fixed")
+    async def handler(args: dict[str, Any], ctx: JobContext) -> None:
+        return None
+
+    definition = registry.get("sig.pqrun_fixed")
+    assert definition is not None
+    assert definition.wants_context is True
+
+
+def _required_keyword(args: Any, *, tenant: str) -> None:
+    return None
+
+
+def test_a_required_keyword_only_parameter_is_refused_by_name() -> None:
+    with pytest.raises(
+        ValidationError, match=r"never passes its required keyword-only parameter\(s\) tenant"
+    ):
+        task("sig.kw")(_required_keyword)
+    assert registry.get("sig.kw") is None
+
+
+def test_a_wrapper_hiding_the_signature_is_refused_with_a_hint() -> None:
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    with pytest.raises(ValidationError, match=r"without functools\.wraps") as info:
+        task("sig.wrapped")(wrapper)
+    assert "must take (args) or (args, ctx)" in str(info.value)
 
 
 def test_non_callable_is_refused() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from support.timing import FakeTiming
 
-from queue_engine.cli.supervisor import Decision, RestartPolicy, Verdict, describe_exit
 from queue_engine.cli.up import FleetSpec, build_config, child_specs, read_file, throttled
 from queue_engine.foundation.errors import ConfigError
 from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.foundation.restarts import Decision, RestartPolicy, Verdict, describe_exit
 
 
 def policy(clock: FakeTiming) -> RestartPolicy:
