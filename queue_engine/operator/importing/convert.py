@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.compat import priority_from_pqrun
 from queue_engine.producer.validation import check_queue_name, check_task_name
 
 #: The engine's bounds (migration 0001's checks, kept by the row rules).
@@ -57,9 +58,11 @@ def pqrun_priority(priority: int) -> int:
     never runs later here), pqrun's default 0 lands on this engine's default
     100, so imported jobs and new ones of a task mix as they did, and the
     common small range (-10..10) keeps its distinctions. Values beyond
-    -900..100 tie at the ends; the importer counts them.
+    -900..100 tie at the ends; the importer counts them. The one formula is
+    :func:`queue_engine.producer.compat.priority_from_pqrun`, which users'
+    code calls too.
     """
-    return max(PRIORITY_MIN, min(PRIORITY_MAX, PRIORITY_DEFAULT - int(priority)))
+    return priority_from_pqrun(int(priority))
 
 
 def pqrun_priority_clamped(priority: int) -> bool:
