@@ -722,7 +722,7 @@ WEB_COMPAT = choice(
     "off",
     ("off", "dataloader"),
     (WEB,),
-    "dataloader: answer the trigger, status and cancel routes, /health and /info as "
+    "off, or dataloader: answer the trigger, status and cancel routes, /health and /info as "
     "dataloader's HTTP API v1 did, and serve GET /status (docs/guides/web.md)",
     option="--compat",
 )
