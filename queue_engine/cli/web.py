@@ -56,6 +56,7 @@ class ListenError(QueueEngineError):
 @setting_option(table.WEB_READ_DSN)
 @setting_option(table.WEB_PRODUCER_DSN)
 @setting_option(table.WEB_READ_ONLY)
+@setting_option(table.WEB_COMPAT)
 @click.version_option(__version__, prog_name="queue-web")
 def web(
     dsn: str,
@@ -67,8 +68,13 @@ def web(
     read_dsn: str | None,
     producer_dsn: str | None,
     read_only: str,
+    compat: str,
 ) -> int:
     """Serve the HTTP API (/api/v1, /health, /ready, /info) and the dashboard.
+
+    With --compat dataloader, the trigger, status and cancel routes, /health
+    and /info answer as dataloader's HTTP API v1 did, for its clients
+    unchanged (see docs/guides/web.md, "dataloader compatibility").
 
     Credentials come from the environment only: API bearer tokens in
     QUEUE_ENGINE_WEB_TOKENS as scope:token,... and dashboard logins in
@@ -87,6 +93,7 @@ def web(
         import uvicorn
 
         from queue_engine.web.app import create_app
+        from queue_engine.web.compat.dataloader import check_compat
         from queue_engine.web.first_run import sign_in_link
         from queue_engine.web.pages import end_event_streams
         from queue_engine.web.settings import WebSettings
@@ -102,7 +109,9 @@ def web(
         read_dsn=read_dsn,
         producer_dsn=producer_dsn,
         read_only=read_only == "on",
+        compat=compat.lower(),
     )
+    check_compat(settings)  # anonymous dataloader routes: loopback unless forced, else exit 2
     link = sign_in_link(settings)  # nothing configured: a link on loopback, else exit 2
     app = create_app(settings, sign_in_link=link)
 

@@ -717,6 +717,39 @@ WEB_BULK_MAX = integer(
     maximum=100_000,
 )
 
+WEB_COMPAT = choice(
+    "WEB_COMPAT",
+    "off",
+    ("off", "dataloader"),
+    (WEB,),
+    "off, or dataloader: answer the trigger, status and cancel routes, /health and /info as "
+    "dataloader's HTTP API v1 did, and serve GET /status (docs/guides/web.md)",
+    option="--compat",
+)
+WEB_COMPAT_ANONYMOUS = choice(
+    "WEB_COMPAT_ANONYMOUS",
+    "off",
+    ("off", "on"),
+    (WEB,),
+    "on: a request without credentials may trigger, read and cancel jobs through the "
+    "dataloader routes (only those); needs --compat dataloader and a loopback address",
+)
+WEB_COMPAT_ANONYMOUS_ANY_HOST = choice(
+    "WEB_COMPAT_ANONYMOUS_ANY_HOST",
+    "off",
+    ("off", "on"),
+    (WEB,),
+    "on: allow QUEUE_ENGINE_WEB_COMPAT_ANONYMOUS on an address other machines can reach",
+)
+WEB_ENVIRONMENT = text(
+    "WEB_ENVIRONMENT",
+    "production",
+    (WEB,),
+    "the `environment` that /info and /status answer under --compat dataloader",
+    minimum=1,
+    maximum=64,
+)
+
 # -- an application's own worker processes ---------------------------------------------
 
 WORKERS_BESIDE = choice(
@@ -811,6 +844,10 @@ SETTINGS: dict[str, Setting[Any]] = {
         WEB_DB_TIMEOUT_S,
         WEB_BULK_MAX,
         WORKERS_BESIDE,
+        WEB_COMPAT,
+        WEB_COMPAT_ANONYMOUS,
+        WEB_COMPAT_ANONYMOUS_ANY_HOST,
+        WEB_ENVIRONMENT,
         TEST_DSN,
         DOCS_IMAGES,
     )

@@ -14,11 +14,12 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from queue_engine.foundation.logs import log_event
 from queue_engine.foundation.version import __version__
 from queue_engine.web import openapi, problems
+from queue_engine.web.api import api_routes, build_router
 from queue_engine.web.api import router as api_router
 from queue_engine.web.csrf import csrf_middleware
 from queue_engine.web.first_run import SignInLink
@@ -36,6 +37,15 @@ operate workflows, and operate queues, workers and schedules. Authenticate with 
 `POST /api/v1/jobs/trigger`, `GET /api/v1/jobs/{id}/status` and
 `POST /api/v1/jobs/{id}/cancel` keep the shape of HTTP-triggered ETL services.
 """
+
+
+def compat_routers(settings: WebSettings) -> tuple[APIRouter, ...]:
+    """The routers of the compatibility face ``settings.compat`` names (none when ``off``)."""
+    if settings.compat == "dataloader":
+        from queue_engine.web.compat.dataloader import router
+
+        return (router,)
+    return ()
 
 
 def create_app(settings: WebSettings, *, sign_in_link: SignInLink | None = None) -> FastAPI:
@@ -69,7 +79,9 @@ def create_app(settings: WebSettings, *, sign_in_link: SignInLink | None = None)
     problems.install(app)
     app.middleware("http")(csrf_middleware)
     app.add_middleware(BodyLimit)
-    app.include_router(api_router)
+    extra = compat_routers(settings)
+    app.state.api_routes = api_routes(extra=extra)
+    app.include_router(build_router(extra=extra) if extra else api_router)
     mount_pages(app)
     openapi.install(app)
     log_event(log, logging.DEBUG, "web.app_created", schema=settings.schema)

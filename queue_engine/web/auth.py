@@ -197,19 +197,32 @@ def authenticate(request: Request) -> Principal | None:
     return None
 
 
-def require_scope(scope: Scope) -> Callable[[Request], Principal]:
+#: Who a request without credentials is on a dataloader route that lets it in.
+COMPAT_ANONYMOUS = "anonymous (dataloader route)"
+
+
+def require_scope(scope: Scope, *, compat_route: bool = False) -> Callable[[Request], Principal]:
     """A FastAPI dependency: the request's principal, which holds at least ``scope``.
 
     ``Depends(require_scope(Scope.OPERATOR))`` on a route or page; 401 without
-    a (valid) credential, 403 with one below the scope.
+    a (valid) credential, 403 with one below the scope. ``compat_route``: a
+    route of the dataloader face, which a request without credentials may use
+    at ``scope`` when ``QUEUE_ENGINE_WEB_COMPAT_ANONYMOUS=on`` (dataloader had
+    no authentication); a wrong credential is still 401.
     """
 
     def dependency(request: Request) -> Principal:
         principal = authenticate(request)
+        state: WebState = request.app.state.web
+        if (
+            compat_route
+            and state.settings.compat_anonymous
+            and (principal is None or principal.via == "anonymous")
+        ):
+            principal = _capped(state.settings, Principal(COMPAT_ANONYMOUS, scope, "anonymous"))
         if principal is None:
             raise Unauthorized("authentication required: a bearer token or a login")
         if not principal.allows(scope):
-            state: WebState = request.app.state.web
             why = " (the server is read-only)" if state.settings.read_only else ""
             raise Forbidden(
                 f"this needs the {scope.word} scope; the credential has {principal.scope.word}{why}"

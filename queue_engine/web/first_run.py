@@ -78,8 +78,13 @@ def is_loopback(host: str) -> bool:
 
 
 def nothing_configured(settings: WebSettings) -> bool:
-    """True when no token, no login and no anonymous scope is configured."""
-    return not settings.tokens and not settings.users and settings.anonymous is None
+    """True when no token, no login and no anonymous scope (nor anonymous dataloader routes)."""
+    return (
+        not settings.tokens
+        and not settings.users
+        and settings.anonymous is None
+        and not settings.compat_anonymous
+    )
 
 
 def sign_in_link(settings: WebSettings) -> SignInLink | None:

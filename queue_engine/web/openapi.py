@@ -75,11 +75,14 @@ def required_scope(route: APIRoute) -> str | None:
     return None
 
 
-def api_routes() -> list[APIRoute]:
-    """Every route of the HTTP API, from its routers (their routes carry full paths)."""
-    from queue_engine.web.api import ROUTERS
+def api_routes(app: FastAPI) -> list[APIRoute]:
+    """Every operation of the app's HTTP API (a compatibility face's included)."""
+    routes: list[APIRoute] = getattr(app.state, "api_routes", None) or []
+    if routes:
+        return routes
+    from queue_engine.web.api import api_routes as native
 
-    return [r for router in ROUTERS for r in router.routes if isinstance(r, APIRoute)]
+    return native()
 
 
 def _json_parameters(operation: dict[str, Any]) -> None:
@@ -91,20 +94,29 @@ def _json_parameters(operation: dict[str, Any]) -> None:
             parameter["content"] = {"application/json": {"schema": schema["contentSchema"]}}
 
 
-def _error_responses(operation: dict[str, Any], scope: str | None, *, database: bool) -> None:
-    """Add the errors the operation can answer, and make every error a problem+json body."""
+def _error_responses(
+    operation: dict[str, Any], scope: str | None, *, database: bool, invalid: int = 422
+) -> None:
+    """Add the errors the operation can answer, and make every error a problem+json body.
+
+    ``invalid``: the status of an invalid parameter or body (400 on the
+    dataloader compatibility routes, 422 elsewhere).
+    """
     responses = operation.setdefault("responses", {})
     statuses = set()
     if scope is not None:
         statuses |= {401, 403}
     if operation.get("parameters") or operation.get("requestBody"):
-        statuses.add(422)
+        statuses.add(invalid)
     if operation.get("requestBody"):
         statuses |= {400, 413, 415}
     if database:
         statuses.add(503)
+    if invalid != 422:
+        responses.pop("422", None)  # FastAPI's own, which such a route never answers
     for status in statuses:
-        responses.setdefault(str(status), {"description": ERROR_REASONS[status]})
+        reason = ERROR_REASONS[422] if status == invalid else ERROR_REASONS[status]
+        responses.setdefault(str(status), {"description": reason})
     for code, response in responses.items():
         if int(code) >= 400:
             content = response.setdefault("content", {})
@@ -142,7 +154,7 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
     schemas["Problem"] = PROBLEM_SCHEMA
     schemas["JsonValue"] = JSON_VALUE_SCHEMA
     doc["components"]["securitySchemes"] = SCHEMES
-    for route in api_routes():
+    for route in api_routes(app):
         scope = required_scope(route)
         for method in route.methods or ():
             operation = doc["paths"].get(route.path, {}).get(method.lower())
@@ -151,7 +163,12 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
             operation["x-required-scope"] = scope or "none"
             operation["security"] = [{"bearer": []}, {"basic": []}] if scope else []
             _json_parameters(operation)
-            _error_responses(operation, scope, database=route.path != "/info")
+            _error_responses(
+                operation,
+                scope,
+                database=route.path not in ("/info", "/status"),
+                invalid=getattr(route, "invalid_status", 422),
+            )
     _cap_bulk_ids(doc, app.state.web.settings.bulk_max)
     app.openapi_schema = doc
     return doc

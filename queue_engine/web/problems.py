@@ -11,6 +11,7 @@ and by the API reference. The mapping:
 raised                                status  why
 ====================================  ======  =====================================
 a body that is not JSON, or not text   400     ``malformed-body``, before any field
+invalid, on a dataloader route         400     ``invalid-body`` (``--compat dataloader``)
 a body not sent as JSON                415     :class:`UnsupportedMediaType`
 request body/query/path invalid        422     FastAPI's validation, field by field
 :class:`ValidationError`               422     the engine's own checks (before any write)
@@ -102,6 +103,14 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
         400,
         "Bad request",
         "The engine refused the request as a whole; the detail says why. Nothing was written.",
+    ),
+    ProblemType(
+        "invalid-body",
+        400,
+        "Invalid request",
+        "Under `queue-web --compat dataloader`, the dataloader routes answer an invalid "
+        "parameter or body field with 400, as dataloader did, where the native API answers "
+        "422: `errors` lists each one as {field, message}. Nothing was written.",
     ),
     ProblemType(
         "unauthorized",
@@ -278,15 +287,26 @@ def _malformed(exc: RequestValidationError, error: dict[str, Any]) -> JSONRespon
     return problem(400, f"the body is not valid JSON: {why}{where}", kind="malformed-body")
 
 
-async def _validation(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
+def validation_problem(
+    exc: RequestValidationError, *, status: int = 422, kind: str = "validation"
+) -> JSONResponse:
+    """The problem of a request FastAPI found invalid: each field named (a body not JSON: 400).
+
+    ``status``/``kind``: 422 ``validation`` natively; the dataloader
+    compatibility routes answer 400 ``invalid-body``, as dataloader did.
+    """
     found = list(exc.errors())
     for error in found:
         if error.get("type") == "json_invalid":
             return _malformed(exc, error)
     errors = [{"field": _field(e.get("loc", ())), "message": _message(e)} for e in found]
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5]) or "invalid request"
-    return problem(422, detail, kind="validation", errors=errors)
+    return problem(status, detail, kind=kind, errors=errors)
+
+
+async def _validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return validation_problem(exc)
 
 
 #: Errors that mean a value of the request was bad, found by the database (class

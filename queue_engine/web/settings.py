@@ -129,6 +129,11 @@ class WebSettings:
     pool_size: int = table.WEB_POOL_SIZE.default
     db_timeout_s: float = table.WEB_DB_TIMEOUT_S.default
     bulk_max: int = table.WEB_BULK_MAX.default
+    #: ``dataloader``: the compatibility face (:mod:`queue_engine.web.compat`); ``off``: native.
+    compat: str = table.WEB_COMPAT.default
+    compat_anonymous: bool = False
+    compat_anonymous_any_host: bool = False
+    environment: str = table.WEB_ENVIRONMENT.default
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> WebSettings:
@@ -151,6 +156,10 @@ class WebSettings:
             "pool_size": table.WEB_POOL_SIZE.read(environ),
             "db_timeout_s": table.WEB_DB_TIMEOUT_S.read(environ),
             "bulk_max": table.WEB_BULK_MAX.read(environ),
+            "compat": table.WEB_COMPAT.read(environ),
+            "compat_anonymous": table.WEB_COMPAT_ANONYMOUS.read(environ) == "on",
+            "compat_anonymous_any_host": table.WEB_COMPAT_ANONYMOUS_ANY_HOST.read(environ) == "on",
+            "environment": table.WEB_ENVIRONMENT.read(environ),
         }
         secret = table.WEB_SESSION_SECRET.read(environ)
         if secret:

@@ -325,3 +325,36 @@ def test_a_worker_that_may_not_publish_says_so_and_works(
     [warning] = [r for r in caplog.records if "worker.tasks_not_published" in r.getMessage()]
     assert "permission denied" in warning.getMessage()
     assert conn.execute("SELECT count(*) FROM queue_engine.task_defaults").fetchone() == (0,)
+
+
+def test_dataloader_routes_run_on_the_producer_and_monitor_roles(
+    dsn: str, role_dsns: dict[str, str], conn: psycopg.Connection[Any]
+) -> None:
+    """``--compat dataloader`` with the role DSNs: a trigger on the producer role, status on the monitor's.
+
+    The producer role writes no event, so a trigger with a ``consumer_group``
+    (kept as an event) is refused whole (403, no job) until it is granted
+    ``INSERT ON job_events``, as the web guide says.
+    """
+    from support.web import PRODUCER, READ, is_problem, web_client
+
+    with web_client(
+        dsn,
+        compat="dataloader",
+        producer_dsn=role_dsns["producer"],
+        read_dsn=role_dsns["monitor"],
+    ) as api:
+        keyed = {"task": "roles.dl", "idempotency_key": "dl-1"}
+        r = api.post("/api/v1/jobs/trigger", json=keyed, headers=PRODUCER)
+        assert r.status_code == 200, r.text
+        # The existing job: its old id looked up in imported_ids, on the producer role.
+        again = api.post("/api/v1/jobs/trigger", json=keyed, headers=PRODUCER)
+        assert again.status_code == 200 and again.json() == r.json()
+        status = api.get(f"/api/v1/jobs/{r.json()['job_id']}/status", headers=READ)
+        assert status.status_code == 200 and status.json()["status"] == "queued"
+        grouped = {"task": "roles.dl", "consumer_group": "g"}
+        is_problem(api.post("/api/v1/jobs/trigger", json=grouped, headers=PRODUCER), 403)
+        assert conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone() == (1,)
+        conn.execute(f"GRANT INSERT ON queue_engine.job_events TO {GROUPS['producer']}")
+        r = api.post("/api/v1/jobs/trigger", json=grouped, headers=PRODUCER)
+        assert r.status_code == 200, r.text

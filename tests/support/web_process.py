@@ -20,13 +20,25 @@ from support.ctl import BIN
 TOKEN = "operator-token-for-the-process-test"
 
 
-def spawn(dsn: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """Start ``queue-web`` on ``port`` with JSON logs to ``log``, no PG* or engine settings but TOKEN."""
+def spawn(dsn: str, port: int, log: Path, *options: str) -> subprocess.Popen[bytes]:
+    """Start ``queue-web`` on ``port`` with JSON logs to ``log``, no PG* or engine settings but TOKEN.
+
+    ``options``: more command-line options (``--compat dataloader``).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "QUEUE_ENGINE_"))}
     env["QUEUE_ENGINE_WEB_TOKENS"] = f"operator:{TOKEN}"
     with log.open("wb") as out:
         return subprocess.Popen(
-            [str(BIN / "queue-web"), "--dsn", dsn, "--port", str(port), "--log-format", "json"],
+            [
+                str(BIN / "queue-web"),
+                "--dsn",
+                dsn,
+                "--port",
+                str(port),
+                "--log-format",
+                "json",
+                *options,
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.routing import APIRoute
 
 from queue_engine.web.api import bulk, fleet, health, jobs, problems_page, schedules, workflows
 
@@ -17,8 +18,37 @@ ROUTERS = (
     workflows.router,
 )
 
-router = APIRouter()
-for _sub in ROUTERS:
-    router.include_router(_sub)
-#: Not an operation of the API: the page its errors' ``type`` links lead to.
-router.include_router(problems_page.router)
+#: A route's key: its path and one of its methods.
+RouteKey = tuple[str, str]
+
+
+def keys(route: APIRoute) -> set[RouteKey]:
+    """The (path, method) pairs a route serves."""
+    return {(route.path, method) for method in route.methods or ()}
+
+
+def api_routes(*, extra: tuple[APIRouter, ...] = ()) -> list[APIRoute]:
+    """The operations of the API: ``extra``'s routes, then the native ones they leave.
+
+    ``extra``: a compatibility face's routers, whose routes replace the native
+    ones of the same path and method (:mod:`queue_engine.web.compat`).
+    """
+    added = [r for sub in extra for r in sub.routes if isinstance(r, APIRoute)]
+    taken = set().union(*(keys(r) for r in added))
+    native = [
+        r for sub in ROUTERS for r in sub.routes if isinstance(r, APIRoute) and not keys(r) & taken
+    ]
+    return added + native
+
+
+def build_router(*, extra: tuple[APIRouter, ...] = ()) -> APIRouter:
+    """The API's router: :func:`api_routes`, and the problems page."""
+    out = APIRouter()
+    for route in api_routes(extra=extra):
+        out.routes.append(route)
+    #: Not an operation of the API: the page its errors' ``type`` links lead to.
+    out.include_router(problems_page.router)
+    return out
+
+
+router = build_router()
