@@ -248,11 +248,11 @@ def translate(system: str, environ: Mapping[str, str], db_url_env: str | None = 
     separate_queue_db = bool(environ.get("DL_DB_DSN")) and system == legacy.DATALOADER
     hooks = []
     for old in legacy.entries(system):
-        if old.kind == "hook":
+        if old.form == "hook":
             hooks.append(old)
             continue
         names = [old.name]
-        if old.kind == "family":
+        if old.form == "family":
             names = sorted(n for n in environ if environ[n] and legacy.lookup(n) is old)
         elif old.name == "AI_LEADS_DB_URL" and db_url_env:
             names = [db_url_env]

@@ -45,7 +45,7 @@ Translate = Literal["copy", "dsn", "ceil", "bool_debug", "pool", "workers", "non
 #: ``env``: an environment variable; ``family``: every variable starting with ``name``;
 #: ``hook``: a keyword argument of the old system's code (``configure(db_url_env=...)``),
 #: which no environment shows, explained by ``migrate-settings`` in comment lines.
-Kind = Literal["env", "family", "hook"]
+Form = Literal["env", "family", "hook"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class OldName:
     #: What differs, or why there is no counterpart: one line, shown in notices and comments.
     note: str
     translate: Translate = "copy"
-    kind: Kind = "env"
+    form: Form = "env"
     #: False for names too common to be this system's for sure (``DEBUG``): migrate-settings
     #: still translates them, but a daemon does not remark on them at start.
     notice: bool = True
@@ -265,13 +265,13 @@ OLD_NAMES: tuple[OldName, ...] = (
         f"({table.LEASE_TTL_S.env}, renewed while it runs), so a long job is never run twice; "
         "what is left is a cap on a job's run time, the watchdog's budget (default 3600)",
     ),
-    _pq("dsn", "", table.DSN.env, "PgJobStore(dsn=...): the same libpq URI", kind="hook"),
+    _pq("dsn", "", table.DSN.env, "PgJobStore(dsn=...): the same libpq URI", form="hook"),
     _pq(
         "concurrency",
         "1",
         None,
         "Worker(concurrency=N): N queue-claim-worker processes",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _pq(
@@ -279,7 +279,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         "True",
         None,
         "Worker(enabled=...): run queue-claim-worker processes or not",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _pq(
@@ -288,7 +288,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         table.POLL_S.env,
         "Worker(idle_policy=...): workers LISTEN and wake at once; the safety poll "
         f"is {table.POLL_S.env}, spread by {table.QUEUE_POLL_RATE.env}",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _pq(
@@ -296,7 +296,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         "1m/5m/30m/2h/6h",
         None,
         "Worker(backoff=...): a retry policy per task (@task(retry=...))",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _pq(
@@ -305,7 +305,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         table.RECONNECT_MAX_S.env,
         "Worker(loop_error_policy=...): reconnects back off from 0.2 s, doubling, jittered, "
         "up to this cap",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _pq(
@@ -313,7 +313,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         "60",
         table.SWEEP_S.env,
         "Worker(reap_stale_every_seconds=...): as WORKER_REAP_INTERVAL",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _pq(
@@ -321,7 +321,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         "20 min",
         table.DEFAULT_TIMEOUT_S.env,
         "Worker(default_stale_after=...): as WORKER_STALE_TIMEOUT",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _pq(
@@ -329,7 +329,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         "hostname-pid",
         None,
         "Worker(worker_id=...): a worker's id is host:pid:random, not configurable",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     # queue_workflows: the ai_leads defaults and the configure(...) keywords (its notes).
@@ -354,23 +354,23 @@ OLD_NAMES: tuple[OldName, ...] = (
         None,
         "test gates of queue_workflows' own suite: nothing to carry over",
         translate="none",
-        kind="family",
+        form="family",
     ),
     _qw(
         "AI_LEADS_",
         "",
         None,
-        "a runtime knob of queue_workflows' ai_leads defaults: no counterpart by name; see "
-        "docs/migrating/queue_workflows.md",
+        "a runtime knob of queue_workflows' ai_leads defaults: no counterpart by name; the "
+        "queue_workflows migration guide maps its features",
         translate="none",
-        kind="family",
+        form="family",
     ),
     _qw(
         "db_url_env",
         "AI_LEADS_DB_URL",
         table.DSN.env,
         "configure(db_url_env=NAME): pass migrate-settings --db-url-env NAME to read it",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _qw(
@@ -379,7 +379,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         None,
         "configure(container_prefix=...): no cgroup attribution by container name; each "
         "process's RSS and CPU are in the workers table (queue-ctl workers)",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _qw(
@@ -388,7 +388,7 @@ OLD_NAMES: tuple[OldName, ...] = (
         None,
         "configure(ingest_queues=...): any queue name works, no allow-list, cpu and gpu "
         "included; run queue-claim-worker --queue NAME",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
     _qw(
@@ -397,16 +397,16 @@ OLD_NAMES: tuple[OldName, ...] = (
         table.DEFAULT_TIMEOUT_S.env,
         "configure(ingest_default_budget_s=...): the wall-clock budget of a job whose task sets "
         "none (same default)",
-        kind="hook",
+        form="hook",
         translate="none",
     ),
 )
 
 #: Variables by exact name (the ``env`` entries).
-BY_NAME: dict[str, OldName] = {o.name: o for o in OLD_NAMES if o.kind == "env"}
+BY_NAME: dict[str, OldName] = {o.name: o for o in OLD_NAMES if o.form == "env"}
 #: Families by prefix, longest first, so ``AI_LEADS_DISABLE_X`` is a test gate.
 FAMILIES: tuple[OldName, ...] = tuple(
-    sorted((o for o in OLD_NAMES if o.kind == "family"), key=lambda o: -len(o.name))
+    sorted((o for o in OLD_NAMES if o.form == "family"), key=lambda o: -len(o.name))
 )
 #: The names a start-up notice looks for.
 NOTICED: frozenset[str] = frozenset(o.name for o in BY_NAME.values() if o.notice)
@@ -471,8 +471,8 @@ def markdown_table(system: str) -> str:
     """The reference page's table of one system: old name, new name and default, what differs."""
     rows = ["| old name | queue-engine | note |", "|---|---|---|"]
     for old in entries(system):
-        shown = f"`{old.name}`" if old.kind != "hook" else f"`{old.name}=` (code)"
-        if old.kind == "family":
+        shown = f"`{old.name}`" if old.form != "hook" else f"`{old.name}=` (code)"
+        if old.form == "family":
             shown = f"`{old.name}*`"
         if old.old_default:
             shown += f" ({old.old_default})"

@@ -126,9 +126,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_name_of_the_documents_is_mapped_or_explained(
     system: str, names: list[str], hooks: list[str]
 ) -> None:
-    variables = {o.name for o in legacy.entries(system) if o.kind == "env"}
+    variables = {o.name for o in legacy.entries(system) if o.form == "env"}
     assert variables == set(names)
-    assert {o.name for o in legacy.entries(system) if o.kind == "hook"} == set(hooks)
+    assert {o.name for o in legacy.entries(system) if o.form == "hook"} == set(hooks)
     for old in legacy.entries(system):
         assert old.note and "\n" not in old.note, old.name
         if old.new is None or old.translate == "none":
@@ -144,7 +144,7 @@ def test_a_family_covers_the_names_its_system_documents_by_prefix() -> None:
     for name, family in QUEUE_WORKFLOWS_FAMILIES.items():
         found = legacy.lookup(name)
         assert found is not None and found.name == family, name
-    assert legacy.lookup("AI_LEADS_DB_URL").kind == "env"  # type: ignore[union-attr]
+    assert legacy.lookup("AI_LEADS_DB_URL").form == "env"  # type: ignore[union-attr]
     assert legacy.lookup("PGHOST") is None and legacy.lookup("QUEUE_ENGINE_DSN") is None
 
 
@@ -433,4 +433,6 @@ def test_the_flag_wins_over_the_variable(capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.parametrize("system", legacy.SYSTEMS)
 def test_the_configuration_page_shows_each_systems_table(system: str) -> None:
-    assert legacy.markdown_table(system) in CONFIG_DOC.read_text()
+    # The page's table is this function's output, pasted: print it to update the page.
+    hint = f"python -c 'from {legacy.__name__} import markdown_table; print(markdown_table({system!r}))'"
+    assert legacy.markdown_table(system) in CONFIG_DOC.read_text(), hint
