@@ -214,6 +214,9 @@ def _workers(old: legacy.OldName, raw: str, out: Output) -> None:
     """The worker list (or count) as queue-engine's processes: up, systemd, compose."""
     if old.name == "WORKERS_JSON":
         counts = legacy.parse_workers_json(raw, old.name)
+        if not counts:
+            out.comment(f"{old.name}: every concurrency is 0: no workers to run")
+            return
         flags = " ".join(f"--queue {q}={n}" for q, n in counts.items())
         out.comment(f"{old.name}: {old.note}")
         out.comment(f"  queue-ctl up reads WORKERS_JSON as it is, or: queue-ctl up {flags}")
@@ -254,8 +257,10 @@ def translate(system: str, environ: Mapping[str, str], db_url_env: str | None = 
         names = [old.name]
         if old.form == "family":
             names = sorted(n for n in environ if environ[n] and legacy.lookup(n) is old)
-        elif old.name == "AI_LEADS_DB_URL" and db_url_env:
+        elif old.name == "AI_LEADS_DB_URL" and db_url_env and db_url_env != old.name:
             names = [db_url_env]
+            if environ.get(old.name):
+                out.comment(f"{old.name}: not used, --db-url-env names {db_url_env}")
         for name in names:
             _one(old, name, environ, out, separate_queue_db)
     if hooks:

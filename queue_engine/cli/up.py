@@ -146,6 +146,7 @@ def build_config(
     where: str = "config",
     folder: Path | None = None,
     workers: Mapping[str, int] | None = None,
+    workers_where: str = "WORKERS_JSON",
 ) -> FleetSpec:
     """Merge a fleet file's ``data`` with the flags; a ConfigError (exit 2) on anything wrong.
 
@@ -162,7 +163,7 @@ def build_config(
         raise ConfigError(f"{where}: 'queues' must be a table of queue = workers")
     queues = {str(q): _count(str(q), n, where) for q, n in queues_data.items()}
     for queue, number in (workers or {}).items():
-        queues[queue] = _count(queue, number, "WORKERS_JSON")
+        queues[queue] = _count(queue, number, workers_where)
     for flag in queue_flags:
         name, number = parse_queue_flag(flag)
         queues[name] = number
@@ -183,15 +184,20 @@ def build_config(
     return FleetSpec(app=chosen.strip(), queues=queues, env=env, pythonpath=pythonpath)
 
 
-def workers_from(flag: str | None, environ: Mapping[str, str]) -> dict[str, int] | None:
-    """``--workers-json``, else ``WORKERS_JSON``, parsed and announced; None when neither is set."""
+def workers_from(flag: str | None, environ: Mapping[str, str]) -> tuple[dict[str, int] | None, str]:
+    """``--workers-json``, else ``WORKERS_JSON``, parsed and announced, and which it was.
+
+    The workers are None when neither is set. Reading a variable another
+    system left in the environment is said on the first line ``up`` prints,
+    never done silently.
+    """
     raw, where = (flag, "--workers-json") if flag else (environ.get("WORKERS_JSON"), "WORKERS_JSON")
     if not raw:
-        return None
+        return None, where
     workers = parse_workers_json(raw, where)
     shown = ", ".join(f"{q}={n}" for q, n in workers.items()) or "none"
     click.echo(f"up | workers from {where} (dataloader's list): {shown}")
-    return workers
+    return workers, where
 
 
 def _pythonpath(value: object, where: str, folder: Path) -> tuple[str, ...]:
@@ -330,9 +336,15 @@ def up(
     """
     data = read_file(config_path) if config_path else {}
     folder = config_path.parent if config_path else None
-    workers = workers_from(workers_json, os.environ)
+    workers, workers_where = workers_from(workers_json, os.environ)
     config = build_config(
-        data, app, queue_flags, where=str(config_path or "config"), folder=folder, workers=workers
+        data,
+        app,
+        queue_flags,
+        where=str(config_path or "config"),
+        folder=folder,
+        workers=workers,
+        workers_where=workers_where,
     )
     # The children would each notice the old names up has noticed once already.
     env = {

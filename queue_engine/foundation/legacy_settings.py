@@ -16,6 +16,10 @@ is none (``note``); ``tests/unit/test_legacy_settings.py`` holds every name of
 those documents to having one or the other.
 
 Old names are noticed, never read as values: see :func:`notices` for why.
+
+Why this module is long: most of it is the table, one entry per old name with
+its note, which the notice, the command and the reference page all read; cut
+in pieces, those three would drift apart.
 This module imports only the settings table and the errors, and builds nothing at import
 but the table itself, so the notice costs a console script a scan of its
 environment's names against a frozenset.

@@ -57,7 +57,7 @@ def test_the_printed_environment_round_trips_into_the_daemons_settings(
         assert line.startswith("# ") or "=" in line, line  # an env file: comments and NAME=value
     values = read_env_file(new)
     assert values == {
-        "QUEUE_ENGINE_WEB_HOST": "0.0.0.0",  # noqa: S104 - the value read back, not a bind
+        "QUEUE_ENGINE_WEB_HOST": "0.0.0.0",
         "QUEUE_ENGINE_WEB_PORT": "8081",
         "QUEUE_ENGINE_SCHEMA": "dlqueue",
         "QUEUE_ENGINE_WEB_POOL_SIZE": "8",
@@ -79,7 +79,7 @@ def test_the_printed_environment_round_trips_into_the_daemons_settings(
     assert (worker.heartbeat_s, worker.lease_ttl_s) == (4.0, 45)
     assert OrchestratorSettings.from_env(worker.dsn, worker.schema).sweep_s == 10.0
     web = WebSettings.from_env()
-    assert (web.host, web.port, web.pool_size) == ("0.0.0.0", 8081, 8)  # noqa: S104
+    assert (web.host, web.port, web.pool_size) == ("0.0.0.0", 8081, 8)
 
 
 @pytest.mark.parametrize(

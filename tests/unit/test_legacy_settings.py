@@ -330,6 +330,10 @@ def test_queue_workflows_reads_the_dsn_variable_configure_named() -> None:
     assert "LM_FLOOD_DB_URL (AI_LEADS_DB_URL by configure(db_url_env=...))" in text
     assert "# AI_LEADS_DISABLE_GPU: no counterpart: test gates" in text
     assert "#   container_prefix: configure(container_prefix=...)" in text
+    both = {**env, "AI_LEADS_DB_URL": "postgresql://ai@db/ai"}
+    out = _translated(legacy.QUEUE_WORKFLOWS, both, db_url_env="LM_FLOOD_DB_URL")
+    assert out.values == {"QUEUE_ENGINE_DSN": "postgresql://lm@db/lm"}
+    assert "# AI_LEADS_DB_URL: not used, --db-url-env names LM_FLOOD_DB_URL" in out.lines
 
 
 def test_workers_json_is_shown_as_processes() -> None:
@@ -343,6 +347,8 @@ def test_workers_json_is_shown_as_processes() -> None:
         "queue-claim-worker@load.sgx:1.service"
     ) in text
     assert 'command ["--queue=load.cbr"] and deploy.replicas: 2' in text
+    none = _translated(legacy.DATALOADER, {"WORKERS_JSON": '[{"queue": "q", "concurrency": 0}]'})
+    assert "# WORKERS_JSON: every concurrency is 0: no workers to run" in none.lines
 
 
 # -- the env file: read as dotenv does, written so that every reader agrees -----------------------
@@ -412,15 +418,17 @@ def test_a_bad_workers_json_is_one_line(raw: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         legacy.parse_workers_json(raw, "--workers-json")
     assert str(info.value).startswith("--workers-json") and message in str(info.value)
-    with pytest.raises(ConfigError, match="from 1 to 64"):
-        build_config({"app": "m"}, None, [], workers={"q": 65})
+    with pytest.raises(
+        ConfigError, match=r"^--workers-json: workers of queue 'q' must be .* 1 to 64"
+    ):
+        build_config({"app": "m"}, None, [], workers={"q": 65}, workers_where="--workers-json")
 
 
 def test_the_flag_wins_over_the_variable(capsys: pytest.CaptureFixture[str]) -> None:
     env = {"WORKERS_JSON": '[{"queue": "env", "concurrency": 2}]'}
-    assert workers_from(None, env) == {"env": 2}
-    assert workers_from('[{"queue": "flag"}]', env) == {"flag": 1}
-    assert workers_from(None, {}) is None
+    assert workers_from(None, env) == ({"env": 2}, "WORKERS_JSON")
+    assert workers_from('[{"queue": "flag"}]', env) == ({"flag": 1}, "--workers-json")
+    assert workers_from(None, {}) == (None, "WORKERS_JSON")
     said = capsys.readouterr().out.splitlines()
     assert said == [
         "up | workers from WORKERS_JSON (dataloader's list): env=2",
