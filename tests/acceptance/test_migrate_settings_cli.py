@@ -123,6 +123,8 @@ def _run(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     [
         ("queue-claim-worker", "--help"),
         ("queue-orchestrator", "--help"),
+        ("queue-scheduler", "--help"),
+        ("queue-web", "--help"),
         ("queue-ctl", "--dsn", "postgresql://nobody@db.invalid/x", "dsn"),
     ],
 )
