@@ -173,6 +173,8 @@ class Output:
 
 def _checked(name: str, value: str, source: str) -> str:
     """``value`` if the new setting ``name`` accepts it; a ConfigError naming both otherwise."""
+    if name == "PGPORT" and not value.isdigit():
+        raise ConfigError(f"{source}={value!r} cannot become PGPORT: it is not a port number")
     if not name.startswith(table.PREFIX):
         return value
     try:

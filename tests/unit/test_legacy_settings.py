@@ -291,6 +291,7 @@ def test_a_sqlalchemy_url_becomes_a_libpq_uri_and_the_pg_names_step_aside() -> N
         ({"APP_PORT": "http"}, "APP_PORT='http' cannot become QUEUE_ENGINE_WEB_PORT"),
         ({"PG_SCHEMA_QUEUE": "Queue"}, "PG_SCHEMA_QUEUE='Queue' cannot become"),
         ({"DEBUG": "maybe"}, "DEBUG='maybe' is not a boolean"),
+        ({"PG_PORT": "pg"}, "PG_PORT='pg' cannot become PGPORT"),
         ({"DL_DB_DSN": "mysql://u:hunter2@h/db"}, "DL_DB_DSN is not a PostgreSQL URL"),
         ({"DL_DB_DSN": "postgresql://u:hunter2@h:port/db"}, "DL_DB_DSN is not a database URL"),
         ({"DL_DB_DSN": "postgresql://u:hunter2%zz@h/db"}, "DL_DB_DSN is not a database URL"),
