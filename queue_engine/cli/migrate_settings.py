@@ -287,7 +287,7 @@ def _one(
         if differs is not None:
             out.comment(differs)
         return
-    if old.name.startswith("PG_") and old.new and old.new.startswith("PG") and separate_queue_db:
+    if separate_queue_db and old.name in legacy.MAIN_DB_NAMES:
         out.comment(f"{name}: not carried over: DL_DB_DSN names the queue's database")
         return
     if old.translate == "workers":

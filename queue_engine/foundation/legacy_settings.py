@@ -95,6 +95,10 @@ _AUDIT = "the audit trail is the job_events table (every transition): queue-ctl 
 _LIBPQ = "libpq's own name (no underscore)"
 _MAIN_DB = "; with DL_DB_DSN set it named the application's database, not the queue's"
 
+#: dataloader's connection variables: they named its main database, and its queue's
+#: unless ``DL_DB_DSN`` named another (then they are not the queue's and are not carried over).
+MAIN_DB_NAMES = frozenset({"PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DATABASE"})
+
 #: Every old name, system by system, in the order of their documents.
 OLD_NAMES: tuple[OldName, ...] = (
     # dataloader: AppSettings, LogSettings, PGSettings, WorkerSettings (README, overview).

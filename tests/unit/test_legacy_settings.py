@@ -272,10 +272,12 @@ def test_a_sqlalchemy_url_becomes_a_libpq_uri_and_the_pg_names_step_aside() -> N
         {
             "DL_DB_DSN": "postgresql+asyncpg://app:p%40ss@db:5432/queue?ssl=true&command_timeout=5",
             "PG_HOST": "maindb",
+            "PG_CONNECT_TIMEOUT": "5",
         },
     )
     assert out.values == {
-        "QUEUE_ENGINE_DSN": "postgresql://app:p%40ss@db:5432/queue?sslmode=require"
+        "QUEUE_ENGINE_DSN": "postgresql://app:p%40ss@db:5432/queue?sslmode=require",
+        "PGCONNECT_TIMEOUT": "5",  # not a main-database name: it still applies
     }
     text = "\n".join(out.lines)
     assert "the driver suffix +asyncpg was removed" in text
