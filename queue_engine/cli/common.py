@@ -100,9 +100,35 @@ def _driver_error(exc: Exception) -> psycopg.Error | None:
     return exc if isinstance(exc, psycopg.Error) else None
 
 
-def run_cli(command: click.Command, prog: str, argv: list[str] | None = None) -> NoReturn:
-    """Run a click command, turning every failure into one line and an exit code."""
+def legacy_notices(prog: str, reads: frozenset[str] = frozenset()) -> None:
+    """Print one ``prog: notice:`` line per old system's variable in the environment.
+
+    ``reads`` are old names this command does read (``queue-ctl up`` reads
+    ``WORKERS_JSON``). ``QUEUE_ENGINE_LEGACY_NOTICE=off`` silences the lines,
+    for an environment that keeps such names for the application's own code.
+    The scan is of the environment's names against a frozenset: no import
+    beyond the table, so start-up time does not notice it.
+    """
+    if settings.LEGACY_NOTICE.read() == "off":
+        return
+    from queue_engine.foundation.legacy_settings import notices
+
+    for line in notices(os.environ, reads):
+        click.echo(f"{prog}: notice: {line}", err=True)
+
+
+def run_cli(
+    command: click.Command, prog: str, argv: list[str] | None = None, *, notice: bool = True
+) -> NoReturn:
+    """Run a click command, turning every failure into one line and an exit code.
+
+    With ``notice`` (the daemons), old systems' variables found in the
+    environment are noticed first (:func:`legacy_notices`); ``queue-ctl``
+    notices them in its group instead, where it knows which subcommand runs.
+    """
     try:
+        if notice:
+            legacy_notices(prog)
         result = command.main(args=argv, prog_name=prog, standalone_mode=False)
     except NO_ARGS_IS_HELP as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))

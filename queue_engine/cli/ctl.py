@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import click
 
-from queue_engine.cli.common import dsn_option, run_cli, schema_option
+from queue_engine.cli.common import dsn_option, legacy_notices, run_cli, schema_option
 from queue_engine.cli.context import CliContext
 from queue_engine.cli.lazy import LazyCommand, LazyGroup
 from queue_engine.foundation.config import validate_schema
@@ -66,6 +66,11 @@ COMMANDS: dict[str, LazyCommand] = {
     "tasks": LazyCommand(
         "queue_engine.cli.tasks:tasks_cmd",
         "Tasks whose defaults workers published: the defaults, from which workers, when.",
+    ),
+    "migrate-settings": LazyCommand(
+        "queue_engine.cli.migrate_settings:migrate_settings",
+        "Print the environment of queue-engine translated from dataloader's, pqrun's or "
+        "queue_workflows'.",
     ),
     "dsn": LazyCommand(
         "queue_engine.cli.dsn:dsn_cmd",
@@ -144,6 +149,9 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
 }
 
+#: Old systems' variables a subcommand reads, so it does not notice them as unread.
+READS = {"up": frozenset({"WORKERS_JSON"})}
+
 
 @click.group(
     cls=LazyGroup,
@@ -160,10 +168,12 @@ def ctl(ctx: click.Context, dsn: str, schema: str) -> None:
         validate_schema(schema)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--schema") from None
+    if ctx.invoked_subcommand != "migrate-settings":  # it reads them, and says more
+        legacy_notices("queue-ctl", READS.get(ctx.invoked_subcommand or "", frozenset()))
     given = ctx.get_parameter_source("schema") is not click.core.ParameterSource.DEFAULT
     ctx.obj = CliContext(given_dsn=dsn, given_schema=schema if given else None)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``queue-ctl`` console script."""
-    run_cli(ctl, "queue-ctl", argv)
+    run_cli(ctl, "queue-ctl", argv, notice=False)

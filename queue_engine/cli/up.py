@@ -19,7 +19,12 @@ A file may also say ``pythonpath = ["."]``: folders, relative to the file,
 put in front of the processes' ``PYTHONPATH``, so an app that lives beside its
 fleet file (the recipes under ``examples/``) runs from any working folder.
 
-Flags win over the file (``--app``; a ``--queue`` replaces that queue's count).
+dataloader's worker list is accepted too: ``WORKERS_JSON`` in the environment
+(or ``--workers-json``, which wins over it), ``[{"queue": "load.cbr",
+"concurrency": 2}]``, is read as two workers of ``load.cbr`` (one job per
+process, so concurrency is processes), and ``up`` says so when it starts.
+Flags win over the file and the list (``--app``; a ``--queue`` replaces that
+queue's count); the list replaces the file's count of the queues it names.
 With no DSN (``--dsn``, the group's ``--dsn`` or ``QUEUE_ENGINE_DSN``) an
 embedded Postgres is started for the run, as ``queue-ctl demo`` does.
 A bad configuration is one line on stderr and exit 2.
@@ -49,10 +54,12 @@ from queue_engine.cli.fleet import command_for
 from queue_engine.cli.fleet_watch import DatabaseWatch
 from queue_engine.cli.supervisor import ChildSpec, Supervisor
 from queue_engine.foundation import localfleet
+from queue_engine.foundation import settings as table
 from queue_engine.foundation.config import DEFAULT_SCHEMA
 from queue_engine.foundation.db import describe_dsn
 from queue_engine.foundation.embedded import own_server
 from queue_engine.foundation.errors import ConfigError, DatabaseUnavailable
+from queue_engine.foundation.legacy_settings import parse_workers_json
 
 #: The keys a fleet file may have.
 FILE_KEYS = ("app", "queues", "env", "pythonpath")
@@ -138,10 +145,14 @@ def build_config(
     queue_flags: Iterable[str],
     where: str = "config",
     folder: Path | None = None,
+    workers: Mapping[str, int] | None = None,
+    workers_where: str = "WORKERS_JSON",
 ) -> FleetSpec:
     """Merge a fleet file's ``data`` with the flags; a ConfigError (exit 2) on anything wrong.
 
     ``folder`` is the file's folder: its ``pythonpath`` entries are relative to it.
+    ``workers`` (dataloader's ``WORKERS_JSON``, parsed) replaces the file's count
+    of the queues it names; the ``--queue`` flags replace both.
     """
     _check_keys(data, where)
     file_app = data.get("app")
@@ -151,6 +162,8 @@ def build_config(
     if not isinstance(queues_data, dict):
         raise ConfigError(f"{where}: 'queues' must be a table of queue = workers")
     queues = {str(q): _count(str(q), n, where) for q, n in queues_data.items()}
+    for queue, number in (workers or {}).items():
+        queues[queue] = _count(queue, number, workers_where)
     for flag in queue_flags:
         name, number = parse_queue_flag(flag)
         queues[name] = number
@@ -169,6 +182,22 @@ def build_config(
     if not queues:
         raise ConfigError("no queue to work: pass --queue NAME=N or a [queues] table in --config")
     return FleetSpec(app=chosen.strip(), queues=queues, env=env, pythonpath=pythonpath)
+
+
+def workers_from(flag: str | None, environ: Mapping[str, str]) -> tuple[dict[str, int] | None, str]:
+    """``--workers-json``, else ``WORKERS_JSON``, parsed and announced, and which it was.
+
+    The workers are None when neither is set. Reading a variable another
+    system left in the environment is said on the first line ``up`` prints,
+    never done silently.
+    """
+    raw, where = (flag, "--workers-json") if flag else (environ.get("WORKERS_JSON"), "WORKERS_JSON")
+    if not raw:
+        return None, where
+    workers = parse_workers_json(raw, where)
+    shown = ", ".join(f"{q}={n}" for q, n in workers.items()) or "none"
+    click.echo(f"up | workers from {where} (dataloader's list): {shown}")
+    return workers, where
 
 
 def _pythonpath(value: object, where: str, folder: Path) -> tuple[str, ...]:
@@ -277,6 +306,12 @@ def throttled(
     help="A TOML (or .json) fleet file: app, [queues], [env], pythonpath.",
 )
 @click.option(
+    "--workers-json",
+    metavar="JSON",
+    help='dataloader\'s worker list, [{"queue": "q", "concurrency": 2}] '
+    "(default: the WORKERS_JSON variable).",
+)
+@click.option(
     "--reload",
     is_flag=True,
     help="Development: restart the workers when a .py file under the app's folder changes.",
@@ -289,6 +324,7 @@ def up(
     queue_flags: tuple[str, ...],
     app: str | None,
     config_path: Path | None,
+    workers_json: str | None,
     reload: bool,
     data_dir: Path | None,
     keep: bool,
@@ -300,8 +336,22 @@ def up(
     """
     data = read_file(config_path) if config_path else {}
     folder = config_path.parent if config_path else None
-    config = build_config(data, app, queue_flags, where=str(config_path or "config"), folder=folder)
-    env = {**config.environment(os.environ), "PYTHONUNBUFFERED": "1"}
+    workers, workers_where = workers_from(workers_json, os.environ)
+    config = build_config(
+        data,
+        app,
+        queue_flags,
+        where=str(config_path or "config"),
+        folder=folder,
+        workers=workers,
+        workers_where=workers_where,
+    )
+    # The children would each notice the old names up has noticed once already.
+    env = {
+        **config.environment(os.environ),
+        "PYTHONUNBUFFERED": "1",
+        table.LEGACY_NOTICE.env: "off",
+    }
     watcher = None
     if reload:
         root = app_directory(config.app, env)

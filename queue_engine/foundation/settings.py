@@ -330,6 +330,14 @@ LOG_FORMAT = choice(
     "text, or one JSON object per line",
     option="--log-format",
 )
+LEGACY_NOTICE = choice(
+    "LEGACY_NOTICE",
+    "on",
+    ("on", "off"),
+    (*COMMANDS, WEB),
+    "on: at start, one line on stderr per variable of dataloader, pqrun or queue_workflows "
+    "found in the environment, naming the setting that took its place",
+)
 
 # -- shared by the daemons ------------------------------------------------------------
 
@@ -787,6 +795,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         DEBUG,
         LOG_LEVEL,
         LOG_FORMAT,
+        LEGACY_NOTICE,
         HEARTBEAT_S,
         CONNECT_RETRY_S,
         RECONNECT_MAX_S,

@@ -96,7 +96,12 @@ def test_up_runs_jobs_restarts_a_killed_worker_and_stops_on_sigint(
 
 @pytest.mark.parametrize(
     "args",
-    [("--queue", "q=0", "--app", "x"), ("--queue", "q=1"), ("--config", "/nonexistent.toml")],
+    [
+        ("--queue", "q=0", "--app", "x"),
+        ("--queue", "q=1"),
+        ("--config", "/nonexistent.toml"),
+        ("--workers-json", '[{"queue": "q", "concurency": 2}]', "--app", "x"),
+    ],
 )
 def test_up_bad_config_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
     done = queue_ctl("up", "--dsn", "dbname=never_used", *args)
@@ -110,6 +115,33 @@ def _start_up(
     *args: str, **extra: str
 ) -> tuple[subprocess.Popen[bytes], psutil.Process, IO[bytes]]:
     return start_up(*args, **{"PYTHONPATH": str(APPS), **extra})
+
+
+def test_up_runs_dataloaders_workers_json_and_notices_old_names_once(dsn: str) -> None:
+    # WORKERS_JSON is read (not noticed); DL_HEARTBEAT_SEC is noticed by up alone,
+    # not again by each of its four children.
+    proc, up, out_file = _start_up(
+        "--dsn",
+        dsn,
+        "--app",
+        "poison_app",
+        WORKERS_JSON='[{"queue": "poison", "concurrency": 2}]',
+        DL_HEARTBEAT_SEC="5",
+    )
+    try:
+        _wait("two workers", lambda: _two_workers(up))
+        _wait("ready", lambda: "ready:" in _read(out_file))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        text = _read(out_file)
+        assert "up | workers from WORKERS_JSON (dataloader's list): poison=2" in text
+        notices = [line for line in text.splitlines() if "notice:" in line]
+        assert notices == [
+            "queue-ctl: notice: DL_HEARTBEAT_SEC is dataloader's name; queue-engine reads "
+            "QUEUE_ENGINE_HEARTBEAT_S (queue-ctl migrate-settings --from dataloader)"
+        ], text
+    finally:
+        _cleanup(proc, up, out_file)
 
 
 def test_a_second_sigint_kills_the_children_and_exits_130(dsn: str, client: Client) -> None:
