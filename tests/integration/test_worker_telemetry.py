@@ -39,7 +39,21 @@ def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> N
             )
     assert len(payloads) == 2
     for doc in payloads:
-        assert set(doc) == {"worker_id", "role", "queue", "host", "cpu", "rss", "load", "gpu"}
+        assert set(doc) == {
+            "worker_id",
+            "role",
+            "queue",
+            "host",
+            "cpu",
+            "rss",
+            "load",
+            "gpu",
+            "host_cpu",
+            "mem_used",
+            "mem_total",
+            "gpu_processes",
+        }
+        assert 0 < doc["mem_used"] <= doc["mem_total"]
         assert (doc["worker_id"], doc["queue"], doc["host"]) == (
             worker.worker_id,
             "wt",
@@ -49,9 +63,20 @@ def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> N
         assert len(doc["load"]) == 3 and doc["load"][0] >= 0
         assert len(json.dumps(doc)) < 1000
     stored = row[0]
-    assert set(stored) == {"load", "gpu"} and len(stored["load"]) == 3
+    assert set(stored) == {
+        "load",
+        "cpu_pct",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "gpu",
+        "gpu_processes",
+    }
+    assert len(stored["load"]) == 3
+    # The first beat has no CPU window yet (null); the later ones carry the host's CPU %.
+    assert stored["cpu_pct"] is None or 0 <= stored["cpu_pct"] <= 100
     (w,) = stats.workers(conn, "queue_engine")
     assert w.load_1m == stored["load"][0]
+    assert w.host_memory == (stored["mem_used_bytes"], stored["mem_total_bytes"])
 
 
 def test_telemetry_is_not_published_by_default(dsn: str, conn: Any) -> None:

@@ -4,12 +4,15 @@ Three ``queue-claim-worker`` processes on one queue; ``queue-ctl scale wt 1``
 leaves one claiming and parks the others (no two handlers ever overlap), and
 ``queue-ctl stop --host H --queue wt`` makes every one of them exit 0 on its
 own, the busy one after its current job, with no job left running.
+``queue-ctl stop --now`` does not wait for a ten-minute job: the worker gives
+it back (queued, attempt not counted) and exits 0.
 """
 
 from __future__ import annotations
 
 import itertools
 import socket
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -68,3 +71,48 @@ def test_scale_then_stop_steer_worker_processes(
         " AND stop_requested_at IS NOT NULL"
     ).fetchone()
     assert stopped == (3,)
+
+
+def test_stop_now_gives_the_running_job_back_and_exits_0(
+    dsn: str, client: Client, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    job_id = client.enqueue("sleepy", queue="wt", args={"sleep": 600}).id
+    log = tmp_path / "worker.log"
+    # A 5 s heartbeat: the stop is seen at once all the same (the controls NOTIFY
+    # asks for a beat at the next tick), well before the 600 s job could end.
+    procs = [spawn_worker(dsn, log_file=log, QUEUE_ENGINE_HEARTBEAT_S="5")]
+    try:
+        wait_until(
+            lambda: (
+                conn.execute(f"SELECT status FROM {S}.jobs WHERE id = %s", (job_id,)).fetchone()
+                == ("running",)
+            ),
+            timeout=60,
+            what="the long job running",
+        )
+        (worker_id,) = conn.execute(
+            f"SELECT id FROM {S}.workers WHERE role = 'worker' AND stopped_at IS NULL"
+        ).fetchone() or ("?",)
+        out = ok(queue_ctl("--dsn", dsn, "stop", "--now", "--worker", worker_id))
+        assert "gives its running job back at once" in out
+        code = procs[0].wait(30)
+    finally:
+        kill_all(procs)
+    assert code == 0, log.read_text()
+    status, attempt, error = conn.execute(
+        f"SELECT status, attempt, error FROM {S}.jobs WHERE id = %s", (job_id,)
+    ).fetchone() or (None, None, None)
+    assert (status, attempt, error) == ("queued", 0, None)
+    kinds = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT kind FROM {S}.job_events WHERE job_id = %s ORDER BY id", (job_id,)
+        ).fetchall()
+    ]
+    assert kinds == ["claimed", "given_back"]
+    text = log.read_text()
+    assert "worker.stop_now" in text and "stop --now" in text
+    row = conn.execute(
+        f"SELECT state, stop_now FROM {S}.workers WHERE id = %s", (worker_id,)
+    ).fetchone()
+    assert row == ("stopped", True)

@@ -105,6 +105,7 @@ class StopRequested(Open):
     queue: str | None
     stop_requested_at: datetime
     already: bool
+    now: bool = Field(description="a hard stop: the running job is given back at once")
 
 
 class Stopped(Open):
