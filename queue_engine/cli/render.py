@@ -404,11 +404,11 @@ def workers_cells(rows: list[stats.WorkerRow]) -> tuple[Row, list[Row], set[int]
 
 
 def host_memory_cell(memory: tuple[int, int] | None) -> str:
-    """``used/total`` in GiB with the percent, e.g. ``5.1/15.6G 33%``; ``-`` when unknown."""
+    """The host's memory ``used/total`` in GiB, e.g. ``5.1/15.6G``; ``-`` when unknown."""
     if memory is None:
         return "-"
     used, total = memory
-    return f"{used / 2**30:.1f}/{total / 2**30:.1f}G {100 * used / total:.0f}%"
+    return f"{used / 2**30:.1f}/{total / 2**30:.1f}G"
 
 
 def controls_lines(view: Controls) -> list[str]:

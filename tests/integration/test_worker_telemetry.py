@@ -94,16 +94,23 @@ def test_telemetry_is_not_published_by_default(dsn: str, conn: Any) -> None:
     assert received == []
 
 
-def test_workers_view_shows_the_load(dsn: str, conn: Any) -> None:
+def test_workers_view_shows_the_load_and_the_hosts_cpu_and_memory(dsn: str, conn: Any) -> None:
+    telemetry = {
+        "load": [1.25, 0.5, 0.25],
+        "cpu_pct": 37.4,
+        "mem_used_bytes": 5 * 2**30,
+        "mem_total_bytes": 16 * 2**30,
+        "gpu": None,
+    }
     conn.execute(
         "INSERT INTO queue_engine.workers (id, queue, host, pid, state, telemetry) VALUES "
-        "('w-load', 'q', 'h1', 1, 'idle', '{\"load\": [1.25, 0.5, 0.25], \"gpu\": null}'), "
-        "('w-none', 'q', 'h2', 2, 'idle', NULL)"
+        "('w-load', 'q', 'h1', 1, 'idle', %s), ('w-none', 'q', 'h2', 2, 'idle', NULL)",
+        (json.dumps(telemetry),),
     )
     header, *lines = ok(queue_ctl("--dsn", dsn, "workers")).splitlines()
-    assert header.split()[-2:] == ["LOAD", "LIVENESS"]
-    loads = {line.split()[0]: line.split()[-2] for line in lines}
-    assert loads == {"w-load": "1.25", "w-none": "-"}
+    assert header.split()[-6:] == ["LOAD", "HOST", "CPU%", "HOST", "MEM", "LIVENESS"]
+    loads = {line.split()[0]: line.split()[-4:-1] for line in lines}
+    assert loads == {"w-load": ["1.25", "37", "5.0/16.0G"], "w-none": ["-", "-", "-"]}
     docs = {w["id"]: w for w in json.loads(ok(queue_ctl("--dsn", dsn, "workers", "--json")))}
-    assert docs["w-load"]["telemetry"] == {"load": [1.25, 0.5, 0.25], "gpu": None}
+    assert docs["w-load"]["telemetry"] == telemetry
     assert docs["w-none"]["telemetry"] is None
