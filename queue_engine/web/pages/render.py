@@ -154,13 +154,13 @@ def gpu(worker: stats.WorkerRow) -> str:
 
 
 def host_use(worker: stats.WorkerRow) -> str:
-    """The host's CPU % and memory in use / in all at the last heartbeat, e.g. ``12% · 5.1/15.6 GiB``."""
+    """The host's CPU % and memory in use / in all (GiB) at the last beat, e.g. ``12% · 5.1/15.6G``."""
     cpu = worker.host_cpu_pct
     memory = worker.host_memory
     parts = [f"{cpu:.0f}%" if cpu is not None else "—"]
     if memory is not None:
         used, total = memory
-        parts.append(f"{used / 2**30:.1f}/{total / 2**30:.1f} GiB")
+        parts.append(f"{used / 2**30:.1f}/{total / 2**30:.1f}G")
     return " · ".join(parts) if cpu is not None or memory is not None else "—"
 
 
