@@ -314,10 +314,10 @@ def test_telemetry_families_take_each_hosts_newest_figures() -> None:
     gpu_new = [{"utilization_pct": 10.0, "memory_used_mib": 1.0, "memory_total_mib": 2.0}]
     gpu_old = [{"utilization_pct": 90.0, "memory_used_mib": 1.0, "memory_total_mib": 2.0}]
     rows = [  # as sql/metrics_telemetry.sql orders them: by host, newest first
-        ("a1", "worker", "q", "a", 1.0, 100, 0.5, gpu_new),
-        ("a2", "orchestrator", "", "a", None, None, 7.0, gpu_old),
-        ("b1", "scheduler", "", "b", 2.0, 200, None, None),
-        ("b2", "worker", "q", "b", 3.0, 300, 1.25, None),
+        ("a1", "worker", "q", "a", 1.0, 100, 0.5, gpu_new, None, 10.0, 20.0),
+        ("a2", "orchestrator", "", "a", None, None, 7.0, gpu_old, 55.0, 30.0, 40.0),
+        ("b1", "scheduler", "", "b", 2.0, 200, None, None, 12.5, None, None),
+        ("b2", "worker", "q", "b", 3.0, 300, 1.25, None, 99.0, 1.0, 2.0),
     ]
     families = {f.name: f for f in telemetry_families(rows)}
     values = {
@@ -329,5 +329,9 @@ def test_telemetry_families_take_each_hosts_newest_figures() -> None:
         ("b2", "worker", "q", "b"): 3.0,
     }
     assert values["queue_engine_host_load1"] == {("a",): 0.5, ("b",): 1.25}
+    # Each host's newest row that has the figure: a1 has no CPU % yet (its first beat).
+    assert values["queue_engine_host_cpu_percent"] == {("a",): 55.0, ("b",): 12.5}
+    assert values["queue_engine_host_memory_used_bytes"] == {("a",): 10.0, ("b",): 1.0}
+    assert values["queue_engine_host_memory_total_bytes"] == {("a",): 20.0, ("b",): 2.0}
     assert values["queue_engine_host_gpu_utilization_percent"] == {("a", "0"): 10.0}
     assert values["queue_engine_host_gpu_memory_total_bytes"] == {("a", "0"): 2.0 * 1024 * 1024}
