@@ -452,13 +452,14 @@ def controls_lines(view: Controls) -> list[str]:
     lines += ["", "STOP REQUESTS"]
     if view.stops:
         lines += table(
-            ["WORKER", "HOST", "QUEUE", "STATE", "SINCE"],
+            ["WORKER", "HOST", "QUEUE", "STATE", "HOW", "SINCE"],
             [
                 [
                     s.worker_id,
                     s.host,
                     s.queue or "-",
                     s.state,
+                    "now" if s.stop_now else "after job",
                     s.stop_requested_at.isoformat(timespec="seconds"),
                 ]
                 for s in view.stops

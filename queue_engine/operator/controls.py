@@ -450,6 +450,8 @@ class PendingStop:
     queue: str | None
     state: str
     stop_requested_at: datetime
+    #: A hard stop (``stop --now``): the running job is given back at once.
+    stop_now: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -489,7 +489,11 @@ def test_controls_view_lists_every_control_in_force(conn) -> None:
         ("host", "gpu-1", "infer", None, 2),
         ("worker", "gpu-2", "infer", "w-other", 1),
     ]
-    assert [(s.worker_id, s.host, s.queue) for s in view.stops] == [("w-etl", "gpu-1", "etl")]
+    assert [(s.worker_id, s.host, s.queue, s.stop_now) for s in view.stops] == [
+        ("w-etl", "gpu-1", "etl", False)
+    ]
+    stop_workers(conn, SCHEMA, FleetTarget(worker_id="w-etl"), now=True)
+    assert [s.stop_now for s in controls(conn, SCHEMA).stops] == [True]
     doc = json.loads(json.dumps(view.to_dict()))
     assert set(doc) == {"queues", "parks", "stops"}
     assert isinstance(doc["parks"][0]["parked_at"], str)

@@ -146,6 +146,7 @@ class PendingStop(Open):
     queue: str | None
     state: str
     stop_requested_at: datetime
+    stop_now: bool = Field(default=False, description="a hard stop (`queue-ctl stop --now`)")
 
 
 class ControlsOut(Open):
