@@ -249,15 +249,21 @@ class _PynvmlReader:
 
     def processes(self) -> list[GpuProcess]:
         nvml = self._nvml
-        per_pid: dict[int, float] = {}
+        per_pid: dict[int, float | None] = {}
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                used = getattr(proc, "usedGpuMemory", None)  # None: not reported (no permission)
-                per_pid[int(proc.pid)] = per_pid.get(int(proc.pid), 0.0) + (
-                    used / MIB if isinstance(used, int) else 0.0
+                # pynvml gives None for a figure NVML could not read (no permission).
+                used = getattr(proc, "usedGpuMemory", None)
+                mib = used / MIB if isinstance(used, int) else None
+                known = per_pid.get(int(proc.pid))
+                per_pid[int(proc.pid)] = (
+                    mib if known is None else (known if mib is None else known + mib)
                 )
-        return [GpuProcess(pid, round(mib, 1)) for pid, mib in sorted(per_pid.items())]
+        return [
+            GpuProcess(pid, None if mib is None else round(mib, 1))
+            for pid, mib in sorted(per_pid.items())
+        ]
 
 
 def load_nvml() -> Nvml | None:
@@ -291,10 +297,15 @@ class GpuProbe:
     ) -> None:
         # Looked up once: a process does not gain or lose a GPU driver while it runs.
         nvidia, rocm = which(NVIDIA_SMI), which(ROCM_SMI)
-        options = {"runner": runner, "timeout_s": timeout_s, "max_failures": max_failures}
-        self._nvidia = _Tool(nvidia, NVIDIA_SMI_ARGS, **options)  # type: ignore[arg-type]
-        self._nvidia_apps = _Tool(nvidia, NVIDIA_SMI_APPS_ARGS, **options)  # type: ignore[arg-type]
-        self._rocm = _Tool(rocm, ROCM_SMI_ARGS, **options)  # type: ignore[arg-type]
+
+        def tool(binary: str | None, args: Sequence[str]) -> _Tool:
+            return _Tool(
+                binary, args, runner=runner, timeout_s=timeout_s, max_failures=max_failures
+            )
+
+        self._nvidia = tool(nvidia, NVIDIA_SMI_ARGS)
+        self._nvidia_apps = tool(nvidia, NVIDIA_SMI_APPS_ARGS)
+        self._rocm = tool(rocm, ROCM_SMI_ARGS)
         self._load_nvml = nvml
         self._nvml: Nvml | None = None
         self._nvml_tried = False
@@ -318,6 +329,9 @@ class GpuProbe:
         NVML when it loads (looked up once, at the first call: importing it
         costs nothing on a host without ``pynvml``), else ``nvidia-smi
         --query-compute-apps``; an NVML error drops back to nvidia-smi for good.
+        NVML calls are in-process library calls to the driver: they have no
+        timeout of their own (the tools do), which is why any error, not only a
+        slow answer, retires NVML for the process.
         """
         if not self._nvml_tried:
             self._nvml_tried = True

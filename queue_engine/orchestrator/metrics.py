@@ -434,17 +434,17 @@ def telemetry_families(rows: Iterable[tuple[Any, ...]]) -> list[Metric]:
     )
     gpu_util = GaugeMetricFamily(
         f"{PREFIX}_host_gpu_utilization_percent",
-        "GPU utilisation (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        "GPU utilisation (nvidia-smi, rocm-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
         labels=["host", "gpu"],
     )
     gpu_used = GaugeMetricFamily(
         f"{PREFIX}_host_gpu_memory_used_bytes",
-        "GPU memory in use (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        "GPU memory in use (nvidia-smi, rocm-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
         labels=["host", "gpu"],
     )
     gpu_total = GaugeMetricFamily(
         f"{PREFIX}_host_gpu_memory_total_bytes",
-        "GPU memory size (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        "GPU memory size (nvidia-smi, rocm-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
         labels=["host", "gpu"],
     )
     host_cpu = GaugeMetricFamily(

@@ -249,6 +249,32 @@ def test_per_process_memory_comes_from_nvml_and_falls_back_to_nvidia_smi() -> No
     assert runner.calls == [(["/usr/bin/nvidia-smi", *NVIDIA_SMI_APPS_ARGS], 2.0)]
 
 
+def test_the_pynvml_reader_sums_each_process_over_the_gpus() -> None:
+    """``_PynvmlReader`` on a stand-in for the ``pynvml`` module: the calls it makes, the sums."""
+    from types import SimpleNamespace
+
+    from queue_engine.daemon.telemetry import MIB, _PynvmlReader
+
+    per_gpu = [
+        [
+            SimpleNamespace(pid=10, usedGpuMemory=512 * MIB),
+            SimpleNamespace(pid=11, usedGpuMemory=None),
+        ],
+        [SimpleNamespace(pid=10, usedGpuMemory=256 * MIB)],
+    ]
+    inits: list[bool] = []
+    module = SimpleNamespace(
+        nvmlInit=lambda: inits.append(True),
+        nvmlDeviceGetCount=lambda: len(per_gpu),
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetComputeRunningProcesses=lambda handle: per_gpu[handle],
+    )
+    reader = _PynvmlReader(module)
+    assert reader.processes() == [GpuProcess(10, 768.0), GpuProcess(11, None)]
+    assert reader.processes() == [GpuProcess(10, 768.0), GpuProcess(11, None)]
+    assert inits == [True]  # initialised once
+
+
 def test_per_process_memory_is_none_without_nvml_or_nvidia_smi() -> None:
     probe = GpuProbe(runner=FakeRunner(), which=lambda n: None, nvml=no_nvml)
     assert probe.processes() is None
