@@ -4,7 +4,7 @@ Three engine features make the pattern:
 
 - **once per process**: a worker process runs one job at a time, for as long
   as it lives, so a model kept in a module-level cache is loaded by the first
-  job that needs it and reused by every later one (:func:`load_model`);
+  job that needs it and reused by every later one (:class:`ModelCache`);
 - **affinity key**: a job names the model it needs (``affinity_key=``); a
   worker that has that model loaded prefers such jobs, so with several models
   and several workers each worker stays warm for one (see
@@ -36,6 +36,7 @@ inference.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import threading
@@ -47,6 +48,7 @@ from typing import Any
 from queue_engine import Client, Job, task
 
 QUEUE = "gpu"
+log = logging.getLogger("warm_model")
 #: Seconds without a progress beat before the stall watchdog ends the process (exit 76).
 STALL_TIMEOUT_S = int(os.environ.get("WARM_MODEL_STALL_TIMEOUT_S", "30"))
 
@@ -173,17 +175,11 @@ class IdleUnloader:
         while True:
             time.sleep(self.check_s)
             for name in self.cache.unload_idle():
-                print(f"warm_model: unloaded {name} (idle {self.cache.idle_s:g}s)", flush=True)
+                log.info("unloaded model %s (no job for %gs)", name, self.cache.idle_s)
 
 
 CACHE = ModelCache()
 _UNLOADER = IdleUnloader(CACHE, min(UNLOAD_CHECK_S, max(IDLE_UNLOAD_S / 5, 0.1)))
-
-
-def load_model(name: str) -> TinyModel:
-    """The model, loaded on first use in this process and kept (until idle for too long)."""
-    with CACHE.use(name) as model:
-        return model
 
 
 @task("model.infer", queue=QUEUE, stall_timeout_s=STALL_TIMEOUT_S, timeout_s=3600)

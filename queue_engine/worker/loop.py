@@ -326,7 +326,7 @@ class Worker:
         current = self.jobs.current
         log_event(
             log,
-            logging.WARNING,
+            logging.WARNING if current else logging.INFO,  # a job is cut short, or none
             "worker.stop_now",
             worker_id=self.worker_id,
             running_job=current.job.id if current else None,
