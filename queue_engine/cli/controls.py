@@ -267,28 +267,46 @@ def unpark_cmd(cli: CliContext, host: str | None, queue: str | None, worker_id: 
 
 @click.command(name="stop")
 @_target_options
+@click.option(
+    "--now",
+    "now",
+    is_flag=True,
+    help="Give the running job back to the queue at once (attempt not counted) "
+    "instead of letting it finish.",
+)
 @pass_cli
-def stop_cmd(cli: CliContext, host: str | None, queue: str | None, worker_id: str | None) -> None:
+def stop_cmd(
+    cli: CliContext, host: str | None, queue: str | None, worker_id: str | None, now: bool
+) -> None:
     """Ask live workers to exit 0 after their current job (prefetched jobs go back).
 
-    Exactly one of --host HOST [--queue QUEUE] or --worker ID. One-shot: workers
-    started later are not affected (use `park` for that). The shipped worker unit
-    (Restart=on-failure) leaves them stopped; a supervisor that restarts on any
-    exit starts them again: park them to keep them down.
+    Exactly one of --host HOST [--queue QUEUE] or --worker ID. With --now a
+    busy worker does not wait for its job: at its next heartbeat it gives the
+    job back to the queue (attempt not counted; another worker runs it again
+    from the start) and exits 0. One-shot: workers started later are not
+    affected (use `park` for that). The shipped worker unit (Restart=on-failure)
+    leaves them stopped; a supervisor that restarts on any exit starts them
+    again: park them to keep them down.
     """
     target = _target(host, queue, worker_id)
     with cli.connect() as conn:
-        requests = stop_workers(conn, cli.schema, target)
+        requests = stop_workers(conn, cli.schema, target, now=now)
     new = [r.worker_id for r in requests if not r.already]
     old = [r for r in requests if r.already]
     if new:
+        how = (
+            "each gives its running job back at once and exits 0"
+            if now
+            else "each finishes its current job and exits 0"
+        )
         click.echo(
-            f"stop requested for {len(new)} worker{'s' if len(new) != 1 else ''}: {', '.join(new)} "
-            "(each finishes its current job and exits 0)"
+            f"{'hard ' if now else ''}stop requested for {len(new)} "
+            f"worker{'s' if len(new) != 1 else ''}: {', '.join(new)} ({how})"
         )
     for r in old:
         click.echo(
-            f"worker {r.worker_id} was already asked to stop (since {_since(r.stop_requested_at)})"
+            f"worker {r.worker_id} was already asked to stop{' at once' if r.now else ''} "
+            f"(since {_since(r.stop_requested_at)})"
         )
 
 

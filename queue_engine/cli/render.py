@@ -370,6 +370,8 @@ def workers_cells(rows: list[stats.WorkerRow]) -> tuple[Row, list[Row], set[int]
         "RSS",
         "CPU%",
         "LOAD",
+        "HOST CPU%",
+        "HOST MEM",
         "LIVENESS",
     ]
     body = [
@@ -386,13 +388,27 @@ def workers_cells(rows: list[stats.WorkerRow]) -> tuple[Row, list[Row], set[int]
             stats.format_bytes(w.rss_bytes),
             f"{w.cpu_percent:.1f}" if w.cpu_percent is not None else "-",
             f"{w.load_1m:.2f}" if w.load_1m is not None else "-",
+            f"{w.host_cpu_pct:.0f}" if w.host_cpu_pct is not None else "-",
+            host_memory_cell(w.host_memory),
             w.liveness
             + (" (flagged)" if w.flagged_dead_at is not None else "")
-            + (" (stop requested)" if w.stop_requested else ""),
+            + (
+                (" (stop now requested)" if w.stop_now else " (stop requested)")
+                if w.stop_requested
+                else ""
+            ),
         ]
         for w in rows
     ]
-    return header, body, {3, 7, 8, 9, 10, 11}
+    return header, body, {3, 7, 8, 9, 10, 11, 12, 13}
+
+
+def host_memory_cell(memory: tuple[int, int] | None) -> str:
+    """The host's memory ``used/total`` in GiB, e.g. ``5.1/15.6G``; ``-`` when unknown."""
+    if memory is None:
+        return "-"
+    used, total = memory
+    return f"{used / 2**30:.1f}/{total / 2**30:.1f}G"
 
 
 def controls_lines(view: Controls) -> list[str]:
@@ -436,13 +452,14 @@ def controls_lines(view: Controls) -> list[str]:
     lines += ["", "STOP REQUESTS"]
     if view.stops:
         lines += table(
-            ["WORKER", "HOST", "QUEUE", "STATE", "SINCE"],
+            ["WORKER", "HOST", "QUEUE", "STATE", "HOW", "SINCE"],
             [
                 [
                     s.worker_id,
                     s.host,
                     s.queue or "-",
                     s.state,
+                    "now" if s.stop_now else "after job",
                     s.stop_requested_at.isoformat(timespec="seconds"),
                 ]
                 for s in view.stops

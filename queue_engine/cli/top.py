@@ -72,6 +72,8 @@ WORKER_COLUMNS: Mapping[str, Column] = {
     "RSS": Column(3, "RSS"),
     "CPU%": Column(3, "CPU%"),
     "LOAD": Column(5, "LOAD"),
+    "HOST CPU%": Column(6, "HCPU%"),
+    "HOST MEM": Column(6, "HMEM"),
     "LIVENESS": Column(1, "LIVENESS"),
 }
 

@@ -52,6 +52,7 @@ _WORKER: Final[dict[str, str]] = {
     "worker.parked": "the worker was parked by an operator control: it claims nothing until unparked",
     "worker.unparked": "a parked worker was unparked and claims again",
     "worker.stop_requested": "queue-ctl stop named this worker: between jobs, it stops and exits 0",
+    "worker.stop_now": "queue-ctl stop --now named this worker: its running job is given back at once, exit 0",
     "worker.scale_slot_taken": "the worker took one of its queue's scale slots and may claim",
     "worker.scale_slot_released": "the worker gave its queue's scale slot back",
     "worker.controls_changed": "the worker saw its operator controls change and applied them",

@@ -277,6 +277,8 @@ class StopRequest:
     queue: str | None
     stop_requested_at: datetime
     already: bool
+    #: A hard stop (``stop --now``): the running job is given back at once.
+    now: bool = False
 
 
 def scale_queue(
@@ -376,9 +378,14 @@ def unpark(conn: psycopg.Connection[Any], schema: str, target: FleetTarget) -> U
 
 
 def stop_workers(
-    conn: psycopg.Connection[Any], schema: str, target: FleetTarget
+    conn: psycopg.Connection[Any], schema: str, target: FleetTarget, *, now: bool = False
 ) -> list[StopRequest]:
     """Ask the live workers matching ``target`` to stop after their current job.
+
+    ``now`` (``stop --now``): a busy worker gives its running job back to the
+    queue at its next heartbeat (attempt not counted) instead of finishing it,
+    and exits 0 all the same. A ``--now`` after a plain stop upgrades it; a
+    plain stop after a ``--now`` one changes nothing.
 
     One-shot: workers started later are not affected. Raises :class:`NoLiveWorker`
     (nothing written, nothing NOTIFYed) when no live worker matches.
@@ -387,6 +394,7 @@ def stop_workers(
         "worker_id": target.worker_id,
         "host": target.host,
         "queue": target.queue,
+        "now": now,
         "controls_channel": queries.controls_channel(schema),
     }
     with schema_errors(schema), conn.transaction():
@@ -398,7 +406,10 @@ def stop_workers(
             else f"on {target.describe()}"
         )
         raise NoLiveWorker(f"no live worker {what}")
-    return [StopRequest(r[0], r[1], r[2], r[4], r[3] is not None) for r in rows]
+    return [
+        StopRequest(r[0], r[1], r[2], r[4], r[3] is not None and (r[7] or not now), now=r[6])
+        for r in rows
+    ]
 
 
 # -- the controls view -------------------------------------------------------------
@@ -439,6 +450,8 @@ class PendingStop:
     queue: str | None
     state: str
     stop_requested_at: datetime
+    #: A hard stop (``stop --now``): the running job is given back at once.
+    stop_now: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -281,6 +281,8 @@ class WorkerRow:
     warm_key: str | None = None
     #: When ``queue-ctl stop`` asked the worker to exit after its current job.
     stop_requested_at: datetime | None = None
+    #: ``queue-ctl stop --now``: the running job is given back at once (migration 0033).
+    stop_now: bool = False
 
     @property
     def stop_requested(self) -> bool:
@@ -295,6 +297,34 @@ class WorkerRow:
             return float(load[0])
         return None
 
+    @property
+    def host_cpu_pct(self) -> float | None:
+        """The host's CPU use in percent at the last heartbeat (psutil), if reported."""
+        return _number((self.telemetry or {}).get("cpu_pct"))
+
+    @property
+    def host_memory(self) -> tuple[int, int] | None:
+        """The host's memory (in use, in all) in bytes at the last heartbeat, if reported."""
+        doc = self.telemetry or {}
+        used, total = _number(doc.get("mem_used_bytes")), _number(doc.get("mem_total_bytes"))
+        if used is not None and total:
+            return int(used), int(total)
+        return None
+
+    @property
+    def gpu_memory_mib(self) -> float | None:
+        """GPU memory this process holds (MiB), from the host's ``gpu_processes``, if listed."""
+        procs = (self.telemetry or {}).get("gpu_processes")
+        if not isinstance(procs, list):
+            return None
+        mine = [
+            _number(p.get("memory_used_mib"))
+            for p in procs
+            if isinstance(p, dict) and p.get("pid") == self.pid
+        ]
+        figures = [m for m in mine if m is not None]
+        return sum(figures) if figures else None
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (datetimes as ISO 8601), with the ``stop_requested`` verdict."""
         out = {
@@ -302,6 +332,13 @@ class WorkerRow:
         }
         out["stop_requested"] = self.stop_requested
         return out
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number as a float; None for null, text or a boolean (an int in Python)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -407,8 +407,9 @@ def telemetry_families(rows: Iterable[tuple[Any, ...]]) -> list[Metric]:
     """Gauges from ``sql/metrics_telemetry.sql`` rows (live rows, by host, newest first).
 
     Per process (labels ``worker_id``, ``role``, ``queue``, ``host``): CPU %
-    and RSS, when reported. Per host: the 1-minute load and each GPU (label
-    ``gpu``: its index in nvidia-smi's list) from the newest row that has them,
+    and RSS, when reported. Per host: the 1-minute load, CPU % and memory
+    (in use, in all), and each GPU (label ``gpu``: its index in the probe's
+    list, NVIDIA's first) from the newest row that has them,
     because every process on a host reports the same load and GPUs and one
     series per host is what a dashboard wants. No GPU gauges for a host
     without GPU data.
@@ -433,22 +434,48 @@ def telemetry_families(rows: Iterable[tuple[Any, ...]]) -> list[Metric]:
     )
     gpu_util = GaugeMetricFamily(
         f"{PREFIX}_host_gpu_utilization_percent",
-        "GPU utilisation (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        "GPU utilisation (nvidia-smi, rocm-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
         labels=["host", "gpu"],
     )
     gpu_used = GaugeMetricFamily(
         f"{PREFIX}_host_gpu_memory_used_bytes",
-        "GPU memory in use (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        "GPU memory in use (nvidia-smi, rocm-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
         labels=["host", "gpu"],
     )
     gpu_total = GaugeMetricFamily(
         f"{PREFIX}_host_gpu_memory_total_bytes",
-        "GPU memory size (nvidia-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
+        "GPU memory size (nvidia-smi, rocm-smi) of a host's GPU, from its newest live heartbeat with GPUs.",
         labels=["host", "gpu"],
+    )
+    host_cpu = GaugeMetricFamily(
+        f"{PREFIX}_host_cpu_percent",
+        "CPU use of a host in percent (psutil), from its newest live heartbeat that reported it.",
+        labels=["host"],
+    )
+    mem_used = GaugeMetricFamily(
+        f"{PREFIX}_host_memory_used_bytes",
+        "Memory in use on a host (total - available), from its newest live heartbeat with it.",
+        labels=["host"],
+    )
+    mem_total = GaugeMetricFamily(
+        f"{PREFIX}_host_memory_total_bytes",
+        "Memory of a host in all, from its newest live heartbeat that reported it.",
+        labels=["host"],
     )
     load_done: set[str] = set()
     gpu_done: set[str] = set()
-    for worker_id, role, queue, host, cpu_percent, rss_bytes, load, gpus in rows:
+    cpu_done: set[str] = set()
+    mem_done: set[str] = set()
+    for row in rows:
+        worker_id, role, queue, host, cpu_percent, rss_bytes, load, gpus = row[:8]
+        cpu_host, used, total = row[8:11]
+        if cpu_host is not None and host not in cpu_done:
+            cpu_done.add(host)
+            host_cpu.add_metric([host], float(cpu_host))
+        if used is not None and total is not None and host not in mem_done:
+            mem_done.add(host)
+            mem_used.add_metric([host], float(used))
+            mem_total.add_metric([host], float(total))
         labels = [worker_id, role, queue, host]
         if cpu_percent is not None:
             cpu.add_metric(labels, float(cpu_percent))
@@ -465,7 +492,7 @@ def telemetry_families(rows: Iterable[tuple[Any, ...]]) -> list[Metric]:
                 ):
                     if value is not None:
                         family.add_metric([host, str(index)], value)
-    return [cpu, rss, load1, gpu_util, gpu_used, gpu_total]
+    return [cpu, rss, load1, host_cpu, mem_used, mem_total, gpu_util, gpu_used, gpu_total]
 
 
 def histogram_buckets(counts: list[int]) -> list[tuple[str, float]]:

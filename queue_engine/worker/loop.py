@@ -132,6 +132,7 @@ class Worker:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._stop_at: float | None = None
+        self._stop_now_seen = False
         self._published = 0
         #: Idle workers of the queue at the last probe (this one included).
         self.idle_workers = 1
@@ -208,6 +209,7 @@ class Worker:
             clock=timing.clock,
             publish_telemetry=settings.telemetry_notify == "on",
             idle_beat_s=idle_beat_s(settings.heartbeat_s, settings.dead_after()),
+            on_stop_now=self._stop_now,
         )
         self.runtime = DaemonRuntime(
             "worker",
@@ -310,6 +312,27 @@ class Worker:
             running_job=current.job.id if current else None,
         )
         self._wake.set()
+
+    def _stop_now(self) -> None:
+        """``queue-ctl stop --now`` (heartbeat thread): give the running job back, exit 0.
+
+        The watchdog trips at its next tick (``give_back``: the job is queued
+        again, attempt not counted, the row marked stopped) and ends the
+        process with 0; idle, the stop is an ordinary one.
+        """
+        if self._stop_now_seen:
+            return
+        self._stop_now_seen = True
+        current = self.jobs.current
+        log_event(
+            log,
+            logging.WARNING if current else logging.INFO,  # a job is cut short, or none
+            "worker.stop_now",
+            worker_id=self.worker_id,
+            running_job=current.job.id if current else None,
+        )
+        self._watchdog.note_stop_now()
+        self.stop()
 
     def _prepare(self) -> None:
         """Before registering: the database (exit 69 after ``connect_retry_s``), then the schema."""
@@ -523,6 +546,8 @@ class Worker:
             if notify.payload in (self.settings.queue, "*"):
                 self.gate.mark_dirty()
                 self._wake.set()
+                if self.jobs.current is not None:  # a hard stop must not wait for the job
+                    self.renewer.beat_soon()
         elif notify.channel == self.cancel_channel:
             try:
                 job_id = int(notify.payload)

@@ -11,8 +11,9 @@ The worker's heartbeat is the daemons' one
   until it works or the worker is told to stop;
 - :meth:`Renewer.beat` runs one statement that beats the worker's row (state,
   RSS/CPU, host telemetry), extends the lease of every held job, writes their
-  buffered progress and reads their cancel flags; a held job the statement
-  could not renew is no longer ours (a zombie) and is marked lost;
+  buffered progress and reads their cancel flags and the operator's hard
+  stop (``queue-ctl stop --now``); a held job the statement could not renew
+  is no longer ours (a zombie) and is marked lost;
 - :meth:`Renewer.mark_stopped` marks the row stopped and closes the connection,
   once the held jobs were given back and their outcomes flushed.
 
@@ -88,10 +89,12 @@ class Renewer:
         clock: Callable[[], float],
         publish_telemetry: bool = False,
         idle_beat_s: float | None = None,
+        on_stop_now: Callable[[], None] = lambda: None,
     ) -> None:
         """``state(busy)`` is the worker's shown state; ``warm_key()`` its current warm key.
 
         ``idle_beat_s``: the beat period while no job is held (None: ``heartbeat_s``).
+        ``on_stop_now``: called from a beat that read back an operator's hard stop.
         """
         self.connection = connection
         self.jobs = jobs
@@ -106,6 +109,10 @@ class Renewer:
         self._process = psutil.Process()
         self._gpu = GpuProbe()
         self._telemetry_at: float | None = None  # clock of the last telemetry sent
+        self._on_stop_now = on_stop_now
+        # Set by a controls NOTIFY while a job runs: beat at the next tick, so a
+        # hard stop is read back within a tick rather than a heartbeat period.
+        self._beat_soon = False
 
     # -- the cadence -------------------------------------------------------------
 
@@ -116,8 +123,12 @@ class Renewer:
         return renew_period_s(self.heartbeat_s, self.jobs.shortest_own_lease_s())
 
     def progress_pending(self) -> bool:
-        """True when some held job has progress not yet written."""
-        return self.jobs.progress_pending()
+        """True when some held job has progress not yet written (or a beat was asked for)."""
+        return self._beat_soon or self.jobs.progress_pending()
+
+    def beat_soon(self) -> None:
+        """Beat at the next tick (a controls NOTIFY while a job runs: maybe ``stop --now``)."""
+        self._beat_soon = True
 
     def job_running(self) -> bool:
         """True while a handler executes."""
@@ -151,6 +162,7 @@ class Renewer:
 
     def beat(self) -> str:
         """Heartbeat: worker row, leases and progress of held jobs, cancel flags; the state."""
+        self._beat_soon = False
         held = self.jobs.for_beat()
         current = self.jobs.current
         busy = current is not None
@@ -189,6 +201,8 @@ class Renewer:
             return result
 
         result = self.connection.run(run, attempts=1)
+        if result.stop_now:
+            self._on_stop_now()
         self.jobs.mark_canceled(result.cancel_ids)
         attempts = {job_id: attempt for job_id, attempt, _ in held}
         for lost in self.jobs.lost_of(result.lost_ids, attempts):

@@ -381,6 +381,8 @@ class BeatReply:
     registered: bool
     lost_ids: frozenset[int]
     cancel_ids: frozenset[int]
+    #: An operator asked for a hard stop (``queue-ctl stop --now``, migration 0033).
+    stop_now: bool = False
 
 
 def heartbeat(
@@ -425,7 +427,7 @@ def heartbeat(
         },
     ).fetchone()
     assert row is not None
-    return BeatReply(bool(row[0]), frozenset(row[2]), frozenset(row[3]))
+    return BeatReply(bool(row[0]), frozenset(row[2]), frozenset(row[3]), bool(row[4]))
 
 
 def register(

@@ -17,7 +17,8 @@ trip          exit   what is written
 ``cancel``    77     ``canceled`` (the handler ignored a cancel for the grace period)
 ``timeout``   75     a failure "watchdog: exceeded Ns budget" (retry or fail per attempts)
 ``stall``     76     a failure "watchdog: no progress for Ns" (opt-in per task)
-``give_back`` 0      ``queued``, attempt refunded (SIGTERM grace ran out)
+``give_back`` 0      ``queued``, attempt refunded (SIGTERM grace ran out, or
+                     ``queue-ctl stop --now``: no grace at all)
 ============  =====  ==============================================================
 
 What it cannot do: a C call that *holds the GIL* (``ctypes.PyDLL``, some
@@ -145,12 +146,19 @@ def _fmt(seconds: float) -> str:
     return f"{seconds:g}"
 
 
-def decide(armed: ArmedJob, now: float, graces: Graces, stop_at: float | None) -> Trip | None:
+def decide(
+    armed: ArmedJob,
+    now: float,
+    graces: Graces,
+    stop_at: float | None,
+    stop_now_at: float | None = None,
+) -> Trip | None:
     """The trip due for ``armed`` at ``now``, if any (pure: the whole policy is here).
 
     Order matters when several are due: a zombie's outcome must never be
     written, so it comes first; then an ignored cancel (the user asked for
-    ``canceled``), the budget, a stall, and last the SIGTERM give-back.
+    ``canceled``), the budget, a stall, and last the give-back: at once after
+    an operator's hard stop (``stop_now_at``), else once the SIGTERM grace ran out.
     """
     if armed.lost_at is not None and now - armed.lost_at >= graces.zombie_s:
         return Trip(
@@ -178,6 +186,13 @@ def decide(armed: ArmedJob, now: float, graces: Graces, stop_at: float | None) -
             EXIT_STALL,
             f"watchdog: stalled, no progress beat for {_fmt(armed.stall_s)}s "
             f"(stall_timeout_s={_fmt(armed.stall_s)})",
+        )
+    if stop_now_at is not None:
+        return Trip(
+            "give_back",
+            EXIT_GIVEN_BACK,
+            "worker stopped at once (queue-ctl stop --now): the job was given back "
+            "(attempt not counted)",
         )
     if stop_at is not None and now - stop_at >= graces.shutdown_s:
         return Trip(
@@ -234,6 +249,7 @@ class JobWatchdog:
         self._lock = threading.Lock()
         self._armed: ArmedJob | None = None
         self._stop_at: float | None = None
+        self._stop_now_at: float | None = None
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         #: The clock at the thread's last look (the worker's systemd liveness check).
@@ -299,6 +315,11 @@ class JobWatchdog:
         if self._stop_at is None:
             self._stop_at = self.clock()
 
+    def note_stop_now(self) -> None:
+        """An operator's hard stop: the running job (and any started later) is given back now."""
+        if self._stop_now_at is None:
+            self._stop_now_at = self.clock()
+
     # -- the thread ------------------------------------------------------------
 
     def run_once(self) -> Trip | None:
@@ -309,7 +330,7 @@ class JobWatchdog:
             self.hard_deadline.idle_tick()  # no job: the hard deadline is cancelled when idle
         if armed is None or self.tripped is not None:  # one trip per process
             return None
-        trip = decide(armed, now, self.graces, self._stop_at)
+        trip = decide(armed, now, self.graces, self._stop_at, self._stop_now_at)
         if trip is None:
             return None
         with self._lock:

@@ -190,6 +190,43 @@ def test_pause_from_the_queues_page_stops_claims(
     wait_until(lambda: status_of(conn, held) == "succeeded", what="claims again after resume")
 
 
+def test_workers_page_shows_the_hosts_cpu_and_memory_and_stop_now_gives_the_job_back(
+    web_server: WebServer,
+    worker: subprocess.Popen[bytes],
+    browser: Any,
+    client: Client,
+    conn: psycopg.Connection[Any],
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    job_id = client.enqueue("wait_cancel", queue=Q, args={"max_s": 60}).id
+    wait_until(lambda: status_of(conn, job_id) == "running", what="the job running")
+    # The second beat of the worker carries the host's CPU % (the first has no window).
+    wait_until(
+        lambda: (
+            conn.execute(
+                f"SELECT telemetry ->> 'cpu_pct' FROM {S}.workers WHERE role = 'worker'"
+            ).fetchone()
+            not in (None, (None,))
+        ),
+        what="the host's CPU % in the worker's telemetry",
+    )
+    login(browser, web_server.url, OPERATOR)
+    browser.get(f"{web_server.url}/workers")
+    wait_for(browser, lambda d: "G</td>" in d.page_source, what="host memory on the page")
+    screenshot(browser, "workers-host-use")
+    cells = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#workers-table td")]
+    assert any("%" in c and "/" in c and c.endswith("G") for c in cells), cells
+    click(browser, By.XPATH, "//button[text()='Stop now']")
+    browser.switch_to.alert.accept()
+    assert worker.wait(30) == 0
+    assert status_of(conn, job_id) == "queued"
+    row = conn.execute(f"SELECT attempt FROM {S}.jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row == (0,)
+    wait_for(browser, lambda d: "gives its running job back" in d.page_source, what="banner")
+    screenshot(browser, "workers-stopped-now")
+
+
 def test_read_only_login_sees_no_controls_and_a_forged_post_is_refused(
     web_server: WebServer,
     worker: subprocess.Popen[bytes],

@@ -24,27 +24,56 @@ from queue_engine.daemon.telemetry import GpuProbe
 
 SCHEMA = "queue_engine"
 CHANNEL = "queue_engine.telemetry"
-PAYLOAD_KEYS = {"worker_id", "role", "queue", "host", "cpu", "rss", "load", "gpu"}
+PAYLOAD_KEYS = {
+    "worker_id",
+    "role",
+    "queue",
+    "host",
+    "cpu",
+    "rss",
+    "load",
+    "gpu",
+    "host_cpu",
+    "mem_used",
+    "mem_total",
+    "gpu_processes",
+}
 ONE_GPU = "37, 10240, 81920\n"
-ONE_GPU_DOC = [{"utilization_pct": 37.0, "memory_used_mib": 10240.0, "memory_total_mib": 81920.0}]
+ONE_GPU_DOC = [
+    {
+        "utilization_pct": 37.0,
+        "memory_used_mib": 10240.0,
+        "memory_total_mib": 81920.0,
+        "vendor": "nvidia",
+    }
+]
 
 
 def fake_gpu(*answers: str | BaseException) -> GpuProbe:
-    """A probe whose nvidia-smi is 'on PATH' and answers (or raises) the given outputs in turn."""
+    """A probe whose nvidia-smi is 'on PATH' and answers (or raises) the given outputs in turn.
+
+    Its GPU query answers in turn; the per-process query finds one process (pid 4242).
+    """
     queue = list(answers)
 
     def runner(argv: Sequence[str], timeout_s: float) -> str:
+        if any(a.startswith("--query-compute-apps") for a in argv):
+            return "4242, 2048\n"
         answer = queue.pop(0)
         if isinstance(answer, BaseException):
             raise answer
         return answer
 
-    return GpuProbe(runner=runner, which=lambda name: f"/usr/bin/{name}")
+    return GpuProbe(
+        runner=runner,
+        which=lambda name: f"/usr/bin/{name}" if name == "nvidia-smi" else None,
+        nvml=lambda: None,
+    )
 
 
 def no_gpu() -> GpuProbe:
     """A probe on a host without nvidia-smi."""
-    return GpuProbe(which=lambda name: None)
+    return GpuProbe(which=lambda name: None, nvml=lambda: None)
 
 
 @pytest.fixture
@@ -120,6 +149,8 @@ def test_orchestrator_beat_stores_and_publishes_host_telemetry(
         assert doc["rss"] > 0 and doc["cpu"] is not None
         assert len(doc["load"]) == 3 and all(x >= 0 for x in doc["load"])
         assert doc["gpu"] == ONE_GPU_DOC
+        assert doc["gpu_processes"] == [{"pid": 4242, "memory_used_mib": 2048.0}]
+        assert 0 < doc["mem_used"] <= doc["mem_total"]
         assert len(json.dumps(doc)) < 1000
     role, telemetry = stored(conn, "orch-1")
     assert role == "orchestrator"

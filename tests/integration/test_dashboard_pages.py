@@ -9,6 +9,7 @@ cross-site post changes nothing.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -211,6 +212,42 @@ def test_actions_change_the_fleet_and_a_forged_post_changes_nothing(
             f"SELECT DISTINCT status FROM {S}.jobs WHERE queue = 'acts'"
         ).fetchall()
         assert statuses == [("canceled",)]
+
+
+def test_workers_page_shows_host_use_and_a_hard_stop_gives_the_job_back(
+    dsn: str, client: Client, conn: psycopg.Connection[Any]
+) -> None:
+    job = client.enqueue("t", queue="gpu")
+    telemetry = {
+        "load": [0.5, 0.4, 0.3],
+        "cpu_pct": 37.4,
+        "mem_used_bytes": 5 * 2**30,
+        "mem_total_bytes": 16 * 2**30,
+        "gpu": [{"utilization_pct": 80.0, "memory_used_mib": 8192.0, "memory_total_mib": 16384.0}],
+        "gpu_processes": [{"pid": 4242, "memory_used_mib": 6144.0}],
+    }
+    conn.execute(
+        f"INSERT INTO {S}.workers (id, role, queue, host, pid, state, current_job_id, telemetry)"
+        " VALUES ('w-gpu', 'worker', 'gpu', 'gpu-1', 4242, 'busy', %s, %s),"
+        " ('w-idle', 'worker', 'gpu', 'gpu-1', 4343, 'idle', NULL, NULL)",
+        (job.id, json.dumps(telemetry)),
+    )
+    with web_client(dsn) as web:
+        wait_for_snapshot(web, lambda snap: len(snap.workers) == 2)
+        page = web.get("/workers", headers=ADA).text
+        assert "37% · 5.0/16.0G" in page
+        assert "80% 8.0/16.0 GiB (this process 6.0 GiB)" in page
+        assert page.count('name="now" value="1"') == 1  # only the busy worker offers it
+        done = web.post(
+            "/actions/workers/stop", headers=ADA, data={"worker_id": "w-gpu", "now": "1"}
+        )
+        assert done.status_code == 200 and "gives its running job back" in done.text
+        row = conn.execute(
+            f"SELECT stop_requested_at IS NOT NULL, stop_now FROM {S}.workers WHERE id = 'w-gpu'"
+        ).fetchone()
+        assert row == (True, True)
+        wait_for_snapshot(web, lambda snap: any(w.stop_now for w in snap.workers))
+        assert 'name="now" value="1"' not in web.get("/workers", headers=ADA).text
 
 
 def test_aggregator_reads_the_fleet_and_draws_the_last_hour_from_finished_jobs(

@@ -439,6 +439,31 @@ def test_stop_flags_matching_live_workers_once(conn, listener: Listener) -> None
     assert not flags["w-stopped"] and not flags["w-dead"] and not flags["orch-1"]
 
 
+def test_stop_now_sets_the_hard_flag_and_upgrades_a_plain_stop_but_never_downgrades(
+    conn, listener: Listener
+) -> None:
+    fleet(conn)
+    listener.drain()
+
+    def hard() -> dict[str, bool]:
+        rows = conn.execute(f"SELECT id, stop_now FROM {SCHEMA}.workers").fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    plain = stop_workers(conn, SCHEMA, FleetTarget(worker_id="w-a"))
+    assert [(r.already, r.now) for r in plain] == [(False, False)]
+    assert not hard()["w-a"]
+    upgraded = stop_workers(conn, SCHEMA, FleetTarget(worker_id="w-a"), now=True)
+    assert [(r.already, r.now) for r in upgraded] == [(False, True)]  # news to the worker
+    assert upgraded[0].stop_requested_at == plain[0].stop_requested_at
+    assert hard()["w-a"]
+    again = stop_workers(conn, SCHEMA, FleetTarget(worker_id="w-a"), now=True)
+    assert [(r.already, r.now) for r in again] == [(True, True)]
+    later = stop_workers(conn, SCHEMA, FleetTarget(worker_id="w-a"))
+    assert [(r.already, r.now) for r in later] == [(True, True)] and hard()["w-a"]
+    assert listener.drain() == [(CONTROLS, "*")] * 4
+    assert not hard()["w-b"]  # nobody else
+
+
 # -- the controls view, stats and workers ----------------------------------------------
 
 
@@ -464,7 +489,11 @@ def test_controls_view_lists_every_control_in_force(conn) -> None:
         ("host", "gpu-1", "infer", None, 2),
         ("worker", "gpu-2", "infer", "w-other", 1),
     ]
-    assert [(s.worker_id, s.host, s.queue) for s in view.stops] == [("w-etl", "gpu-1", "etl")]
+    assert [(s.worker_id, s.host, s.queue, s.stop_now) for s in view.stops] == [
+        ("w-etl", "gpu-1", "etl", False)
+    ]
+    stop_workers(conn, SCHEMA, FleetTarget(worker_id="w-etl"), now=True)
+    assert [s.stop_now for s in controls(conn, SCHEMA).stops] == [True]
     doc = json.loads(json.dumps(view.to_dict()))
     assert set(doc) == {"queues", "parks", "stops"}
     assert isinstance(doc["parks"][0]["parked_at"], str)

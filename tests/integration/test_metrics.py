@@ -180,8 +180,10 @@ def fleet(conn: Any) -> None:
          '{"load": [9.0, 9.0, 9.0], "gpu": [{"utilization_pct": 99, "memory_used_mib": 1,'
          ' "memory_total_mib": 2}]}'),
         ("w-cpu", "n", "cpu-box", 50.0, 2048, 0, False, False,
-         '{"load": [0.75, 0.5, 0.25], "gpu": null}'),
-        ("w-bad", "n", "bad-box", None, None, 0, False, False, '{"load": "high", "gpu": {"x": 1}}'),
+         '{"load": [0.75, 0.5, 0.25], "gpu": null, "cpu_pct": 62.5,'
+         ' "mem_used_bytes": 1024, "mem_total_bytes": 4096}'),
+        ("w-bad", "n", "bad-box", None, None, 0, False, False,
+         '{"load": "high", "gpu": {"x": 1}, "cpu_pct": "busy", "mem_used_bytes": 1}'),
         ("w-stopped", "m", "gone-box", 5.0, 5, 0, True, False,
          '{"load": [4.0, 4.0, 4.0], "gpu": ' + TWO_GPUS + "}"),
         ("w-flagged", "m", "gone-box", 5.0, 5, 0, False, True, '{"load": [4.0, 4.0, 4.0]}'),
@@ -222,6 +224,13 @@ def test_metrics_report_live_telemetry(server, fleet) -> None:
         (("host", "cpu-box"),): 0.75,
         (("host", "gpu-box"),): 2.5,
     }
+    # Host CPU and memory: only the host whose heartbeat reported them, as numbers.
+    for name, value in (
+        ("queue_engine_host_cpu_percent", 62.5),
+        ("queue_engine_host_memory_used_bytes", 1024),
+        ("queue_engine_host_memory_total_bytes", 4096),
+    ):
+        assert {k[1]: v for k, v in got.items() if k[0] == name} == {(("host", "cpu-box"),): value}
     util = "queue_engine_host_gpu_utilization_percent"
     used = "queue_engine_host_gpu_memory_used_bytes"
     total = "queue_engine_host_gpu_memory_total_bytes"

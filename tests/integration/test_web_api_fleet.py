@@ -88,7 +88,21 @@ def test_workers_list_park_unpark_stop(api: TestClient, conn) -> None:
     assert host.json()["worker_ids"] == ["w-2"]
     assert api.post("/api/v1/workers/w-1/unpark", headers=OPERATOR).status_code == 200
     stopped = api.post("/api/v1/workers/stop", json={"host": "gpu-1"}, headers=OPERATOR).json()
-    assert [s["worker_id"] for s in stopped["stopped"]] == ["w-1"]
+    assert [(s["worker_id"], s["now"]) for s in stopped["stopped"]] == [("w-1", False)]
+    hard = api.post("/api/v1/workers/w-2/stop?now=true", headers=OPERATOR).json()
+    assert [(s["worker_id"], s["now"], s["already"]) for s in hard["stopped"]] == [
+        ("w-2", True, False)
+    ]
+    upgraded = api.post(
+        "/api/v1/workers/stop", json={"worker_id": "w-1", "now": True}, headers=OPERATOR
+    ).json()
+    assert [(s["now"], s["already"]) for s in upgraded["stopped"]] == [(True, False)]
+    flags = conn.execute("SELECT id, stop_now FROM queue_engine.workers ORDER BY id").fetchall()
+    assert flags == [("w-1", True), ("w-2", True)]
+    assert is_problem(
+        api.post("/api/v1/workers/stop", json={"host": "gpu-1", "now": "soon"}, headers=OPERATOR),
+        422,
+    )
     assert (
         "no live worker"
         in is_problem(api.post("/api/v1/workers/nobody/park", headers=OPERATOR), 404)["detail"]

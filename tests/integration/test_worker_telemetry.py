@@ -39,7 +39,21 @@ def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> N
             )
     assert len(payloads) == 2
     for doc in payloads:
-        assert set(doc) == {"worker_id", "role", "queue", "host", "cpu", "rss", "load", "gpu"}
+        assert set(doc) == {
+            "worker_id",
+            "role",
+            "queue",
+            "host",
+            "cpu",
+            "rss",
+            "load",
+            "gpu",
+            "host_cpu",
+            "mem_used",
+            "mem_total",
+            "gpu_processes",
+        }
+        assert 0 < doc["mem_used"] <= doc["mem_total"]
         assert (doc["worker_id"], doc["queue"], doc["host"]) == (
             worker.worker_id,
             "wt",
@@ -49,9 +63,20 @@ def test_heartbeat_stores_and_publishes_host_telemetry(dsn: str, conn: Any) -> N
         assert len(doc["load"]) == 3 and doc["load"][0] >= 0
         assert len(json.dumps(doc)) < 1000
     stored = row[0]
-    assert set(stored) == {"load", "gpu"} and len(stored["load"]) == 3
+    assert set(stored) == {
+        "load",
+        "cpu_pct",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "gpu",
+        "gpu_processes",
+    }
+    assert len(stored["load"]) == 3
+    # The first beat has no CPU window yet (null); the later ones carry the host's CPU %.
+    assert stored["cpu_pct"] is None or 0 <= stored["cpu_pct"] <= 100
     (w,) = stats.workers(conn, "queue_engine")
     assert w.load_1m == stored["load"][0]
+    assert w.host_memory == (stored["mem_used_bytes"], stored["mem_total_bytes"])
 
 
 def test_telemetry_is_not_published_by_default(dsn: str, conn: Any) -> None:
@@ -69,16 +94,23 @@ def test_telemetry_is_not_published_by_default(dsn: str, conn: Any) -> None:
     assert received == []
 
 
-def test_workers_view_shows_the_load(dsn: str, conn: Any) -> None:
+def test_workers_view_shows_the_load_and_the_hosts_cpu_and_memory(dsn: str, conn: Any) -> None:
+    telemetry = {
+        "load": [1.25, 0.5, 0.25],
+        "cpu_pct": 37.4,
+        "mem_used_bytes": 5 * 2**30,
+        "mem_total_bytes": 16 * 2**30,
+        "gpu": None,
+    }
     conn.execute(
         "INSERT INTO queue_engine.workers (id, queue, host, pid, state, telemetry) VALUES "
-        "('w-load', 'q', 'h1', 1, 'idle', '{\"load\": [1.25, 0.5, 0.25], \"gpu\": null}'), "
-        "('w-none', 'q', 'h2', 2, 'idle', NULL)"
+        "('w-load', 'q', 'h1', 1, 'idle', %s), ('w-none', 'q', 'h2', 2, 'idle', NULL)",
+        (json.dumps(telemetry),),
     )
     header, *lines = ok(queue_ctl("--dsn", dsn, "workers")).splitlines()
-    assert header.split()[-2:] == ["LOAD", "LIVENESS"]
-    loads = {line.split()[0]: line.split()[-2] for line in lines}
-    assert loads == {"w-load": "1.25", "w-none": "-"}
+    assert header.split()[-6:] == ["LOAD", "HOST", "CPU%", "HOST", "MEM", "LIVENESS"]
+    loads = {line.split()[0]: line.split()[-4:-1] for line in lines}
+    assert loads == {"w-load": ["1.25", "37", "5.0/16.0G"], "w-none": ["-", "-", "-"]}
     docs = {w["id"]: w for w in json.loads(ok(queue_ctl("--dsn", dsn, "workers", "--json")))}
-    assert docs["w-load"]["telemetry"] == {"load": [1.25, 0.5, 0.25], "gpu": None}
+    assert docs["w-load"]["telemetry"] == telemetry
     assert docs["w-none"]["telemetry"] is None

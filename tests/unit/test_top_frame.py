@@ -114,7 +114,7 @@ def test_at_80_columns_failures_pauses_workers_and_liveness_stay() -> None:
     assert "HOST" not in worker_header and "PID" not in worker_header  # in the id already
     assert lines[0].startswith("queue-engine top  2026-11-28 16:08:53 UTC")
     assert "q to quit" in lines[0]
-    assert lines[1].startswith("17 columns hidden at this width")
+    assert lines[1].startswith("19 columns hidden at this width")
 
 
 def test_columns_go_highest_rank_first_and_rank_0_never() -> None:

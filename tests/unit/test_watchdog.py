@@ -143,6 +143,16 @@ def test_sigterm_grace_gives_the_job_back_with_exit_0() -> None:
     assert trip is not None and (trip.kind, trip.exit_code) == ("give_back", EXIT_GIVEN_BACK)
 
 
+def test_a_hard_stop_gives_the_job_back_at_once_but_never_a_zombies() -> None:
+    job = armed(budget_s=1000.0)
+    graces = Graces(shutdown_s=30)
+    trip = decide(job, 0.0, graces, stop_at=0.0, stop_now_at=0.0)
+    assert trip is not None and (trip.kind, trip.exit_code) == ("give_back", EXIT_GIVEN_BACK)
+    assert "stop --now" in trip.message
+    zombie = decide(armed(lost_at=0.0), 5.0, Graces(zombie_s=2), None, stop_now_at=0.0)
+    assert zombie is not None and zombie.kind == "zombie"
+
+
 def test_budget_wins_over_the_shutdown_grace() -> None:
     trip = decide(armed(budget_s=5.0), 40.0, Graces(shutdown_s=30), stop_at=0.0)
     assert trip is not None and trip.kind == "timeout"
@@ -235,6 +245,18 @@ def test_stop_before_the_job_starts_still_gives_it_back_after_the_grace() -> Non
     h.clock.advance(10)
     trip = h.tick()
     assert trip is not None and trip.kind == "give_back" and h.exits == [0]
+
+
+def test_stop_now_trips_at_the_next_look_without_waiting_for_the_grace() -> None:
+    h = Harness(Graces(shutdown_s=30))
+    h.wd.arm(7, 1, budget_s=1000.0)
+    h.clock.advance(1)
+    h.wd.note_stop()
+    assert h.tick() is None  # a plain stop waits for the grace
+    h.wd.note_stop_now()
+    trip = h.tick()
+    assert trip is not None and trip.kind == "give_back" and h.exits == [0]
+    assert h.order == ["record", "exit"]
 
 
 def test_a_failing_recorder_does_not_prevent_the_exit() -> None:

@@ -30,5 +30,8 @@ SELECT m.id,
        pg_notify(%(telemetry_channel)s, jsonb_build_object(
            'worker_id', m.id, 'role', m.role, 'queue', m.queue, 'host', m.host,
            'cpu', m.cpu_percent, 'rss', m.rss_bytes,
-           'load', m.telemetry -> 'load', 'gpu', m.telemetry -> 'gpu')::text) AS published
+           'load', m.telemetry -> 'load', 'gpu', m.telemetry -> 'gpu',
+           'host_cpu', m.telemetry -> 'cpu_pct', 'mem_used', m.telemetry -> 'mem_used_bytes',
+           'mem_total', m.telemetry -> 'mem_total_bytes',
+           'gpu_processes', m.telemetry -> 'gpu_processes')::text) AS published
 FROM me m

@@ -4,7 +4,8 @@
 --   stopped  exited cleanly (stopped_at set)
 --   dead     flagged by the orchestrator, or not stopped with a stale heartbeat
 -- state 'parked': alive, heartbeating, claiming nothing (a park, or no scale slot).
--- stop_requested_at: `queue-ctl stop` asked it to exit after its current job.
+-- stop_requested_at: `queue-ctl stop` asked it to exit after its current job;
+-- stop_now: `stop --now` (migration 0033) asked it to give its running job back.
 -- warm_key: the affinity key it is warm for (it prefers jobs that name it).
 -- %(now)s pins the clock for tests; NULL: the database's now().
 SELECT w.id, w.role, w.host, w.pid, w.queue, w.state, w.current_job_id,
@@ -21,6 +22,6 @@ SELECT w.id, w.role, w.host, w.pid, w.queue, w.state, w.current_job_id,
        END AS liveness,
        -- Host telemetry of the last heartbeat (workers: {"load": [1m, 5m, 15m], "gpu": ...}).
        w.telemetry,
-       w.warm_key, w.stop_requested_at
+       w.warm_key, w.stop_requested_at, w.stop_now
 FROM __SCHEMA__.workers w
 ORDER BY w.role, w.queue NULLS FIRST, w.host, w.id

@@ -2,8 +2,11 @@
 -- holds (running or prefetched) a lease extension, the latest progress, and the
 -- cancel flag read back in the same statement. A held job that no longer matches
 -- this worker's attempt is reported in lost_ids (reaped or re-claimed: a zombie).
+-- stop_now reads back the operator's hard stop (`queue-ctl stop --now`,
+-- migration 0033): the worker gives its running job back and exits 0.
 --
--- Host telemetry (%(telemetry)s: {"load": [...], "gpu": [...]}, NULL on a beat
+-- Host telemetry (%(telemetry)s: {"load": [...], "cpu_pct", "mem_used_bytes",
+-- "mem_total_bytes", "gpu": [...], "gpu_processes": [...]}, NULL on a beat
 -- that only writes progress) is stored on the row, and with %(publish)s (the
 -- opt-in QUEUE_ENGINE_WORKER_TELEMETRY_NOTIFY) also published on
 -- %(telemetry_channel)s, in this same statement. Off by default: Postgres
@@ -20,13 +23,16 @@ WITH me AS (
         telemetry = coalesce(%(telemetry)s::jsonb, telemetry),
         warm_key = %(warm_key)s
     WHERE id = %(worker_id)s
-    RETURNING id, role, queue, host, rss_bytes, cpu_percent, telemetry
+    RETURNING id, role, queue, host, rss_bytes, cpu_percent, telemetry, stop_now
 ),
 published AS (
     SELECT pg_notify(%(telemetry_channel)s, jsonb_build_object(
                'worker_id', m.id, 'role', m.role, 'queue', m.queue, 'host', m.host,
                'cpu', m.cpu_percent, 'rss', m.rss_bytes,
-               'load', m.telemetry -> 'load', 'gpu', m.telemetry -> 'gpu')::text)
+               'load', m.telemetry -> 'load', 'gpu', m.telemetry -> 'gpu',
+               'host_cpu', m.telemetry -> 'cpu_pct', 'mem_used', m.telemetry -> 'mem_used_bytes',
+               'mem_total', m.telemetry -> 'mem_total_bytes',
+               'gpu_processes', m.telemetry -> 'gpu_processes')::text)
     FROM me m
     WHERE %(telemetry)s::jsonb IS NOT NULL AND %(publish)s::boolean
 ),
@@ -56,4 +62,5 @@ SELECT (SELECT count(*) FROM me) AS registered,
                  WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id)),
                 '{}'::bigint[]) AS lost_ids,
        coalesce((SELECT array_agg(r.id) FROM renewed r WHERE r.cancel_requested),
-                '{}'::bigint[]) AS cancel_ids
+                '{}'::bigint[]) AS cancel_ids,
+       coalesce((SELECT m.stop_now FROM me m), false) AS stop_now

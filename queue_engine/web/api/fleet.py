@@ -36,6 +36,7 @@ from queue_engine.web.api.models import (
     QueuesOut,
     RateBody,
     ScaleBody,
+    StopBody,
     WorkersOut,
 )
 from queue_engine.web.auth import Principal, require_operator, require_read
@@ -156,11 +157,15 @@ def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict
 @router.post(
     "/workers/stop", response_model=Stopped, responses=errors(404, s404="no live worker matches")
 )
-def stop(body: FleetTargetBody, request: Request, principal: Operator) -> dict[str, Any]:
-    """Ask the matching live workers to exit after their current job (404: none matches)."""
+def stop(body: StopBody, request: Request, principal: Operator) -> dict[str, Any]:
+    """Ask the matching live workers to exit after their current job, or at once with ``now``.
+
+    404 when no live worker matches. With ``now`` a busy worker gives its
+    running job back (queued, attempt not counted) at its next heartbeat.
+    """
     target = _target(body)
     with connection(request, principal) as conn:
-        requests = controls.stop_workers(conn, request.app.state.web.schema, target)
+        requests = controls.stop_workers(conn, request.app.state.web.schema, target, now=body.now)
     return {"stopped": plain(requests)}
 
 
@@ -189,6 +194,8 @@ def unpark_worker(worker_id: Worker, request: Request, principal: Operator) -> d
     response_model=Stopped,
     responses=errors(404, s404="no live worker with that id"),
 )
-def stop_worker(worker_id: Worker, request: Request, principal: Operator) -> dict[str, Any]:
-    """Ask one live worker to exit after its current job."""
-    return stop(FleetTargetBody(worker_id=worker_id), request, principal)
+def stop_worker(
+    worker_id: Worker, request: Request, principal: Operator, now: bool = False
+) -> dict[str, Any]:
+    """Ask one live worker to exit after its current job (``?now=true``: give it back at once)."""
+    return stop(StopBody(worker_id=worker_id, now=now), request, principal)

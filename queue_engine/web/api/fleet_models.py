@@ -105,6 +105,7 @@ class StopRequested(Open):
     queue: str | None
     stop_requested_at: datetime
     already: bool
+    now: bool = Field(description="a hard stop: the running job is given back at once")
 
 
 class Stopped(Open):
@@ -145,6 +146,7 @@ class PendingStop(Open):
     queue: str | None
     state: str
     stop_requested_at: datetime
+    stop_now: bool = Field(default=False, description="a hard stop (`queue-ctl stop --now`)")
 
 
 class ControlsOut(Open):

@@ -322,6 +322,16 @@ class FleetTargetBody(Strict):
     worker_id: WorkerId | None = None
 
 
+class StopBody(FleetTargetBody):
+    """Which workers to stop, and whether their running job is given back at once."""
+
+    now: bool = Field(
+        default=False,
+        description="give the running job back to the queue at once (attempt not counted) "
+        "instead of letting it finish, as `queue-ctl stop --now`",
+    )
+
+
 class QueueOut(Open):
     """One queue's figures (definitions: docs/operations.md), as ``queue-ctl stats --json``."""
 

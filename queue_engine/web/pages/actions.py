@@ -238,7 +238,9 @@ async def rate(queue: str, request: Request, ctx: Operator) -> RedirectResponse:
 
 def _worker_action(kind: str) -> Callable[..., Any]:
     async def action(request: Request, ctx: Operator) -> RedirectResponse:
-        worker_id = (await form_of(request)).get("worker_id", "").strip()
+        form = await form_of(request)
+        worker_id = form.get("worker_id", "").strip()
+        now = form.get("now", "") == "1"
 
         def work(conn: Any) -> str:
             target = controls.FleetTarget(worker_id=worker_id)
@@ -248,7 +250,9 @@ def _worker_action(kind: str) -> Callable[..., Any]:
             if kind == "unpark":
                 controls.unpark(conn, ctx.schema, target)
                 return f"worker {worker_id} unparked"
-            controls.stop_workers(conn, ctx.schema, target)
+            controls.stop_workers(conn, ctx.schema, target, now=now)
+            if now:
+                return f"worker {worker_id} gives its running job back and stops now"
             return f"worker {worker_id} stops after its current job"
 
         return await _run(ctx, "/workers", work)

@@ -146,7 +146,22 @@ def gpu(worker: stats.WorkerRow) -> str:
         if isinstance(used, int | float) and isinstance(total, int | float) and total:
             text += f" {used / 1024:.1f}/{total / 1024:.1f} GiB"
         parts.append(text)
-    return ", ".join(parts) or "—"
+    text = ", ".join(parts) or "—"
+    own = worker.gpu_memory_mib
+    if own is not None and parts:
+        text += f" (this process {own / 1024:.1f} GiB)"
+    return text
+
+
+def host_use(worker: stats.WorkerRow) -> str:
+    """The host's CPU % and memory in use / in all (GiB) at the last beat, e.g. ``12% · 5.1/15.6G``."""
+    cpu = worker.host_cpu_pct
+    memory = worker.host_memory
+    parts = [f"{cpu:.0f}%" if cpu is not None else "—"]
+    if memory is not None:
+        used, total = memory
+        parts.append(f"{used / 2**30:.1f}/{total / 2**30:.1f}G")
+    return " · ".join(parts) if cpu is not None or memory is not None else "—"
 
 
 #: Keys a progress document may count its work with: the steps done, and the whole.
@@ -246,6 +261,7 @@ def environment() -> Environment:
         waited=waited,
         ran=ran,
         gpu=gpu,
+        host_use=host_use,
         bytes=stats.format_bytes,
     )
     env.globals["input_task"] = INPUT_TASK
