@@ -281,7 +281,7 @@ class WorkerRow:
     warm_key: str | None = None
     #: When ``queue-ctl stop`` asked the worker to exit after its current job.
     stop_requested_at: datetime | None = None
-    #: ``queue-ctl stop --now``: the running job is given back at once (migration 0033).
+    #: ``queue-ctl stop --now``: the running job is given back at once (migration 0030).
     stop_now: bool = False
 
     @property

@@ -381,7 +381,7 @@ class BeatReply:
     registered: bool
     lost_ids: frozenset[int]
     cancel_ids: frozenset[int]
-    #: An operator asked for a hard stop (``queue-ctl stop --now``, migration 0033).
+    #: An operator asked for a hard stop (``queue-ctl stop --now``, migration 0030).
     stop_now: bool = False
 
 

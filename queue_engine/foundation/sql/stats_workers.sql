@@ -5,7 +5,7 @@
 --   dead     flagged by the orchestrator, or not stopped with a stale heartbeat
 -- state 'parked': alive, heartbeating, claiming nothing (a park, or no scale slot).
 -- stop_requested_at: `queue-ctl stop` asked it to exit after its current job;
--- stop_now: `stop --now` (migration 0033) asked it to give its running job back.
+-- stop_now: `stop --now` (migration 0030) asked it to give its running job back.
 -- warm_key: the affinity key it is warm for (it prefers jobs that name it).
 -- %(now)s pins the clock for tests; NULL: the database's now().
 SELECT w.id, w.role, w.host, w.pid, w.queue, w.state, w.current_job_id,

@@ -1,6 +1,6 @@
 -- Ask live workers to stop (`queue-ctl stop --host H [--queue Q] | --worker ID`):
 -- each finishes its current job, gives back its prefetched ones and exits 0.
--- With %(now)s (`stop --now`, migration 0033) workers.stop_now is set too: a
+-- With %(now)s (`stop --now`, migration 0030) workers.stop_now is set too: a
 -- busy worker reads it back with its next heartbeat and gives its running job
 -- back at once (attempt not counted) instead of finishing it. A plain stop
 -- after a --now one never clears the flag; a --now after a plain one adds it.

@@ -3,7 +3,7 @@
 -- cancel flag read back in the same statement. A held job that no longer matches
 -- this worker's attempt is reported in lost_ids (reaped or re-claimed: a zombie).
 -- stop_now reads back the operator's hard stop (`queue-ctl stop --now`,
--- migration 0033): the worker gives its running job back and exits 0.
+-- migration 0030): the worker gives its running job back and exits 0.
 --
 -- Host telemetry (%(telemetry)s: {"load": [...], "cpu_pct", "mem_used_bytes",
 -- "mem_total_bytes", "gpu": [...], "gpu_processes": [...]}, NULL on a beat
