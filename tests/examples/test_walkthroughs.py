@@ -56,9 +56,9 @@ PAGES = {
     "docs/migrating/pqrun.md": {"summarize": 2, "embed": 2},
     "docs/migrating/queue_workflows.md": {
         "leads.fetch": 1,
-        "leads.parse": 1,
-        "leads.score": 1,
-        "queue-engine:input": 1,
+        "leads.parse": 2,  # the day's workflow, and the imported ingest job
+        "leads.score": 2,  # the day's workflow, and the imported run's second node
+        "queue-engine:input": 2,  # approve, and the imported run's finished first node
         "leads.publish": 1,
     },
 }
