@@ -54,7 +54,9 @@ PAGES = {
     "examples/starlette_app/README.md": {"shop.confirm_order": 1},
     # Try it (2), the README's trigger through --compat dataloader (1), the import's due job (1).
     "docs/migrating/dataloader.md": {"noop": 1, "load.cbr.rates": 4},
-    "docs/migrating/pqrun.md": {"summarize": 2, "embed": 2},
+    # Patterns 1 and 2 (2 summarize, each chaining an embed), then the import: the due
+    # READY summarize (and its embed) and the RUNNING embed; the delayed one waits.
+    "docs/migrating/pqrun.md": {"summarize": 3, "embed": 4},
     "docs/migrating/queue_workflows.md": {
         "leads.fetch": 1,
         "leads.parse": 1,
