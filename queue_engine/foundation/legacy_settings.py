@@ -248,7 +248,8 @@ OLD_NAMES: tuple[OldName, ...] = (
         "WORKER_ENABLED",
         "true",
         None,
-        "workers are processes: run queue-claim-worker where it was true, none where false",
+        "workers are processes: run queue-claim-worker where it was true, none where false; "
+        f"beside an app, WorkerProcesses starts none with {table.WORKERS_BESIDE.env}=off",
         translate="none",
     ),
     _pq(

@@ -41,6 +41,8 @@ MARKER = re.compile(r"<!-- walkthrough: (background|run) -->\s*\n```sh\n(.*?)```
 READY = {
     "queue-ctl up": re.compile(r"\| ready: \d+ processes up"),
     "uvicorn": re.compile(r"Application startup complete"),
+    # Logged once uvicorn is bound ("Application startup complete" comes before the bind).
+    "queue-web": re.compile(r"Uvicorn running on http"),
 }
 
 #: Each walked page, and the succeeded jobs per task its commands leave in the fleet's database.
@@ -50,10 +52,11 @@ PAGES = {
     "examples/periodic_etl/README.md": {"cbr.fetch": 2, "cbr.load": 2},
     "examples/sqlalchemy_session/README.md": {"billing.send_invoice": 1},
     "examples/starlette_app/README.md": {"shop.confirm_order": 1},
-    # The migration guides: their "pending" blocks (import, migrate-settings,
-    # --compat) are not run yet; the lead adds what they leave when turning them on.
-    "docs/migrating/dataloader.md": {"noop": 1, "load.cbr.rates": 2},
-    "docs/migrating/pqrun.md": {"summarize": 2, "embed": 2},
+    # Try it (2), the README's trigger through --compat dataloader (1), the import's due job (1).
+    "docs/migrating/dataloader.md": {"noop": 1, "load.cbr.rates": 4},
+    # Patterns 1 and 2 (2 summarize, each chaining an embed), then the import: the due
+    # READY summarize (and its embed) and the RUNNING embed; the delayed one waits.
+    "docs/migrating/pqrun.md": {"summarize": 3, "embed": 4},
     "docs/migrating/queue_workflows.md": {
         "leads.fetch": 1,
         "leads.parse": 2,  # the day's workflow, and the imported ingest job
