@@ -38,14 +38,14 @@ def test_import_prints_its_report_and_imports_once(dsn: str, empty_dsn: str) -> 
     )
     assert dry.returncode == 0, dry.stderr
     assert "dry run, nothing written" in dry.stdout
-    assert "job READY: 1: 1 would import" in dry.stdout
+    assert "job READY: 1 found, 1 would import" in dry.stdout
     assert "clamp(100 - pqrun, 0, 1000)" in dry.stdout
     first = queue_ctl("--dsn", dsn, "import", "--from", "pqrun", "--source-dsn", empty_dsn)
     assert first.returncode == 0, first.stderr
-    assert "job RUNNING: 1: 1 imported (as queued, attempts counted)" in first.stdout
+    assert "job RUNNING: 1 found, 1 imported (as queued, attempts counted)" in first.stdout
     assert "job DONE: 1 not moved" in first.stdout
     second = queue_ctl("--dsn", dsn, "import", "--from", "pqrun", "--source-dsn", empty_dsn)
-    assert "job READY: 1: 0 imported, 1 already imported" in second.stdout
+    assert "job READY: 1 found, 0 imported, 1 already imported" in second.stdout
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone()
     assert row == (2,)

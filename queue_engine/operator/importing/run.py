@@ -124,7 +124,7 @@ class ImportReport:
             parts = [f"{done.pop('imported', 0)} {verb}"]
             parts += [f"{c} {o}" for o, c in sorted(done.items()) if c]
             note = " (as queued, attempts counted)" if status.lower() == "running" else ""
-            out.append(f"  {kind} {status}: {n}: {', '.join(parts)}{note}")
+            out.append(f"  {kind} {status}: {n} found, {', '.join(parts)}{note}")
         for refusal in self.refusals[:20]:
             out.append(f"  refused {refusal.old_id} ({refusal.status}): {refusal.reason}")
         if len(self.refusals) > 20:
@@ -210,6 +210,47 @@ def _known(
     return {str(old): int(new) for old, new in rows}
 
 
+def _dry_run_jobs(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    report: ImportReport,
+    jobs: list[ImportJob],
+    keys_seen: set[tuple[str, str]],
+) -> None:
+    """Count one batch's outcomes as the real run would have them, writing nothing.
+
+    A row is "already imported" by the map, "matched" when a job of this
+    engine holds its key (``import_key_matches.sql``) or an earlier row of
+    this dry run took the key (the real run would have inserted that one
+    first), else "imported". ``keys_seen`` carries the keys across batches.
+    """
+    old_ids = [j.old_id for j in jobs]
+    known = _known(conn, schema, report.source, "job", old_ids)
+    held = {
+        str(old_id)
+        for (old_id,) in conn.execute(
+            queries.query("import_key_matches", schema),
+            {
+                "old_id": old_ids,
+                "idempotency_key": [j.idempotency_key for j in jobs],
+                "dedupe_key": [j.dedupe_key for j in jobs],
+            },
+        ).fetchall()
+    }
+    for job in jobs:
+        keys = {("i", job.idempotency_key)} if job.idempotency_key else set()
+        if job.dedupe_key:
+            keys.add(("d", job.dedupe_key))
+        if job.old_id in known:
+            outcome = "already imported"
+        elif job.old_id in held or keys & keys_seen:
+            outcome = "matched an existing job by its key"
+        else:
+            outcome = "imported"
+        keys_seen |= keys
+        report.outcomes["job", job.status, outcome] += 1
+
+
 def _import_jobs(
     conn: psycopg.Connection[Any],
     src: _Source,
@@ -218,6 +259,7 @@ def _import_jobs(
     size: int,
 ) -> None:
     spec = _JOBS[report.source]
+    dry_keys: set[tuple[str, str]] = set()
     for rows in src._pages(_jobs_statement(report.source), spec.first_key, size):
         report.batches += 1
         jobs: list[ImportJob] = []
@@ -234,10 +276,7 @@ def _import_jobs(
             continue
         status_of = {j.old_id: j.status for j in jobs}
         if report.dry_run:
-            known = _known(conn, schema, report.source, "job", list(status_of))
-            for old_id, status in status_of.items():
-                outcome = "already imported" if old_id in known else "imported"
-                report.outcomes["job", status, outcome] += 1
+            _dry_run_jobs(conn, schema, report, jobs, dry_keys)
             continue
         with conn.transaction():
             # Never prepared: imported_ids grows from empty during the run, and
