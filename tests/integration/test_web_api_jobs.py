@@ -252,6 +252,11 @@ def test_retry_events_and_not_found(api: TestClient) -> None:
     assert none_yet == {"items": [], "next_after": later["next_after"]}
     assert "not found" in is_problem(api.get("/api/v1/jobs/987654", headers=READ), 404)["detail"]
     assert is_problem(api.get("/api/v1/jobs/987654/events", headers=READ), 404)
+    # The status route too (audit row D08): its own handler, not GET /jobs/{id}'s.
+    assert (
+        "not found"
+        in is_problem(api.get("/api/v1/jobs/987654/status", headers=READ), 404)["detail"]
+    )
     assert is_problem(api.post("/api/v1/jobs/987654/cancel", headers=OPERATOR), 404)
     assert (
         is_problem(api.get("/api/v1/jobs/0", headers=READ), 422)["errors"][0]["field"] == "job_id"
