@@ -18,7 +18,8 @@ error; dropping it and connecting again lets a multi-host DSN with
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import psycopg
@@ -117,6 +118,32 @@ def async_tuple_cursor(
     return conn.cursor(row_factory=tuple_row)
 
 
+#: Seconds a connection attempt may take when the user's DSN and environment
+#: say nothing: libpq's own default is to wait as long as the network does.
+DEFAULT_CONNECT_TIMEOUT_S = 10
+
+
+def with_default_timeout(
+    dsn: str, kwargs: dict[str, Any], environ: Mapping[str, str] = os.environ
+) -> None:
+    """Give ``kwargs`` a ``connect_timeout`` of 10 s unless the user chose one.
+
+    A keyword overrides the DSN in libpq, so passing the default always would
+    override a DSN's ``connect_timeout`` and ``PGCONNECT_TIMEOUT`` (what
+    ``queue-ctl migrate-settings`` writes for dataloader's
+    ``PG_CONNECT_TIMEOUT``): the default applies only where neither says. A
+    malformed DSN gets the default; the connection then reports it.
+    """
+    if "connect_timeout" in kwargs or environ.get("PGCONNECT_TIMEOUT"):
+        return
+    try:
+        chosen = "connect_timeout" in conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        chosen = False
+    if not chosen:
+        kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT_S
+
+
 def connect(
     dsn: str,
     *,
@@ -133,7 +160,7 @@ def connect(
     ``connection_class``: for instance :class:`CursorKeepingConnection`.
     """
     kwargs.setdefault("application_name", APPLICATION_NAME)
-    kwargs.setdefault("connect_timeout", 10)
+    with_default_timeout(dsn, kwargs)
     try:
         conn = connection_class.connect(dsn, autocommit=autocommit, **kwargs)
     except psycopg.ProgrammingError as exc:
@@ -150,7 +177,7 @@ async def connect_async(
 ) -> psycopg.AsyncConnection[Any]:
     """Like :func:`connect`, for asyncio."""
     kwargs.setdefault("application_name", APPLICATION_NAME)
-    kwargs.setdefault("connect_timeout", 10)
+    with_default_timeout(dsn, kwargs)
     try:
         return await psycopg.AsyncConnection.connect(dsn, autocommit=autocommit, **kwargs)
     except psycopg.ProgrammingError as exc:

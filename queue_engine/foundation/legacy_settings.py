@@ -193,8 +193,8 @@ OLD_NAMES: tuple[OldName, ...] = (
         "PG_CONNECT_TIMEOUT",
         "",
         "PGCONNECT_TIMEOUT",
-        "libpq's, whole seconds; the CLI, migrations and the clients' first connection use "
-        "connect_timeout=10 whatever it says",
+        "libpq's, whole seconds; the engine's own 10 s applies only where neither the DSN "
+        "nor PGCONNECT_TIMEOUT sets one",
         translate="ceil",
     ),
     _dl(
