@@ -1,16 +1,16 @@
 """How ``queue-ctl`` shows things: tables, job listings and JSON, as lines of text.
 
+Why this module is long: it is every table ``queue-ctl`` prints (jobs,
+queues, workers with their host figures, controls, schedules); split by
+table, each piece would import the same column helpers, and the tables that
+share columns (``stats`` and ``top``) would drift apart.
+
 Every function here is pure (values in, strings out; no database, no
 printing except :func:`print_json`), so one rendering serves every command
 that shows the same thing (``status`` and ``show`` print a job the same way;
 ``stats`` and ``top`` share the queue table) and the command modules only
 fetch and echo. The figures come from :mod:`queue_engine.operator.stats`, so the
 tables, ``--json`` and the metrics endpoint always agree.
-
-Why this module is a little past 500 lines: it is every table ``queue-ctl``
-prints (jobs, queues, workers with their host figures, controls, schedules);
-split by table, each piece would import the same column helpers, and the
-tables that share columns (``stats`` and ``top``) would drift apart.
 """
 
 from __future__ import annotations

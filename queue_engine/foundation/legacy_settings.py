@@ -1,5 +1,9 @@
 """The settings of the three systems queue-engine replaces, and what each became.
 
+Why this module is long: most of it is the table, one entry per old name with
+its note, which the notice, the command and the reference page all read; cut
+in pieces, those three would drift apart.
+
 One table, as data, read by two things: the start-up notice every console
 script prints when it finds one of these names in its environment
 (:func:`notices`), and ``queue-ctl migrate-settings --from SYSTEM``, which
@@ -17,9 +21,6 @@ those documents to having one or the other.
 
 Old names are noticed, never read as values: see :func:`notices` for why.
 
-Why this module is long: most of it is the table, one entry per old name with
-its note, which the notice, the command and the reference page all read; cut
-in pieces, those three would drift apart.
 This module imports only the settings table and the errors, and builds nothing at import
 but the table itself, so the notice costs a console script a scan of its
 environment's names against a frozenset.

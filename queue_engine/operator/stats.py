@@ -1,5 +1,9 @@
 """The numbers operators look at: per-queue figures, the workers table, a job's timeline.
 
+Why this module is long: it holds the records of the three views and the
+definitions below in one place, so every face (CLI, dashboard, metrics)
+reads one meaning of each figure.
+
 Reading is split from arithmetic so each can be checked on its own: the
 database does the counting and the percentiles in one statement per view
 (``sql/stats_queues.sql``, ``sql/stats_workers.sql``, ``sql/show_job_events.sql``),
@@ -35,10 +39,6 @@ Below the cap every figure is exact. Above it a figure is named in
 :attr:`QueueStats.estimated` (extrapolated from the rows read, or for a
 backlog the planner's estimate from the table's statistics) or in
 :attr:`QueueStats.at_least` (the count of the rows read: a lower bound).
-
-Why this module is a little past 500 lines: it holds the records of the three
-views and the definitions above in one place, so every face (CLI, dashboard,
-metrics) reads one meaning of each figure.
 """
 
 from __future__ import annotations

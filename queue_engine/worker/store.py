@@ -1,6 +1,6 @@
 """The worker's statements, one function each, on the worker's single connection.
 
-Why this module is a little long: it is the worker's whole SQL surface. Most
+Why this module is long: it is the worker's whole SQL surface. Most
 of it is the finish-and-claim statement: which of its variants a batch sends
 (warm or cold, follow-ups, hand-over, solo, the one-job forms), its
 parameters, and its rows read back. The variants are compiled from

@@ -1,20 +1,21 @@
 """No absolute path of one particular machine anywhere in the repository.
 
-A path such as ``/work/wt/base/.venv/bin/python`` or ``/tmp/qe-pg-_lv6y_sk`` in a doc,
+A path such as ``/tmp/qe-pg-_lv6y_sk`` or a home folder's in a doc,
 a bench's usage line or a default works only on the machine it was copied from, and
 says nothing a reader elsewhere can use. Every text file git would commit (tracked, or
 new and not ignored) is scanned for the shapes such paths take:
 
 - a home folder: ``/root/...``, ``/home/<user>``, ``/Users/<user>`` (macOS),
   ``C:\\Users\\<user>`` (Windows);
-- the work tree of the machine this project was built on: ``/work/...``;
+- the work tree of the machine this project was built on (``WORK_TREE`` below, a
+  top-level ``work`` folder; written here in pieces, so that this file holds none);
 - a temporary folder made for one run: pytest's (``pytest-of-<user>``), macOS's
   (``/private/var/folders``, ``/var/folders``), and a ``/tmp/`` path with a folder or
   file named by ``tempfile`` (a random 8-character suffix: ``/tmp/tmpk2j4x9ab``,
   ``/tmp/qe-pg-_lv6y_sk``) or by a run's timestamp (``.../20261127-073641.json``).
 
 A path only counts where one starts: not inside a URL or a relative path
-(``https://example.com/work/``, ``../work/``, ``~/work/``). Paths that mean the same on
+(a URL's path, a relative path, a path under ``~``). Paths that mean the same on
 every machine are none of these shapes, so they need no allow-list: ``/etc/queue-engine``,
 ``/var/lib/...``, ``/run/...``, ``/usr/bin/chromium``, and a ``/tmp/`` path with a chosen
 name (``--dest /tmp/qe-harness``). A chosen name that happens to end in eight letters
@@ -38,6 +39,8 @@ ALLOWED = {
     "tests/unit/test_no_machine_paths.py": "names the shapes it looks for, with samples",
 }
 
+#: The top-level folder of the machine this project was built on, joined at run time.
+WORK_TREE = "/" + "work/"
 #: Where an absolute path starts: not after a word, a dot, a slash or ``~``.
 _START = r"(?<![\w.~/\\])"
 #: A ``/tmp/`` folder or file that ``tempfile`` named (``tmp`` or any prefix ending in
@@ -52,7 +55,7 @@ MACHINE_PATH = re.compile(
             _START + r"/home/[\w.-]+",
             _START + r"/Users/[\w.-]+",
             r"(?<![\w])[A-Za-z]:\\Users\\",
-            _START + r"/work/",
+            _START + re.escape(WORK_TREE),
             r"pytest-of-",
             _START + r"(?:/private)?/var/folders/",
             _START + r"/tmp/(?:[^\s/'\"`()<>,;]+/)*" + _RUN_SEGMENT + r"(?![\w-])",
@@ -106,8 +109,8 @@ def machine_paths(text: str) -> list[str]:
 @pytest.mark.parametrize(
     "line",
     [
-        "python bench/job_cost.py --build base=/work/wt/base/.venv/bin/queue-claim-worker",
-        "results `/work/tmp/enqbench/results/20261124-023404.json`",
+        f"python bench/job_cost.py --build base={WORK_TREE}wt/base/.venv/bin/queue-claim-worker",
+        f"results `{WORK_TREE}tmp/enqbench/results/20261124-023404.json`",
         "database: /tmp/qe-pg-_lv6y_sk:5432/postgres (schema queue_engine)",
         "database: /tmp/qe-pg-ldyxgzpz:5432/postgres",
         "kept in /tmp/tmpk2j4x9ab/data",
@@ -135,8 +138,8 @@ def test_a_machine_path_is_found(line: str) -> None:
         "python bench/shared_harness.py --dest /tmp/qe-harness",
         "callgrind_annotate --inclusive=yes /tmp/fc.callgrind",
         "postgresql:///x?host=/tmp/a b",
-        "https://github.com/ada/work/blob/main/README.md",
-        "cd ../work/queue-engine; ls ~/work/",
+        f"https://github.com/ada{WORK_TREE}blob/main/README.md",
+        f"cd ..{WORK_TREE}queue-engine; ls ~{WORK_TREE}",
         "the `host` is a socket folder such as /var/run/postgresql",
     ],
 )

@@ -1,7 +1,8 @@
 """The request and response bodies of the HTTP API (the fleet's answers: ``fleet_models``).
 
-Past 500 lines on purpose: the bodies of the jobs, bulk and workflow
-operations side by side, read as the OpenAPI document's schemas are.
+Why this module is long: it holds the bodies of the jobs, bulk and workflow
+operations side by side, read as the OpenAPI document's schemas are; split,
+the shared field types and their checks would be imported back and forth.
 
 Pydantic checks shapes, JSON types, and the ranges and patterns of
 :mod:`queue_engine.web.api.fields` (naming the field of any mistake in a
