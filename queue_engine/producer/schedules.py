@@ -18,10 +18,8 @@ with a message naming the bad part.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from queue_engine.foundation.errors import ConfigError, ValidationError
 from queue_engine.producer.cron import Trigger, parse
+from queue_engine.producer.tasks import import_app
 from queue_engine.producer.tasks import registry as task_registry
 from queue_engine.producer.validation import (
     DEFAULT_PRIORITY,
@@ -427,24 +426,7 @@ def load_schedules(module_name: str) -> list[ScheduleSpec]:
     task (``periodic(..., task="name")`` calls only) is fine here: the
     scheduler enqueues by task name and never runs a handler.
     """
-    if not module_name:
-        raise ConfigError("no app module given: pass --app MODULE or set QUEUE_ENGINE_APP")
-    if "" not in sys.path:
-        sys.path.insert(0, "")
-    try:
-        importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise ConfigError(
-                f"app module {module_name!r} not found (check --app and PYTHONPATH)"
-            ) from None
-        raise ConfigError(f"app module {module_name!r} failed to import: {exc}") from None
-    except ValidationError as exc:
-        raise ConfigError(f"app module {module_name!r}: {exc}") from None
-    except Exception as exc:
-        raise ConfigError(
-            f"app module {module_name!r} failed to import: {type(exc).__name__}: {exc}"
-        ) from None
+    import_app(module_name)
     try:
         return schedule_registry.specs()
     except ValidationError as exc:
