@@ -14,6 +14,14 @@
 -- index on running lock keys then aborts one statement (the caller re-runs its
 -- finish alone and retries the claim).
 --
+-- Per-key concurrency limits (migration 0031, docs/internals/flow-control.md):
+-- a job with a concurrency_key is claimable only while concurrency_free() says
+-- its key has a free slot. That function serialises the claims of one key
+-- with a transaction advisory try-lock and counts the key's running rows with
+-- a fresh snapshot, so no race lets more than the limit run; a key another
+-- claim holds right now counts as full (skipped, like a row SKIP LOCKED
+-- skips). A plain job pays one NULL test: the function is never called for it.
+--
 -- The operator controls (pause, scale, park: the gate CTE; rate: allowed) are
 -- enforced here, by the claim, and only gate it: finishes are applied as usual,
 -- so running jobs of a paused or parked worker's queue end normally.
@@ -211,8 +219,8 @@ handover AS (
     -- only pending parent is that node (on the child's own row, or, for a wide
     -- fan-in, the last parent of its last gate). The child must also be what the claim
     -- could take: the gate is open, the queue has no rate limit, it has no
-    -- lock_key, it is not an input node, and no queued job of better priority
-    -- is due. The row's status and count are checked again when it is locked
+    -- lock_key nor concurrency_key, it is not an input node, and no queued
+    -- job of better priority is due. The row's status and count are checked again when it is locked
     -- (a concurrent cancel wins). The trigger that releases the node's children
     -- at the end of this statement then finds this one running and leaves it.
     UPDATE __SCHEMA__.jobs j SET
@@ -237,6 +245,7 @@ handover AS (
           AND c.queue = %(queue)s
           AND c.available_at <= now()
           AND c.lock_key IS NULL
+          AND c.concurrency_key IS NULL
           AND c.task <> 'queue-engine:input'
           AND EXISTS (SELECT 1 FROM gate g WHERE NOT coalesce(g.rated, false))
           AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.jobs b
@@ -291,7 +300,9 @@ warm AS (
     -- but never over a job of better priority, and not while the head of the
     -- queue has waited longer than %(affinity_wait_s)s: a cold job is delayed by
     -- the preference at most that long, so nothing starves.
-    SELECT j.id, j.lock_key, j.priority, j.available_at
+    SELECT j.id, j.lock_key, j.priority, j.available_at, j.concurrency_key,
+           CASE WHEN j.concurrency_key IS NOT NULL
+                THEN __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit) END AS free
     FROM __SCHEMA__.jobs j
     WHERE j.queue = %(queue)s
       AND j.affinity_key = %(warm_key)s
@@ -305,6 +316,9 @@ warm AS (
       AND (j.lock_key IS NULL OR (
             SELECT r.id FROM __SCHEMA__.jobs r
             WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
+      AND (j.concurrency_key IS NULL
+           OR __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit)
+              IS DISTINCT FROM 0)
       AND EXISTS (SELECT 1 FROM gate)
     ORDER BY j.priority, j.available_at, j.id
     LIMIT 1
@@ -314,6 +328,12 @@ warm AS (
 -- @!solo begin
 candidate AS (
     SELECT j.id, j.lock_key, j.priority, j.available_at
+           -- A batch ranks the candidates of one concurrency key (pick): each
+           -- keyed row's free slots, as the filter below just counted them.
+           , j.concurrency_key  --@!oneclaim
+           , CASE WHEN j.concurrency_key IS NOT NULL  --@!oneclaim
+                  THEN __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit)  --@!oneclaim
+                  END AS free  --@!oneclaim
     FROM __SCHEMA__.jobs j
     WHERE j.queue = %(queue)s
       AND j.status = 'queued'
@@ -324,6 +344,11 @@ candidate AS (
       AND (j.lock_key IS NULL OR (
             SELECT r.id FROM __SCHEMA__.jobs r
             WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
+      -- A keyed job only while its key has a free slot (NULL: no limit is
+      -- set). Evaluated after the NULL test, so a plain row never calls it.
+      AND (j.concurrency_key IS NULL
+           OR __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit)
+              IS DISTINCT FROM 0)
       -- A one-time filter (no column of j): when the gate is closed, the index
       -- scan never starts.
       AND EXISTS (SELECT 1 FROM gate)
@@ -336,18 +361,23 @@ candidate AS (
 ),
 -- @!oneclaim begin
 pick AS (
-    -- Two due jobs of one lock_key in this batch: only the first may run.
+    -- Two due jobs of one lock_key in this batch: only the first may run. Of
+    -- one concurrency key, only as many as the key has free slots (the
+    -- running jobs the function counted do not include this batch's).
     SELECT ranked.id, ranked.warm, ranked.priority, ranked.available_at
     FROM (
-        SELECT c.id, c.lock_key, c.warm, c.priority, c.available_at,
+        SELECT c.id, c.lock_key, c.warm, c.priority, c.available_at, c.concurrency_key, c.free,
                row_number() OVER (PARTITION BY c.lock_key
-                                  ORDER BY c.warm DESC, c.priority, c.available_at, c.id) AS rn
+                                  ORDER BY c.warm DESC, c.priority, c.available_at, c.id) AS rn,
+               row_number() OVER (PARTITION BY c.concurrency_key
+                                  ORDER BY c.warm DESC, c.priority, c.available_at, c.id) AS crn
         FROM (
             SELECT w.*, true AS warm FROM warm w UNION ALL  --@warm
             SELECT c.*, false AS warm FROM candidate c
         ) c
     ) ranked
-    WHERE ranked.lock_key IS NULL OR ranked.rn = 1
+    WHERE (ranked.lock_key IS NULL OR ranked.rn = 1)
+      AND (ranked.concurrency_key IS NULL OR ranked.free IS NULL OR ranked.crn <= ranked.free)
 ),
 -- @!oneclaim end
 allowed AS (

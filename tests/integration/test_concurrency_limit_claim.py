@@ -1,0 +1,240 @@
+"""Per-key concurrency limits in the claim statement, from several sessions.
+
+The claim (``finish_and_claim_jobs.sql``) takes a job with a
+``concurrency_key`` only while ``concurrency_free`` (migration 0031) says its
+key has a free slot: the jobs' own limit, or the operator's from
+``concurrency_limits``. These tests call the worker's statement directly on
+several connections; the fleet-wide invariant with real worker processes and
+SIGKILLs is ``tests/test_invariant_concurrency_limit.py``. Design:
+docs/internals/flow-control.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+from support.workers import wait_until
+
+from queue_engine.worker import outcomes as oc
+from queue_engine.worker import store
+
+S = "queue_engine"
+Q = "cq"
+Conn = psycopg.Connection[Any]
+
+
+def add_jobs(
+    conn: Conn, n: int, key: str | None, limit: int | None, priority: int = 100
+) -> list[int]:
+    """Insert ``n`` due jobs of ``key`` (the SQL-level enqueue: a plain INSERT)."""
+    rows = conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task, priority, concurrency_key, concurrency_limit)"
+        " SELECT %s, 't', %s, %s, %s FROM generate_series(1, %s) RETURNING id",
+        (Q, priority, key, limit, n),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def claim(conn: Conn, limit: int = 1, worker_id: str = "w1") -> list[store.ClaimedJob]:
+    return store.finish_and_claim(conn, S, worker_id=worker_id, queue=Q, claim_limit=limit).claimed
+
+
+def running(conn: Conn, key: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM queue_engine.jobs WHERE concurrency_key = %s AND status = 'running'",
+        (key,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_batch_claim_takes_at_most_the_limit_of_a_key(conn: Conn) -> None:
+    keyed = add_jobs(conn, 5, "src", 2, priority=1)
+    plain = add_jobs(conn, 2, None, None, priority=2)
+    first = claim(conn, limit=10)
+    # The two best jobs of the key and every plain job: the key's others wait.
+    assert sorted(j.id for j in first) == sorted(keyed[:2] + plain)
+    assert claim(conn, limit=10, worker_id="w2") == []
+    assert running(conn, "src") == 2
+    # A finish frees a slot: the next claim takes exactly one more.
+    done = next(j for j in first if j.id == keyed[0])
+    store.finish_only(conn, S, worker_id="w1", queue=Q, outcomes=[oc.succeeded(done, None, 1)])
+    assert [j.id for j in claim(conn, limit=10, worker_id="w2")] == [keyed[2]]
+    # Skipped, never failed or retried: the waiting jobs are queued, attempt 0.
+    rows = conn.execute(
+        "SELECT status, attempt FROM queue_engine.jobs WHERE id = ANY(%s)", (keyed[3:],)
+    ).fetchall()
+    assert rows == [("queued", 0), ("queued", 0)]
+
+
+def test_one_job_claims_move_past_a_full_key_to_other_work(conn: Conn) -> None:
+    keyed = add_jobs(conn, 3, "api", 1, priority=1)
+    other = add_jobs(conn, 1, "db", 1, priority=2)
+    plain = add_jobs(conn, 1, None, None, priority=3)
+    taken = [claim(conn, worker_id=f"w{i}") for i in range(4)]
+    assert [[j.id for j in t] for t in taken] == [[keyed[0]], [other[0]], [plain[0]], []]
+
+
+def test_an_operators_limit_overrides_the_jobs_own(conn: Conn) -> None:
+    add_jobs(conn, 6, "load", 5)
+    conn.execute(
+        "INSERT INTO queue_engine.concurrency_limits (key, max_running) VALUES ('load', 1)"
+    )
+    assert len(claim(conn, limit=10)) == 1
+    # Raised at runtime: the next claim takes the new room, no restart, no re-enqueue.
+    conn.execute("UPDATE queue_engine.concurrency_limits SET max_running = 3 WHERE key = 'load'")
+    assert len(claim(conn, limit=10, worker_id="w2")) == 2
+    assert running(conn, "load") == 3
+    # Zero holds the key: nothing more starts, the running jobs go on.
+    conn.execute("UPDATE queue_engine.concurrency_limits SET max_running = 0 WHERE key = 'load'")
+    conn.execute("DELETE FROM queue_engine.jobs WHERE status = 'running'")
+    assert claim(conn, limit=10, worker_id="w3") == []
+    # Cleared: the jobs' own limit (5) applies again.
+    conn.execute("DELETE FROM queue_engine.concurrency_limits WHERE key = 'load'")
+    assert len(claim(conn, limit=10, worker_id="w4")) == 3
+
+
+def test_a_key_without_any_limit_is_not_limited(conn: Conn) -> None:
+    add_jobs(conn, 4, "free", None)
+    assert len(claim(conn, limit=10)) == 4
+
+
+def test_a_claim_in_flight_on_another_session_makes_the_key_wait(dsn: str, conn: Conn) -> None:
+    """The claims of one key are serialised: while one is uncommitted, another skips the key."""
+    add_jobs(conn, 4, "k", 2)
+    plain = add_jobs(conn, 1, None, None, priority=200)
+    with psycopg.connect(dsn) as open_tx:  # not autocommit: its claim stays open
+        assert len(claim(open_tx, worker_id="a")) == 1
+        # The other session skips the key (another claim of it is in flight)
+        # and moves on to other work; it neither waits nor fails.
+        assert [j.id for j in claim(conn, limit=10, worker_id="b")] == plain
+        open_tx.commit()
+    # Committed: one slot of two is taken; exactly one more may start.
+    assert len(claim(conn, limit=10, worker_id="c")) == 1
+    assert claim(conn, limit=10, worker_id="d") == []
+    assert running(conn, "k") == 2
+
+
+def test_the_count_sees_a_claim_committed_after_the_statement_began(dsn: str, conn: Conn) -> None:
+    """concurrency_free counts with a fresh snapshot, not its statement's.
+
+    A statement whose snapshot predates another session's committed claim of
+    the key must still count that claim once it holds the key's lock:
+    otherwise two claims that overlap in time could both see a free slot. The
+    probe's statement takes its snapshot, then waits on a lock the test holds
+    while another session commits a running job of the key.
+    """
+    conn.execute("SELECT pg_advisory_lock(4242)")
+    answer: list[Any] = []
+
+    def probe() -> None:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            row = c.execute(
+                "SELECT queue_engine.concurrency_free('k', 1)"
+                " FROM (SELECT pg_advisory_lock(4242) OFFSET 0) AS waited"
+            ).fetchone()
+            answer.append(row[0] if row else None)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    try:
+        wait_until(
+            lambda: (
+                (
+                    conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND wait_event = 'advisory'"
+                    ).fetchone()
+                    or (0,)
+                )[0]
+                >= 1
+            ),
+            what="the probe waiting with its snapshot taken",
+        )
+        conn.execute(
+            "INSERT INTO queue_engine.jobs (queue, task, status, attempt, claimed_by,"
+            " started_at, lease_expires_at, concurrency_key, concurrency_limit)"
+            " VALUES (%s, 't', 'running', 1, 'other', now(), now() + interval '1 minute', 'k', 1)",
+            (Q,),
+        )
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(4242)")
+        thread.join(30)
+    assert answer == [0]
+
+
+def test_many_sessions_claiming_at_once_never_exceed_the_limit(dsn: str, conn: Conn) -> None:
+    """Eight sessions claim and finish one job at a time in a tight loop; a monitor samples."""
+    limits = {"a": 1, "b": 2, "c": 3}
+    for key, limit in limits.items():
+        add_jobs(conn, 40, key, limit)
+    add_jobs(conn, 20, None, None)
+    seen: dict[str, int] = dict.fromkeys(limits, 0)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def session(n: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                held: list[store.ClaimedJob] = []
+                idle = 0
+                while idle < 50:
+                    outcomes = [oc.succeeded(j, None, 1) for j in held]
+                    held = store.finish_and_claim(
+                        c, S, worker_id=f"s{n}", queue=Q, outcomes=outcomes, claim_limit=1
+                    ).claimed
+                    idle = 0 if held else idle + 1
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    def monitor() -> None:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            while not stop.is_set():
+                for key, count in c.execute(
+                    "SELECT concurrency_key, count(*) FROM queue_engine.jobs"
+                    " WHERE status = 'running' AND concurrency_key IS NOT NULL GROUP BY 1"
+                ).fetchall():
+                    seen[key] = max(seen[key], count)
+
+    watcher = threading.Thread(target=monitor)
+    watcher.start()
+    threads = [threading.Thread(target=session, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    stop.set()
+    watcher.join(30)
+    assert not errors, errors
+    statuses = conn.execute(
+        "SELECT status, attempt, count(*) FROM queue_engine.jobs GROUP BY 1, 2"
+    ).fetchall()
+    assert statuses == [("succeeded", 1, 140)]
+    assert all(seen[k] <= limits[k] for k in limits), seen
+    # The jobs' claim and finish events: at no instant more than the limit running.
+    events = conn.execute(
+        "SELECT j.concurrency_key, e.kind, e.id FROM queue_engine.job_events e"
+        " JOIN queue_engine.jobs j ON j.id = e.job_id"
+        " WHERE j.concurrency_key IS NOT NULL AND e.kind IN ('claimed', 'succeeded')"
+        " ORDER BY e.id"
+    ).fetchall()
+    most = max_overlap(events)
+    assert set(most) == set(limits)
+    assert all(most[k] <= limits[k] for k in limits), most
+
+
+def max_overlap(events: list[tuple[Any, ...]]) -> dict[str, int]:
+    """The most jobs of each key running at once, from claim and end events in commit order.
+
+    Event ids are drawn in statement order, and the claim of a key's job is
+    serialised with every other claim of the key, so the id order of one
+    key's events is an order they could have committed in.
+    """
+    now: dict[str, int] = {}
+    most: dict[str, int] = {}
+    for key, kind, _id in events:
+        now[key] = now.get(key, 0) + (1 if kind == "claimed" else -1)
+        most[key] = max(most.get(key, 0), now[key])
+    return most
