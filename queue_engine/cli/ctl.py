@@ -143,6 +143,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue_engine.cli.controls:stop_cmd",
         "Ask live workers to exit 0 after their current job (prefetched jobs go back).",
     ),
+    "limits": LazyCommand(
+        "queue_engine.cli.limits:limits",
+        "Per-key concurrency limits: at most N jobs of a key running, fleet-wide.",
+    ),
     "controls": LazyCommand(
         "queue_engine.cli.controls:controls_cmd",
         "Every control in force: paused, scaled and rate-limited queues, parks, stop requests.",

@@ -63,6 +63,8 @@ def encode(spec: JobSpec, *, parent_id: int, parent_attempt: int, seq: int) -> s
         "producer": spec.producer,
         "affinity_key": spec.affinity_key,
         "defaults_of": spec.defaults_of,
+        "concurrency_key": spec.concurrency_key,
+        "concurrency_limit": spec.concurrency_limit,
     }
     return '{"args":' + spec.args_json + "," + json.dumps(fields, separators=(",", ":"))[1:]
 

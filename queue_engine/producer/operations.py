@@ -59,6 +59,8 @@ BULK_COLUMNS = (
     "partition_key",
     "producer",
     "affinity_key",
+    "concurrency_key",
+    "concurrency_limit",
     "defaults_of",
 )
 
@@ -166,8 +168,17 @@ def spec_from_item(item: Any, index: int) -> JobSpec:
 
 
 def is_keyed(spec: JobSpec) -> bool:
-    """True when the job carries an idempotency or dedupe key, so its insert may conflict."""
-    return spec.idempotency_key is not None or spec.dedupe_key is not None
+    """True when the job needs the full insert (``enqueue.sql``), not a plain one.
+
+    An idempotency or dedupe key may conflict; a concurrency key (migration
+    0031) is a column only the full statements write, so the plain inserts,
+    the usual enqueue, stay as they were and pay nothing for it.
+    """
+    return (
+        spec.idempotency_key is not None
+        or spec.dedupe_key is not None
+        or spec.concurrency_key is not None
+    )
 
 
 def plain_query_name(spec: JobSpec) -> LiteralString:
@@ -297,8 +308,8 @@ def owns_transaction(call_conn: object, client_conn: object) -> bool:
 
 
 def has_keys(specs: Sequence[JobSpec]) -> bool:
-    """True when some job carries an idempotency or dedupe key (it may conflict)."""
-    return any(s.idempotency_key is not None or s.dedupe_key is not None for s in specs)
+    """True when some job needs the full bulk insert (:func:`is_keyed`)."""
+    return any(is_keyed(s) for s in specs)
 
 
 def enqueue_many_statement(schema: str, specs: Sequence[JobSpec]) -> Statement:
@@ -339,7 +350,7 @@ def plain_bulk_params(specs: Sequence[JobSpec]) -> dict[str, Any]:
     """
     params: dict[str, Any] = {"n": len(specs)}
     for name in BULK_COLUMNS:
-        if name in ("idempotency_key", "dedupe_key"):
+        if name in ("idempotency_key", "dedupe_key", "concurrency_key", "concurrency_limit"):
             continue
         key = "args" if name == "args_json" else name
         values = [getattr(spec, name) for spec in specs]

@@ -32,6 +32,8 @@ PRIORITY_RANGE = (0, 1000)
 MAX_ATTEMPTS_RANGE = (1, 1000)
 TIMEOUT_RANGE = (1, 7 * 24 * 3600)
 LEASE_TTL_RANGE = (1, 24 * 3600)
+#: A job's own limit of running jobs of its concurrency key (migration 0031).
+CONCURRENCY_LIMIT_RANGE = (1, 10_000)
 #: The longest delay: Postgres cannot add much more than this to now() (``interval
 #: out of range`` past about 10^12 s), and that error would come from the
 #: statement (for a follow-up, the worker's finish) instead of from the call.
@@ -88,6 +90,11 @@ class EnqueueOptions(TypedDict, total=False):
     producer: str | None
     #: The warm state the job wants: a worker warm for it prefers the job.
     affinity_key: str | None
+    #: At most ``concurrency_limit`` running jobs per key across the cluster (an
+    #: operator's ``queue-ctl limits set`` overrides it).
+    concurrency_key: str | None
+    #: The running jobs the key allows (1-10000); needs ``concurrency_key``.
+    concurrency_limit: int | None
 
 
 #: Every name an enqueue takes, ``task`` first: the keys of an ``enqueue_many`` item.
@@ -156,6 +163,10 @@ class JobSpec:
     #: The warm state the job wants (say, the model it loads); a worker warm for
     #: it prefers the job. Only a preference: any worker of the queue may run it.
     affinity_key: str | None
+    #: Per-key concurrency (migration 0031): at most ``concurrency_limit``
+    #: running jobs of ``concurrency_key``, unless an operator set the key's limit.
+    concurrency_key: str | None
+    concurrency_limit: int | None
     #: The task whose defaults in the database fill the options still None;
     #: None when there is nothing to fill (the task is declared in this
     #: process, or the caller gave all of :data:`DEFAULTED_OPTIONS`).
@@ -185,6 +196,8 @@ class JobSpec:
             self.partition_key,
             self.producer,
             self.affinity_key,
+            self.concurrency_key,
+            self.concurrency_limit,
             self.defaults_of,
         )
 
@@ -206,6 +219,8 @@ class JobSpec:
             "partition_key": self.partition_key,
             "producer": self.producer,
             "affinity_key": self.affinity_key,
+            "concurrency_key": self.concurrency_key,
+            "concurrency_limit": self.concurrency_limit,
             "defaults_of": self.defaults_of,
         }
 
@@ -288,6 +303,18 @@ def _check_key(name: str, value: Any) -> str | None:
     if not value.isascii() and _surrogate(value):
         raise ValidationError(f"{name} contains a lone UTF-16 surrogate, which is not text")
     return value
+
+
+def check_concurrency_key(value: Any) -> str | None:
+    """A job's ``concurrency_key`` (None: the job has none); the rules of every key option."""
+    return _check_key("concurrency_key", value)
+
+
+def check_concurrency_limit(value: Any) -> int | None:
+    """A job's own ``concurrency_limit``: 1 to 10000 running jobs of its key (None: none)."""
+    if value is None:
+        return None
+    return _check_int("concurrency_limit", value, CONCURRENCY_LIMIT_RANGE)
 
 
 def _surrogate(text: str) -> bool:
@@ -434,6 +461,10 @@ def spec_from_options(
             lease_ttl_s = declared.lease_ttl_s
     elif None in (queue, priority, max_attempts, timeout_s, lease_ttl_s):
         defaults_of = task
+    concurrency_key = check_concurrency_key(options.get("concurrency_key"))
+    concurrency_limit = check_concurrency_limit(options.get("concurrency_limit"))
+    if concurrency_limit is not None and concurrency_key is None:
+        raise ValidationError("concurrency_limit needs a concurrency_key (the key it limits)")
     run_at = options.get("run_at")
     delay = options.get("delay")
     if run_at is not None and delay is not None:
@@ -460,6 +491,8 @@ def spec_from_options(
         partition_key=_check_key("partition_key", options.get("partition_key")),
         producer=_check_key("producer", options.get("producer")),
         affinity_key=_check_key("affinity_key", options.get("affinity_key")),
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
         defaults_of=defaults_of,
     )
 

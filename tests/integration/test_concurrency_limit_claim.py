@@ -15,8 +15,12 @@ import threading
 from typing import Any
 
 import psycopg
+import pytest
 from support.workers import wait_until
 
+from queue_engine import Client, Workflow
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.followups import FollowUpBuffer
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 
@@ -238,3 +242,59 @@ def max_overlap(events: list[tuple[Any, ...]]) -> dict[str, int]:
         now[key] = now.get(key, 0) + (1 if kind == "claimed" else -1)
         most[key] = max(most.get(key, 0), now[key])
     return most
+
+
+def test_the_enqueue_options_reach_the_row_and_the_claim(client: Client, conn: Conn) -> None:
+    """Client.enqueue and enqueue_many write the key and limit; the plain enqueue is untouched."""
+    one = client.enqueue("t", queue=Q, concurrency_key="erp", concurrency_limit=2)
+    many = client.enqueue_many(
+        [{"task": "t", "queue": Q, "concurrency_key": "erp", "concurrency_limit": 2}] * 3
+        + [{"task": "t", "queue": Q}]
+    )
+    plain = client.enqueue("t", queue=Q)
+    rows = conn.execute(
+        "SELECT id, concurrency_key, concurrency_limit FROM queue_engine.jobs ORDER BY id"
+    ).fetchall()
+    assert rows == [(one.id, "erp", 2)] + [(i, "erp", 2) for i in many[:3]] + [
+        (many[3], None, None),
+        (plain.id, None, None),
+    ]
+    assert sorted(j.id for j in claim(conn, limit=10)) == [one.id, many[0], many[3], plain.id]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency_limit": 2}, "concurrency_limit needs a concurrency_key"),
+        ({"concurrency_key": "k", "concurrency_limit": 0}, "between 1 and 10000"),
+        ({"concurrency_key": "", "concurrency_limit": 1}, "non-empty string"),
+        ({"concurrency_key": "k", "concurrency_limit": True}, "must be an integer"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_is_written(
+    client: Client, conn: Conn, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        client.enqueue("t", queue=Q, **options)
+    assert conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone() == (0,)
+
+
+def test_a_workflow_node_refuses_the_options_it_cannot_carry_yet() -> None:
+    wf = Workflow("w")
+    with pytest.raises(ValidationError, match="cannot carry concurrency_key yet"):
+        wf.add("a", "t", concurrency_key="k", concurrency_limit=1)
+
+
+def test_a_follow_up_keeps_its_concurrency_key(conn: Conn) -> None:
+    """ctx.enqueue's follow-ups are inserted by the finish: with the key and limit they carry."""
+    (parent_id,) = add_jobs(conn, 1, None, None)
+    (job,) = claim(conn)
+    buffer = FollowUpBuffer(job.id, job.attempt)
+    buffer.add("t", {"queue": Q, "concurrency_key": "erp", "concurrency_limit": 3})
+    outcome = oc.succeeded(job, None, 1, followups=buffer.encoded())
+    store.finish_only(conn, S, worker_id="w1", queue=Q, outcomes=[outcome])
+    row = conn.execute(
+        "SELECT concurrency_key, concurrency_limit FROM queue_engine.jobs WHERE id <> %s",
+        (parent_id,),
+    ).fetchone()
+    assert row == ("erp", 3)

@@ -383,6 +383,8 @@ EVERY_OPTION: dict[str, Any] = {
     "partition_key": "p",
     "producer": "me",
     "affinity_key": "warm",
+    "concurrency_key": "c",
+    "concurrency_limit": 4,
 }
 
 
@@ -405,6 +407,8 @@ def test_spec_params_bind_every_enqueue_parameter() -> None:
         "partition_key": "p",
         "producer": "me",
         "affinity_key": "warm",
+        "concurrency_key": "c",
+        "concurrency_limit": 4,
         "defaults_of": None,
     }
 

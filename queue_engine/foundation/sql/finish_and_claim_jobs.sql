@@ -150,7 +150,8 @@ followup AS MATERIALIZED (
              args jsonb, priority smallint, run_at timestamptz, delay_s float8,
              max_attempts int, timeout_s int, lease_ttl_s int, idempotency_key text,
              dedupe_key text, lock_key text, partition_key text, producer text,
-             affinity_key text, defaults_of text)
+             affinity_key text, defaults_of text, concurrency_key text,
+             concurrency_limit int)
     JOIN finished f ON f.id = x.parent_id AND f.attempt = x.parent_attempt
     WHERE f.status = 'succeeded'
     ORDER BY x.parent_id, x.seq
@@ -161,14 +162,16 @@ followup_jobs AS (
     -- The insert trigger wakes each queue's workers with one NOTIFY per statement.
     INSERT INTO __SCHEMA__.jobs (
         id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
-        idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key
+        idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key,
+        concurrency_key, concurrency_limit
     )
     SELECT fu.new_id, coalesce(fu.queue, d.queue), fu.task, fu.args,
            coalesce(fu.priority, d.priority),
            coalesce(fu.run_at, now() + make_interval(secs => coalesce(fu.delay_s, 0))),
            coalesce(fu.max_attempts, d.max_attempts), coalesce(fu.timeout_s, d.timeout_s),
            coalesce(fu.lease_ttl_s, d.lease_ttl_s), fu.idempotency_key, fu.dedupe_key,
-           fu.lock_key, fu.partition_key, fu.producer, fu.affinity_key
+           fu.lock_key, fu.partition_key, fu.producer, fu.affinity_key,
+           fu.concurrency_key, fu.concurrency_limit
     -- Options the handler left unset (NULL) take the defaults of the
     -- follow-up's task when the worker does not declare it (defaults_of; the
     -- published ones, else the built-in ones: migration 0028), as an enqueue.

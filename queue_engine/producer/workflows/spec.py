@@ -138,6 +138,11 @@ class Workflow:
                     f"{where}: a node cannot carry {refused}; give the workflow an "
                     "idempotency_key instead"
                 )
+        for unsupported in ("concurrency_key", "concurrency_limit"):
+            # start_workflow (migration 0024) does not write them yet: refused
+            # rather than dropped (docs/internals/flow-control.md).
+            if options.get(unsupported) is not None:
+                raise ValidationError(f"{where}: a workflow node cannot carry {unsupported} yet")
         check_option_names({"task": task, **options}, where=where)
         edges = self._edges(where, after)
         args = options.get("args")

@@ -1,0 +1,102 @@
+"""Per-key concurrency limits set by operators (``queue-ctl limits``; migration 0031).
+
+A job with a ``concurrency_key`` is claimed only while fewer than its key's
+limit run (docs/internals/flow-control.md). The limit is the job's own
+``concurrency_limit`` unless an operator set one for the key here: the
+operator's wins, so a limit is tightened (or a key held, with 0) during an
+incident without re-enqueuing anything. The claim reads the table on every
+run, so a change holds from the next claim on, on every worker, with no
+NOTIFY; jobs already running go on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from queue_engine.foundation import sql as queries
+from queue_engine.foundation.db import schema_errors
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.producer.validation import MAX_KEY_LENGTH, check_concurrency_key
+
+#: The limits an operator may set: 0 holds the key (none of its jobs starts).
+LIMIT_RANGE = (0, 10_000)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSet:
+    """What ``limits set`` did: the key, its new and previous limit, its running jobs now."""
+
+    key: str
+    max_running: int
+    previous: int | None
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLimit:
+    """One operator's limit, with the key's running jobs when it was read."""
+
+    key: str
+    max_running: int
+    running: int
+    set_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "max_running": self.max_running,
+            "running": self.running,
+            "set_at": self.set_at.isoformat(),
+        }
+
+
+def parse_limit(value: str | int) -> int:
+    """A limit is a whole number of running jobs, 0 to 10000."""
+    low, high = LIMIT_RANGE
+    try:
+        number = value if isinstance(value, int) else int(str(value).strip(), 10)
+    except ValueError:
+        number = None
+    if isinstance(number, bool) or number is None or not low <= number <= high:
+        raise ValidationError(
+            f"invalid limit {value!r}: use a whole number of running jobs from {low} to {high}"
+        )
+    return number
+
+
+def check_key(key: str) -> str:
+    """A concurrency key as the jobs carry it (1 to 255 characters of text)."""
+    checked = check_concurrency_key(key)
+    if checked is None:
+        raise ValidationError(f"a concurrency key is 1 to {MAX_KEY_LENGTH} characters")
+    return checked
+
+
+def set_limit(conn: psycopg.Connection[Any], schema: str, key: str, limit: str | int) -> LimitSet:
+    """At most ``limit`` jobs of ``key`` run at once from the next claim on; idempotent."""
+    key, value = check_key(key), parse_limit(limit)
+    with schema_errors(schema), conn.transaction():
+        row = conn.execute(
+            queries.query("limits_set", schema), {"key": key, "max_running": value}
+        ).fetchone()
+    assert row is not None
+    return LimitSet(key, value, row[0], int(row[1]))
+
+
+def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | None:
+    """Remove the operator's limit of ``key``; return it (None: the key had none)."""
+    key = check_key(key)
+    with schema_errors(schema), conn.transaction():
+        row = conn.execute(queries.query("limits_clear", schema), {"key": key}).fetchone()
+    return None if row is None else int(row[0])
+
+
+def list_limits(conn: psycopg.Connection[Any], schema: str) -> list[KeyLimit]:
+    """Every operator's limit, by key, with the key's running jobs now."""
+    with schema_errors(schema):
+        rows = conn.execute(queries.query("limits_list", schema)).fetchall()
+    return [KeyLimit(r[0], int(r[1]), int(r[2]), r[3]) for r in rows]

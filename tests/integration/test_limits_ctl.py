@@ -1,0 +1,85 @@
+"""``queue-ctl limits set / list / clear``, against a real Postgres, as an operator runs them.
+
+The limit's effect on the claim is ``test_concurrency_limit_claim.py``'s; here:
+the rows each command writes, its output, and the refusals (bad key or limit:
+exit 2, one line, before connecting, nothing written).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+from support.ctl import ok, queue_ctl
+
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator.limits import clear_limit, list_limits, parse_limit, set_limit
+
+S = "queue_engine"
+
+
+def limits_rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT key, max_running FROM queue_engine.concurrency_limits ORDER BY key"
+    ).fetchall()
+
+
+def test_set_list_clear_as_an_operator_runs_them(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task, status, attempt, claimed_by, started_at,"
+        " lease_expires_at, concurrency_key) VALUES ('q', 't', 'running', 1, 'w', now(),"
+        " now() + interval '1 minute', 'src:erp')"
+    )
+    out = ok(queue_ctl("--dsn", dsn, "limits", "set", "src:erp", "3"))
+    assert out.strip() == "key src:erp limited to 3 running (was: none; running now: 1)"
+    out = ok(queue_ctl("--dsn", dsn, "limits", "set", "src:erp", "0"))
+    assert "(was: 3; running now: 1); none of its jobs starts" in out
+    ok(queue_ctl("--dsn", dsn, "limits", "set", "api", "10"))
+    assert limits_rows(conn) == [("api", 10), ("src:erp", 0)]
+    listed = ok(queue_ctl("--dsn", dsn, "limits", "list")).splitlines()
+    assert listed[0].split() == ["KEY", "LIMIT", "RUNNING", "SET", "AT"]
+    assert [line.split()[:3] for line in listed[1:]] == [["api", "10", "0"], ["src:erp", "0", "1"]]
+    as_json = json.loads(ok(queue_ctl("--dsn", dsn, "limits", "list", "--json")))
+    assert [(r["key"], r["max_running"], r["running"]) for r in as_json] == [
+        ("api", 10, 0),
+        ("src:erp", 0, 1),
+    ]
+    out = ok(queue_ctl("--dsn", dsn, "limits", "clear", "src:erp"))
+    assert out.strip() == "key src:erp limit 0 removed: its jobs follow their own limit"
+    out = ok(queue_ctl("--dsn", dsn, "limits", "clear", "src:erp"))
+    assert out.strip() == "key src:erp had no limit set (unchanged)"
+    assert limits_rows(conn) == [("api", 10)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("set", "k", "-1"), "invalid limit '-1'"),
+        (("set", "k", "10001"), "invalid limit '10001'"),
+        (("set", "k", "two"), "invalid limit 'two'"),
+        (("set", "x" * 256, "1"), "concurrency_key must be a non-empty string"),
+        (("set", "", "1"), "concurrency_key must be a non-empty string"),
+        (("clear", "a\x01" * 200), "concurrency_key must be a non-empty string"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2_before_connecting(
+    args: tuple[str, ...], message: str
+) -> None:
+    # An unreachable DSN: the refusal must come before any connection attempt.
+    result = queue_ctl("--dsn", "host=/nonexistent dbname=x", "limits", *args)
+    assert result.returncode == 2, result
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_the_operations_round_trip(conn: psycopg.Connection[Any]) -> None:
+    first = set_limit(conn, S, "k", 2)
+    assert (first.previous, first.max_running, first.running) == (None, 2, 0)
+    assert set_limit(conn, S, "k", "5").previous == 2
+    assert [(r.key, r.max_running) for r in list_limits(conn, S)] == [("k", 5)]
+    assert clear_limit(conn, S, "k") == 5
+    assert clear_limit(conn, S, "k") is None
+    with pytest.raises(ValidationError):
+        parse_limit(True)
