@@ -211,6 +211,10 @@ class AsyncClient:
             queue, args = options.get("queue"), options.get("args")
             kept = self.kept_defaults.spec(task, queue, args)
             spec, params = kept if kept is not None else ops.plain_enqueue(task, queue, args)
+            if spec.concurrency_key is not None:
+                # A task declared with a concurrency key: the plain inserts do
+                # not write it (operations.is_keyed).
+                return await self._enqueue_spec(spec, conn=conn)
             async with self._connection(conn) as c:
                 cur = async_tuple_cursor(c)
                 query = (

@@ -187,6 +187,10 @@ class Client:
             queue, args = options.get("queue"), options.get("args")
             kept = self.kept_defaults.spec(task, queue, args)
             spec, params = kept if kept is not None else ops.plain_enqueue(task, queue, args)
+            if spec.concurrency_key is not None:
+                # A task declared with a concurrency key: the plain inserts do
+                # not write it (operations.is_keyed).
+                return self._enqueue_spec(spec, conn=conn)
             with self._connection(conn) as c:
                 cur = tuple_cursor(c)
                 query = (

@@ -27,6 +27,8 @@ from queue_engine.producer.validation import (
     MAX_ATTEMPTS_RANGE,
     PRIORITY_RANGE,
     TIMEOUT_RANGE,
+    check_concurrency_key,
+    check_concurrency_limit,
     check_queue_name,
     check_task_name,
 )
@@ -49,6 +51,10 @@ class TaskDefinition:
     wants_context: bool = field(default=False)
     priority: int = DEFAULT_PRIORITY
     lease_ttl_s: int | None = None
+    #: The concurrency key and limit of its jobs (migration 0031): an enqueue in
+    #: a process that declares the task and gives no key of its own takes them.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
     @property
     def kind(self) -> str:
@@ -185,15 +191,26 @@ def task(
     retry: Any = None,
     priority: int = DEFAULT_PRIORITY,
     lease_ttl_s: int | None = None,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
 ) -> Callable[[H], H]:
     """Register the decorated function, coroutine or generator as the handler of ``name``.
 
     ``queue``, ``priority``, ``max_attempts``, ``timeout_s`` and
     ``lease_ttl_s`` are the defaults of its jobs: every enqueue that leaves
     one unset takes it, from whichever producer (workers publish them).
+    ``concurrency_key`` and ``concurrency_limit`` (at most that many of its
+    jobs running at once, fleet-wide) are taken by an enqueue that gives no
+    key of its own, in a process that declares the task: they are not
+    published yet, so a producer that only knows the task's name enqueues
+    without them (docs/guides/enqueueing.md, "Concurrency keys").
     """
     check_task_name(name)
     check_queue_name(queue)
+    check_concurrency_key(concurrency_key)
+    check_concurrency_limit(concurrency_limit)
+    if concurrency_limit is not None and concurrency_key is None:
+        raise ValidationError(f"task {name!r}: concurrency_limit needs a concurrency_key")
     for option, value, (low, high) in (
         ("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
         ("priority", priority, PRIORITY_RANGE),
@@ -227,6 +244,8 @@ def task(
                 wants_context=_accepts_context(name, handler),
                 priority=priority,
                 lease_ttl_s=lease_ttl_s,
+                concurrency_key=concurrency_key,
+                concurrency_limit=concurrency_limit,
             )
         )
         return handler

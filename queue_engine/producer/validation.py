@@ -463,6 +463,11 @@ def spec_from_options(
         defaults_of = task
     concurrency_key = check_concurrency_key(options.get("concurrency_key"))
     concurrency_limit = check_concurrency_limit(options.get("concurrency_limit"))
+    if declared is not None and concurrency_key is None and concurrency_limit is None:
+        # The task's declaration (@task(concurrency_key=...)): a job that gives
+        # neither takes both; getattr, as a TaskDefaults need not declare them.
+        concurrency_key = getattr(declared, "concurrency_key", None)
+        concurrency_limit = getattr(declared, "concurrency_limit", None)
     if concurrency_limit is not None and concurrency_key is None:
         raise ValidationError("concurrency_limit needs a concurrency_key (the key it limits)")
     run_at = options.get("run_at")

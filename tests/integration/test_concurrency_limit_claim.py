@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from support.workers import wait_until
 
-from queue_engine import Client, Workflow
+from queue_engine import Client, Workflow, task
 from queue_engine.foundation.errors import ValidationError
 from queue_engine.producer.followups import FollowUpBuffer
 from queue_engine.worker import outcomes as oc
@@ -298,3 +298,24 @@ def test_a_follow_up_keeps_its_concurrency_key(conn: Conn) -> None:
         (parent_id,),
     ).fetchone()
     assert row == ("erp", 3)
+
+
+def test_a_tasks_declared_key_is_taken_by_every_enqueue_that_gives_none(
+    client: Client, conn: Conn
+) -> None:
+    @task("loads.erp", queue=Q, concurrency_key="src:erp", concurrency_limit=2)
+    def load(args: dict[str, Any]) -> None: ...
+
+    plain = client.enqueue("loads.erp")  # the plain path: falls back to the full insert
+    (bulk,) = client.enqueue_many([{"task": "loads.erp"}])
+    own = client.enqueue("loads.erp", concurrency_key="other", concurrency_limit=5)
+    rows = dict(
+        conn.execute(
+            "SELECT id, (concurrency_key, concurrency_limit)::text FROM queue_engine.jobs"
+        ).fetchall()
+    )
+    assert rows == {plain.id: "(src:erp,2)", bulk: "(src:erp,2)", own.id: "(other,5)"}
+    with pytest.raises(ValidationError, match="cannot carry concurrency_key yet"):
+        Workflow("w").add("a", "loads.erp")
+    with pytest.raises(ValidationError, match="concurrency_limit needs a concurrency_key"):
+        task("loads.bad", concurrency_limit=2)

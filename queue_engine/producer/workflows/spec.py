@@ -138,11 +138,6 @@ class Workflow:
                     f"{where}: a node cannot carry {refused}; give the workflow an "
                     "idempotency_key instead"
                 )
-        for unsupported in ("concurrency_key", "concurrency_limit"):
-            # start_workflow (migration 0024) does not write them yet: refused
-            # rather than dropped (docs/internals/flow-control.md).
-            if options.get(unsupported) is not None:
-                raise ValidationError(f"{where}: a workflow node cannot carry {unsupported} yet")
         check_option_names({"task": task, **options}, where=where)
         edges = self._edges(where, after)
         args = options.get("args")
@@ -152,6 +147,10 @@ class Workflow:
             args = options["args"] = {**(args or {}), refs.SKIP_KEY: skip_if}
         try:
             spec = spec_from_options(task, options, registry.get(task))
+            if spec.concurrency_key is not None:
+                # Given, or declared by the task: start_workflow (migration
+                # 0024) does not write it yet, so refused rather than dropped.
+                raise ValidationError("a workflow node cannot carry concurrency_key yet")
             if isinstance(args, dict) and refs.has_references(args):
                 refs.check(args, [e.node for e in edges])
         except (ValidationError, refs.BadReference) as exc:
