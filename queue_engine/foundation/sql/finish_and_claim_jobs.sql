@@ -223,8 +223,8 @@ handover AS (
     -- fan-in, the last parent of its last gate). The child must also be what the claim
     -- could take: the gate is open, the queue has no rate limit, it has no
     -- lock_key nor concurrency_key, it is not an input node, and no queued
-    -- job of better priority is due. The row's status and count are checked again when it is locked
-    -- (a concurrent cancel wins). The trigger that releases the node's children
+    -- job of better priority is due. The row's status and count are checked
+    -- again when it is locked (a concurrent cancel wins). The trigger that releases the node's children
     -- at the end of this statement then finds this one running and leaves it.
     UPDATE __SCHEMA__.jobs j SET
         status = 'running',
