@@ -5,7 +5,11 @@ time, the batch form of the claim) drain jobs spread over random
 concurrency keys with random limits (1 to 3; one key limited by the operator's
 ``concurrency_limits`` row instead of the jobs), plus plain jobs, while the
 test SIGKILLs a busy worker again and again and starts a new one; an
-orchestrator gives the killed workers' jobs back. Checked three ways:
+orchestrator gives the killed workers' jobs back. Once, a third of the way,
+Postgres itself crashes (``pg_ctl stop -m immediate``: every session and
+every transaction advisory lock gone at once) and starts again; the workers
+reconnect and go on (with ``QUEUE_ENGINE_TEST_DSN`` the test does not own the
+server, and runs without the crash). Checked three ways:
 
 - a sampler counts the running rows of each key many times a second (each
   sample one statement, one snapshot);
@@ -85,8 +89,35 @@ def most_at_once(points: list[tuple[Any, int, str]]) -> dict[str, int]:
     return most
 
 
-def test_no_key_ever_runs_more_than_its_limit_under_sigkills(dsn: str, tmp_path: Path) -> None:
+class Reconnecting:
+    """A connection that opens again after the server crashed under it."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: psycopg.Connection[Any] | None = None
+
+    def execute(self, query: str) -> list[tuple[Any, ...]]:
+        while True:
+            try:
+                if self.conn is None or self.conn.closed:
+                    self.conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+                return self.conn.execute(query).fetchall()  # type: ignore[arg-type]  # literal SQL
+            except psycopg.OperationalError:
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+def test_no_key_ever_runs_more_than_its_limit_under_sigkills_and_a_crash(
+    dsn: str, pg_server: Any, tmp_path: Path
+) -> None:
     rng = random.Random(36)
+    crashed: list[float] = []
     create_log_table(dsn)
     procs: list[subprocess.Popen[bytes]] = []
     workers: list[subprocess.Popen[bytes]] = []
@@ -97,14 +128,17 @@ def test_no_key_ever_runs_more_than_its_limit_under_sigkills(dsn: str, tmp_path:
 
     def sampler() -> None:
         nonlocal samples
-        with psycopg.connect(dsn, autocommit=True) as c:
+        c = Reconnecting(dsn)
+        try:
             while not stop.is_set():
                 for key, count in c.execute(
                     "SELECT concurrency_key, count(*) FROM queue_engine.jobs"
                     " WHERE status = 'running' AND concurrency_key IS NOT NULL GROUP BY 1"
-                ).fetchall():
+                ):
                     sampled[key] = max(sampled.get(key, 0), int(count))
                 samples += 1
+        finally:
+            c.close()
 
     watcher = threading.Thread(target=sampler, daemon=True)
     try:
@@ -119,26 +153,37 @@ def test_no_key_ever_runs_more_than_its_limit_under_sigkills(dsn: str, tmp_path:
             total = KEYS * JOBS_PER_KEY + PLAIN_JOBS
             next_kill = time.monotonic() + 0.5
 
+            watch = Reconnecting(dsn)
+
             def done() -> bool:
                 nonlocal next_kill, kills
-                row = conn.execute(
+                row = watch.execute(
                     "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
                     " count(*) FILTER (WHERE status NOT IN ('queued', 'running', 'succeeded'))"
                     " FROM queue_engine.jobs"
-                ).fetchone()
-                assert row is not None and row[1] == 0, f"a job ended otherwise: {row}"
+                )[0]
+                assert row[1] == 0, f"a job ended otherwise: {row}"
                 if row[0] == total:
                     return True
+                if pg_server.embedded is not None and not crashed and row[0] >= total // 3:
+                    # A crash: sessions, transactions and their advisory locks
+                    # vanish at once; running rows (the slots) stay running.
+                    at = time.monotonic()
+                    pg_server.embedded.stop(mode="immediate")
+                    time.sleep(0.5)
+                    pg_server.embedded.start()
+                    crashed.append(time.monotonic() - at)
+                    return False
                 if kills < MAX_KILLS and time.monotonic() >= next_kill:
                     # A worker in the middle of a keyed job: its slot must stay
                     # taken until the orchestrator gives the job back.
                     busy = {
                         int(r[0])
-                        for r in conn.execute(
+                        for r in watch.execute(
                             "SELECT w.pid FROM queue_engine.jobs j JOIN queue_engine.workers w"
                             " ON w.id = j.claimed_by WHERE j.status = 'running'"
                             " AND j.concurrency_key IS NOT NULL"
-                        ).fetchall()
+                        )
                     }
                     victims = [i for i, w in enumerate(workers) if w.pid in busy]
                     if victims:
@@ -152,8 +197,10 @@ def test_no_key_ever_runs_more_than_its_limit_under_sigkills(dsn: str, tmp_path:
                 return False
 
             wait_until(done, timeout=240, interval=0.05, what="every job succeeded")
+            watch.close()
             stop.set()
             watcher.join(30)
+        with psycopg.connect(dsn, autocommit=True) as conn:
             events = conn.execute(
                 "SELECT e.id, CASE WHEN e.to_status = 'running' THEN 1 ELSE -1 END,"
                 " j.concurrency_key FROM queue_engine.job_events e"
@@ -184,7 +231,8 @@ def test_no_key_ever_runs_more_than_its_limit_under_sigkills(dsn: str, tmp_path:
     print(
         f"\nlimits {limits}; most at once: sampled {sampled} ({samples} samples),"
         f" events {by_events}, handlers {by_handlers}; {kills} SIGKILLs,"
-        f" {recovered[0] if recovered else 0} jobs given back"
+        f" {recovered[0] if recovered else 0} jobs given back;",
+        f"Postgres crashed and back in {crashed[0]:.1f} s" if crashed else "no crash (not our server)",
     )
     for key, limit in limits.items():
         assert sampled.get(key, 0) <= limit, (key, sampled, limits)
@@ -193,4 +241,5 @@ def test_no_key_ever_runs_more_than_its_limit_under_sigkills(dsn: str, tmp_path:
     # The limits were reached (the test exercised them), and the kills landed.
     assert any(by_events.get(k, 0) == limit > 1 for k, limit in limits.items()), by_events
     assert kills > 0 and recovered is not None and recovered[0] > 0, (kills, recovered)
+    assert crashed or pg_server.embedded is None
     assert len(runs) >= KEYS * JOBS_PER_KEY

@@ -49,6 +49,13 @@ def _echo_job(job: Job, as_json: bool) -> None:
 @click.option("--lease-ttl", "lease_ttl_s", type=int, help="Lease length, seconds.")
 @click.option("--lock-key", help="At most one running job per lock key, cluster-wide.")
 @click.option(
+    "--concurrency-key",
+    help="At most --concurrency-limit (or the operator's `limits set`) running jobs per key.",
+)
+@click.option(
+    "--concurrency-limit", type=int, help="1-10000: the key's limit as this job states it."
+)
+@click.option(
     "--affinity-key",
     help="Warm state the job wants (e.g. a model name); workers warm for it prefer the job.",
 )
@@ -69,6 +76,8 @@ def enqueue(
     timeout_s: int | None,
     lease_ttl_s: int | None,
     lock_key: str | None,
+    concurrency_key: str | None,
+    concurrency_limit: int | None,
     affinity_key: str | None,
     idempotency_key: str | None,
     dedupe_key: str | None,
@@ -89,6 +98,8 @@ def enqueue(
             timeout_s=timeout_s,
             lease_ttl_s=lease_ttl_s,
             lock_key=lock_key,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
             affinity_key=affinity_key,
             idempotency_key=idempotency_key,
             dedupe_key=dedupe_key,

@@ -279,10 +279,20 @@ def test_bad_options_are_refused_before_anything_is_written(
     assert conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone() == (0,)
 
 
-def test_a_workflow_node_refuses_the_options_it_cannot_carry_yet() -> None:
+def test_workflow_nodes_run_under_their_keys_limit(client: Client, conn: Conn) -> None:
+    """start_workflow writes a node's key and limit; parallel nodes of one key take turns."""
     wf = Workflow("w")
-    with pytest.raises(ValidationError, match="cannot carry concurrency_key yet"):
-        wf.add("a", "t", concurrency_key="k", concurrency_limit=1)
+    for name in ("a", "b", "c"):
+        wf.add(name, "t", queue=Q, concurrency_key="erp", concurrency_limit=1)
+    wf.add("d", "t", queue=Q)
+    client.start_workflow(wf)
+    rows = conn.execute(
+        "SELECT node, concurrency_key, concurrency_limit FROM queue_engine.jobs ORDER BY node"
+    ).fetchall()
+    assert rows == [("a", "erp", 1), ("b", "erp", 1), ("c", "erp", 1), ("d", None, None)]
+    first = claim(conn, limit=10)
+    assert sorted(j.node or "" for j in first) == ["a", "d"]
+    assert claim(conn, limit=10, worker_id="w2") == []
 
 
 def test_a_follow_up_keeps_its_concurrency_key(conn: Conn) -> None:
@@ -315,7 +325,12 @@ def test_a_tasks_declared_key_is_taken_by_every_enqueue_that_gives_none(
         ).fetchall()
     )
     assert rows == {plain.id: "(src:erp,2)", bulk: "(src:erp,2)", own.id: "(other,5)"}
-    with pytest.raises(ValidationError, match="cannot carry concurrency_key yet"):
-        Workflow("w").add("a", "loads.erp")
+    wf = Workflow("w")
+    wf.add("a", "loads.erp")
+    client.start_workflow(wf)
+    node = conn.execute(
+        "SELECT (concurrency_key, concurrency_limit)::text FROM queue_engine.jobs WHERE node = 'a'"
+    ).fetchone()
+    assert node == ("(src:erp,2)",)
     with pytest.raises(ValidationError, match="concurrency_limit needs a concurrency_key"):
         task("loads.bad", concurrency_limit=2)

@@ -83,3 +83,31 @@ def test_the_operations_round_trip(conn: psycopg.Connection[Any]) -> None:
     assert clear_limit(conn, S, "k") is None
     with pytest.raises(ValidationError):
         parse_limit(True)
+
+
+def test_enqueue_takes_the_concurrency_options(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """``queue-ctl enqueue --concurrency-key K --concurrency-limit N``; a bad limit: one line."""
+    job_id = int(
+        ok(
+            queue_ctl(
+                "--dsn",
+                dsn,
+                "enqueue",
+                "t",
+                "--concurrency-key",
+                "src:erp",
+                "--concurrency-limit",
+                "3",
+            )
+        ).strip()
+    )
+    row = conn.execute(
+        "SELECT concurrency_key, concurrency_limit FROM queue_engine.jobs WHERE id = %s",
+        (job_id,),
+    ).fetchone()
+    assert row == ("src:erp", 3)
+    bad = queue_ctl("--dsn", dsn, "enqueue", "t", "--concurrency-limit", "2")
+    assert bad.returncode == 2, bad
+    assert "concurrency_limit needs a concurrency_key" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert conn.execute("SELECT count(*) FROM queue_engine.jobs").fetchone() == (1,)

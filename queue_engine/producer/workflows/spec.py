@@ -147,10 +147,6 @@ class Workflow:
             args = options["args"] = {**(args or {}), refs.SKIP_KEY: skip_if}
         try:
             spec = spec_from_options(task, options, registry.get(task))
-            if spec.concurrency_key is not None:
-                # Given, or declared by the task: start_workflow (migration
-                # 0024) does not write it yet, so refused rather than dropped.
-                raise ValidationError("a workflow node cannot carry concurrency_key yet")
             if isinstance(args, dict) and refs.has_references(args):
                 refs.check(args, [e.node for e in edges])
         except (ValidationError, refs.BadReference) as exc:
@@ -293,6 +289,8 @@ class Workflow:
             "partition_key": spec.partition_key,
             "producer": spec.producer,
             "affinity_key": spec.affinity_key,
+            "concurrency_key": spec.concurrency_key,
+            "concurrency_limit": spec.concurrency_limit,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         if node.after:
