@@ -6,7 +6,7 @@ with the same validation and answers, and the figures of ``queue-ctl stats``
 read scope, setting and clearing the operator scope, as the queue controls
 (``/api/v1/queues/{queue}/rate``). Every change is logged as
 ``web.limit_set`` / ``web.limit_cleared`` with the principal's name
-(:func:`audit`), the same line for the API and the dashboard's form.
+(:func:`audit_set`, :func:`audit_cleared`), the same line for the API and the dashboard's form.
 """
 
 from __future__ import annotations
@@ -37,9 +37,31 @@ Operator = Annotated[Principal, Depends(require_operator)]
 KeyPath = Annotated[Key, Path(description="the concurrency key (1-255 characters, no NUL)")]
 
 
-def audit(principal: Principal, event: str, **fields: Any) -> None:
-    """One log line per limit change: what changed and who changed it (never a secret)."""
-    log_event(log, logging.INFO, event, **fields, by=principal.name, via=principal.via)
+def audit_set(principal: Principal, key: str, max_running: int, previous: int | None) -> None:
+    """The audit line of a limit set: what changed and who changed it (never a secret)."""
+    log_event(
+        log,
+        logging.INFO,
+        "web.limit_set",
+        key=key,
+        max_running=max_running,
+        previous=previous,
+        by=principal.name,
+        via=principal.via,
+    )
+
+
+def audit_cleared(principal: Principal, key: str, previous: int) -> None:
+    """The audit line of a limit cleared."""
+    log_event(
+        log,
+        logging.INFO,
+        "web.limit_cleared",
+        key=key,
+        previous=previous,
+        by=principal.name,
+        via=principal.via,
+    )
 
 
 @router.get("/limits", response_model=LimitsOut)
@@ -67,13 +89,7 @@ def put_limit(
     """At most ``max_running`` jobs of the key run at once from the next claim on (0: none)."""
     with connection(request, principal) as conn:
         result = limits.set_limit(conn, request.app.state.web.schema, key, body.max_running)
-    audit(
-        principal,
-        "web.limit_set",
-        key=key,
-        max_running=result.max_running,
-        previous=result.previous,
-    )
+    audit_set(principal, key, result.max_running, result.previous)
     return {
         "key": result.key,
         "max_running": result.max_running,
@@ -94,7 +110,7 @@ def delete_limit(key: KeyPath, request: Request, principal: Operator) -> dict[st
         removed = limits.clear_limit(conn, request.app.state.web.schema, key)
     if removed is None:
         raise limits.LimitNotFound(key)
-    audit(principal, "web.limit_cleared", key=key, previous=removed)
+    audit_cleared(principal, key, removed)
     return {"key": key, "previous": removed}
 
 
