@@ -128,7 +128,7 @@ def key_flows(
             limit=r["effective_limit"],
             running=int(r["running"]),
             waiting=int(r["waiting"]),
-            waiting_at_least=bool(r["waiting_at_least"]) and int(r["waiting"]) > 0,
+            waiting_at_least=bool(r["waiting_at_least"]),
             set_at=r["set_at"],
         )
         for r in rows

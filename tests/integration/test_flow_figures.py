@@ -62,6 +62,20 @@ def test_waiting_past_the_cap_is_a_lower_bound(conn: psycopg.Connection[Any]) ->
     assert any(r.waiting for r in rows.values())
 
 
+def test_a_deep_plain_queue_does_not_hide_the_waiting_jobs(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Each queue is read up to the cap: a plain backlog sorted first crowds out nothing."""
+    build_scene(conn)
+    conn.execute(
+        f"INSERT INTO {S}.jobs (queue, task) SELECT 'aaa-bulk', 't' FROM generate_series(1, 50)"
+    )
+    rows = {r.key: r for r in flow.key_flows(conn, S, cap=15, limit=100)}
+    assert (rows["src:erp"].waiting, rows["held:key"].waiting) == (5, 2)
+    # aaa-bulk's read stopped at the cap: the keys at their limit say "at least".
+    assert rows["src:erp"].waiting_at_least and not rows["api:partner"].waiting_at_least
+
+
 def test_partitions_deepest_first_with_running(conn: psycopg.Connection[Any]) -> None:
     build_scene(conn)
     rows = flow.top_partitions(conn, S, PARTITION_QUEUE)
