@@ -44,7 +44,9 @@ running AS MATERIALIZED (
     GROUP BY r.key
 ),
 sample AS MATERIALIZED (
-    SELECT q.queue, s.concurrency_key, s.concurrency_limit
+    -- Each queue's first due jobs, folded at once into counts per key and
+    -- job limit (plain jobs: one row per queue, kept for the cap check).
+    SELECT q.queue, s.concurrency_key, s.concurrency_limit, count(*) AS n
     FROM queues q
     CROSS JOIN LATERAL (
         SELECT j.concurrency_key, j.concurrency_limit
@@ -53,10 +55,11 @@ sample AS MATERIALIZED (
         ORDER BY j.queue, j.priority, j.available_at, j.id
         LIMIT %(cap)s::bigint + 1
     ) s
+    GROUP BY q.queue, s.concurrency_key, s.concurrency_limit
 ),
 capped AS MATERIALIZED (
     SELECT count(*) > 0 AS any_capped
-    FROM (SELECT 1 FROM sample GROUP BY queue HAVING count(*) > %(cap)s::bigint) c
+    FROM (SELECT 1 FROM sample GROUP BY queue HAVING sum(n) > %(cap)s::bigint) c
 ),
 keys AS (
     SELECT c.key, c.max_running, c.set_at
@@ -69,7 +72,7 @@ keys AS (
       AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.concurrency_limits c WHERE c.key = r.key)
 ),
 waits AS (
-    SELECT s.concurrency_key AS key, count(*) AS waiting
+    SELECT s.concurrency_key AS key, sum(s.n) AS waiting
     FROM sample s
     JOIN keys k ON k.key = s.concurrency_key
     LEFT JOIN running r ON r.key = s.concurrency_key
