@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from queue_engine.cli.context import CliContext, pass_cli
+from queue_engine.cli.flow_render import waiting_text
 from queue_engine.cli.render import print_json, table
 from queue_engine.operator.limits import check_key, clear_limit, list_limits, parse_limit, set_limit
 
@@ -46,7 +47,7 @@ def set_cmd(cli: CliContext, key: str, n: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
 @pass_cli
 def list_cmd(cli: CliContext, as_json: bool) -> None:
-    """Every limit operators set, with each key's running jobs now."""
+    """Every limit operators set, with each key's running and waiting jobs now."""
     with cli.connect() as conn:
         rows = list_limits(conn, cli.schema)
     if as_json:
@@ -56,12 +57,18 @@ def list_cmd(cli: CliContext, as_json: bool) -> None:
         click.echo("no concurrency limits set (jobs follow their own concurrency_limit)")
         return
     lines = table(
-        ["KEY", "LIMIT", "RUNNING", "SET AT"],
+        ["KEY", "LIMIT", "RUNNING", "WAITING", "SET AT"],
         [
-            [r.key, str(r.max_running), str(r.running), r.set_at.isoformat(timespec="seconds")]
+            [
+                r.key,
+                str(r.max_running),
+                str(r.running),
+                waiting_text(r),
+                "" if r.set_at is None else r.set_at.isoformat(timespec="seconds"),
+            ]
             for r in rows
         ],
-        right={1, 2},
+        right={1, 2, 3},
     )
     click.echo("\n".join(lines))
 

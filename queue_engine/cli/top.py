@@ -22,8 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from queue_engine.cli.flow_render import keys_cells, partitions_cells
 from queue_engine.cli.render import ESTIMATE_NOTE, Row, stats_cells, table, workers_cells
 from queue_engine.operator import stats
+from queue_engine.operator.flow import KeyFlow, PartitionFlow
+
+#: Keys and partitions a ``top`` frame shows (busiest, deepest first).
+TOP_FLOW_ROWS = 5
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,23 @@ WORKER_COLUMNS: Mapping[str, Column] = {
     "HOST CPU%": Column(6, "HCPU%"),
     "HOST MEM": Column(6, "HMEM"),
     "LIVENESS": Column(1, "LIVENESS"),
+}
+
+#: The concurrency keys table: the key, how full it is and what waits on it.
+KEY_COLUMNS: Mapping[str, Column] = {
+    "KEY": Column(0, "KEY"),
+    "RUNNING": Column(0, "RUN"),
+    "LIMIT": Column(0, "LIM"),
+    "WAITING": Column(0, "WAIT"),
+    "STATE": Column(1, "STATE"),
+}
+
+#: The partitions table: where the backlog is.
+PARTITION_COLUMNS: Mapping[str, Column] = {
+    "QUEUE": Column(1, "QUEUE"),
+    "PARTITION": Column(0, "PARTITION"),
+    "QUEUED": Column(0, "QUEUED"),
+    "RUNNING": Column(0, "RUN"),
 }
 
 
@@ -136,10 +158,21 @@ def top_frame(
     now: datetime,
     *,
     width: int,
+    keys: list[KeyFlow] | None = None,
+    partitions: list[PartitionFlow] | None = None,
 ) -> str:
-    """One frame of ``queue-ctl top``: a title line, the queues and the workers, ``width`` wide."""
+    """One frame of ``queue-ctl top``: a title line, the queues, the workers, ``width`` wide.
+
+    Under the workers, when there are any: the busiest concurrency keys and
+    the deepest partitions (:data:`TOP_FLOW_ROWS` of each).
+    """
     queue_table = fit_table(*stats_cells(queues), QUEUE_COLUMNS, width)
     worker_table = fit_table(*workers_cells(workers), WORKER_COLUMNS, width)
+    flow: list[str] = []
+    if keys:
+        flow += ["", *fit_table(*keys_cells(keys), KEY_COLUMNS, width).lines]
+    if partitions:
+        flow += ["", *fit_table(*partitions_cells(partitions), PARTITION_COLUMNS, width).lines]
     note = (
         textwrap.wrap(ESTIMATE_NOTE, width)
         if any(q.estimated or q.at_least for q in queues)
@@ -154,5 +187,6 @@ def top_frame(
             *note,
             "",
             *worker_table.lines,
+            *flow,
         ]
     )

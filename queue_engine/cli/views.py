@@ -22,9 +22,10 @@ import click
 
 from queue_engine.cli import render
 from queue_engine.cli.context import CliContext, pass_cli
+from queue_engine.cli.flow_render import flow_lines
 from queue_engine.cli.render import print_json
-from queue_engine.cli.top import top_frame
-from queue_engine.operator import stats
+from queue_engine.cli.top import TOP_FLOW_ROWS, top_frame
+from queue_engine.operator import flow, stats
 from queue_engine.producer.client import Client
 
 #: ``top``'s width when there is no terminal to ask: wide enough for every column.
@@ -32,20 +33,35 @@ UNSIZED_WIDTH = 200
 
 
 @click.command(name="stats")
-@click.option("--queue", "-q", help="Only this queue.")
+@click.option("--queue", "-q", help="Only this queue (and only its partitions).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @pass_cli
 def stats_cmd(cli: CliContext, queue: str | None, as_json: bool) -> None:
-    """Per-queue depth, throughput, wait/run times, workers and a replicas suggestion."""
+    """Per-queue depth, throughput, wait/run times, workers and a replicas suggestion.
+
+    Under the queues: the busiest concurrency keys (running, limit, jobs
+    waiting on the limit) and the deepest partitions, ten of each.
+    """
     cap = stats.exact_cap()
     with cli.connect() as conn:
         rows = stats.queue_stats(conn, cli.schema, queue=queue, cap=cap)
+        keys = flow.key_flows(conn, cli.schema, cap=cap)
+        parts = flow.partitions_of(conn, cli.schema, [q.queue for q in rows], cap=cap)
     if as_json:
-        print_json(render.stats_document(rows, cap))
+        print_json(
+            {
+                **render.stats_document(rows, cap),
+                "concurrency_keys": [k.to_dict() for k in keys],
+                "partitions": [p.to_dict() for p in parts],
+            }
+        )
         return
     click.echo("\n".join(render.stats_lines(rows)))
     if not rows:
         click.echo("(no queues with jobs or workers)")
+    lines = flow_lines(keys, parts)
+    if lines:
+        click.echo("\n".join(lines))
 
 
 @click.command(name="workers")
@@ -83,12 +99,15 @@ def show_cmd(cli: CliContext, job_id: int, as_json: bool) -> None:
 
 def snapshot(conn: Any, schema: str, *, width: int) -> str:
     """One frame of ``top``, fresh from the database, ``width`` columns wide."""
+    queues = stats.queue_stats(conn, schema)
     return top_frame(
-        stats.queue_stats(conn, schema),
+        queues,
         stats.workers(conn, schema),
         schema,
         datetime.now(UTC),
         width=width,
+        keys=flow.key_flows(conn, schema, limit=TOP_FLOW_ROWS),
+        partitions=flow.partitions_of(conn, schema, [q.queue for q in queues], limit=TOP_FLOW_ROWS),
     )
 
 

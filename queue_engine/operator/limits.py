@@ -12,14 +12,14 @@ NOTIFY; jobs already running go on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
-from queue_engine.foundation.errors import ValidationError
+from queue_engine.foundation.errors import QueueEngineError, ValidationError
+from queue_engine.operator.flow import MAX_ROWS, KeyFlow, key_flows
 from queue_engine.producer.validation import MAX_KEY_LENGTH, check_concurrency_key
 
 #: The limits an operator may set: 0 holds the key (none of its jobs starts).
@@ -34,24 +34,6 @@ class LimitSet:
     max_running: int
     previous: int | None
     running: int
-
-
-@dataclass(frozen=True, slots=True)
-class KeyLimit:
-    """One operator's limit, with the key's running jobs when it was read."""
-
-    key: str
-    max_running: int
-    running: int
-    set_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "max_running": self.max_running,
-            "running": self.running,
-            "set_at": self.set_at.isoformat(),
-        }
 
 
 def parse_limit(value: str | int) -> int:
@@ -87,6 +69,14 @@ def set_limit(conn: psycopg.Connection[Any], schema: str, key: str, limit: str |
     return LimitSet(key, value, row[0], int(row[1]))
 
 
+class LimitNotFound(QueueEngineError, LookupError):
+    """The key has no operator's limit (nothing to clear or show)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"no limit is set for concurrency key {key!r}")
+        self.key = key
+
+
 def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | None:
     """Remove the operator's limit of ``key``; return it (None: the key had none)."""
     key = check_key(key)
@@ -95,8 +85,19 @@ def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | N
     return None if row is None else int(row[0])
 
 
-def list_limits(conn: psycopg.Connection[Any], schema: str) -> list[KeyLimit]:
-    """Every operator's limit, by key, with the key's running jobs now."""
-    with schema_errors(schema):
-        rows = conn.execute(queries.query("limits_list", schema)).fetchall()
-    return [KeyLimit(r[0], int(r[1]), int(r[2]), r[3]) for r in rows]
+def list_limits(
+    conn: psycopg.Connection[Any], schema: str, *, key: str | None = None
+) -> list[KeyFlow]:
+    """The operators' limits (or ``key``'s), by key, with running and waiting jobs now.
+
+    Bounded like every flow figure (:mod:`queue_engine.operator.flow`): at
+    most :data:`~queue_engine.operator.flow.MAX_ROWS` keys.
+    """
+    return key_flows(
+        conn,
+        schema,
+        key=None if key is None else check_key(key),
+        with_running=False,
+        busiest=False,
+        limit=MAX_ROWS,
+    )

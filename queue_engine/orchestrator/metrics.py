@@ -11,7 +11,9 @@ Three kinds of figures:
 - *Queue state*, read from the database on each scrape by :class:`QueueCollector`
   with four cheap statements (``sql/stats_queues.sql``, the same figures as
   ``queue-ctl stats``; ``sql/metrics_workers.sql``; ``sql/metrics_durations.sql``;
-  ``sql/metrics_telemetry.sql``). Nothing is cached between scrapes, so every
+  ``sql/metrics_telemetry.sql``), and the flow-control gauges of
+  :mod:`~queue_engine.orchestrator.flow_metrics` (per-key limits, per-partition
+  depth: a bounded statement each). Nothing is cached between scrapes, so every
   orchestrator (leader or standby) reports the same numbers and a restart
   loses nothing. Rolling-window figures are gauges; the run-time distribution is
   a gauge histogram over the last 15 minutes.
@@ -49,6 +51,7 @@ from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import LazyConnection, first_line
 from queue_engine.foundation.errors import ConfigError
 from queue_engine.operator import stats
+from queue_engine.orchestrator.flow_metrics import flow_families
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -337,6 +340,7 @@ class QueueCollector:
                 rate.add_metric([q.queue], q.rate_limit)
         yield from (depth, oldest, finished, throughput, wait, workers_q, replicas, paused)
         yield from (scale, rate, inexact)
+        yield from flow_families(conn, self.schema, [q.queue for q in rows])
 
         workers = GaugeMetricFamily(
             f"{PREFIX}_workers",

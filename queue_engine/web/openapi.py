@@ -157,7 +157,8 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
     for route in api_routes(app):
         scope = required_scope(route)
         for method in route.methods or ():
-            operation = doc["paths"].get(route.path, {}).get(method.lower())
+            # path_format: the document's path ("{key}" for a "{key:path}" route).
+            operation = doc["paths"].get(route.path_format, {}).get(method.lower())
             if operation is None:
                 continue
             operation["x-required-scope"] = scope or "none"

@@ -20,6 +20,7 @@ the database refuses a value           422     ``invalid-value``: a check the AP
 :class:`JobNotFound`, no schedule      404
 :class:`WorkflowNotFound` (or node)    404
 :class:`NoLiveWorker`                  404     a park/stop that names no live worker
+:class:`LimitNotFound`                 404     a concurrency key with no operator's limit
 :class:`InvalidTransition`, exists     409     the job's status does not allow it
 :class:`~queue_engine.web.auth.Unauthorized`  401  with ``WWW-Authenticate``
 :class:`~queue_engine.web.auth.Forbidden`     403
@@ -62,6 +63,7 @@ from queue_engine.foundation.errors import (
 )
 from queue_engine.foundation.logs import log_event
 from queue_engine.operator.controls import NoLiveWorker
+from queue_engine.operator.limits import LimitNotFound
 from queue_engine.scheduler.store import ScheduleExists, ScheduleNotFound
 from queue_engine.web.auth import REALM, Forbidden, Unauthorized
 
@@ -329,7 +331,9 @@ def for_error(exc: Exception) -> JSONResponse | None:
         return problem(422, str(exc), kind="validation")
     if isinstance(exc, UnsupportedMediaType):
         return problem(415, str(exc))
-    if isinstance(exc, JobNotFound | WorkflowNotFound | ScheduleNotFound | NoLiveWorker):
+    if isinstance(
+        exc, JobNotFound | WorkflowNotFound | ScheduleNotFound | NoLiveWorker | LimitNotFound
+    ):
         return problem(404, str(exc))
     if isinstance(exc, InvalidTransition | ScheduleExists):
         return problem(409, str(exc))

@@ -125,6 +125,7 @@ def test_every_page_at_a_laptops_screen_with_realistic_data(
         ("workflow", f"/workflows/{scene.workflow}", "dag", "dashboard-workflow"),
         ("workflow-wide", f"/workflows/{scene.wide}", "dag", None),
         ("queues", "/queues", "queues-table", None),
+        ("limits", "/limits", "limits-table", None),
         ("workers", "/workers", "workers-table", None),
         ("schedules", "/schedules", "schedules-table", "dashboard-schedules"),
         ("not-found", "/jobs/999999", "not-found", None),

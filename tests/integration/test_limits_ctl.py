@@ -39,7 +39,7 @@ def test_set_list_clear_as_an_operator_runs_them(dsn: str, conn: psycopg.Connect
     ok(queue_ctl("--dsn", dsn, "limits", "set", "api", "10"))
     assert limits_rows(conn) == [("api", 10), ("src:erp", 0)]
     listed = ok(queue_ctl("--dsn", dsn, "limits", "list")).splitlines()
-    assert listed[0].split() == ["KEY", "LIMIT", "RUNNING", "SET", "AT"]
+    assert listed[0].split() == ["KEY", "LIMIT", "RUNNING", "WAITING", "SET", "AT"]
     assert [line.split()[:3] for line in listed[1:]] == [["api", "10", "0"], ["src:erp", "0", "1"]]
     as_json = json.loads(ok(queue_ctl("--dsn", dsn, "limits", "list", "--json")))
     assert [(r["key"], r["max_running"], r["running"]) for r in as_json] == [

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.flow import PARTITION_QUEUE, PARTITIONS, build_scene
 
-from queue_engine.orchestrator import metrics
+from queue_engine.orchestrator import flow_metrics, metrics
 
 SCHEMA = "queue_engine"
 
@@ -330,3 +331,57 @@ def test_metrics_mark_figures_above_the_stats_cap(server, workload, monkeypatch)
     assert "delayed" not in flagged  # 1 delayed job: still exact
     assert flagged["out_15m"] == "estimate"  # the newest finished job only, extrapolated
     assert got[("queue_engine_job_duration_seconds_gcount", (("queue", "m"),))] == 1
+
+
+# -- flow control: per-key limits and partitions -------------------------------------
+
+
+def scrape(server: metrics.MetricsServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    code, text = get(f"http://127.0.0.1:{server.port}/metrics")
+    assert code == 200
+    return samples(text)
+
+
+def of(got: dict[Any, float], name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: value for (n, labels), value in got.items() if n == name}
+
+
+def test_flow_gauges_of_keys_with_a_limit_and_partitions(server: Any, conn: Any) -> None:
+    build_scene(conn)
+    got = scrape(server)
+    key = lambda k: (("key", k),)  # noqa: E731
+    # Only keys with an operator's limit: report:daily (the jobs' own limit) is no series.
+    assert of(got, "queue_engine_concurrency_running") == {
+        key("src:erp"): 3,
+        key("api:partner"): 2,
+        key("held:key"): 0,
+    }
+    assert of(got, "queue_engine_concurrency_limit") == {
+        key("src:erp"): 3,
+        key("api:partner"): 10,
+        key("held:key"): 0,
+    }
+    assert of(got, "queue_engine_concurrency_waiting") == {
+        key("src:erp"): 5,
+        key("api:partner"): 0,
+        key("held:key"): 2,
+    }
+    assert of(got, "queue_engine_partition_queued") == {
+        (("partition", k), ("queue", PARTITION_QUEUE)): q for k, (q, _) in PARTITIONS.items()
+    }
+
+
+def test_flow_gauge_labels_are_bounded(server: Any, conn: Any) -> None:
+    conn.execute(
+        "INSERT INTO queue_engine.concurrency_limits (key, max_running)"
+        " SELECT 'k' || i, 1 FROM generate_series(1, %s) i",
+        (flow_metrics.MAX_KEYS + 20,),
+    )
+    conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task, partition_key)"
+        " SELECT 'wide', 't', 'p' || i FROM generate_series(1, %s) i",
+        (flow_metrics.MAX_PARTITIONS + 30,),
+    )
+    got = scrape(server)
+    assert len(of(got, "queue_engine_concurrency_limit")) == flow_metrics.MAX_KEYS
+    assert len(of(got, "queue_engine_partition_queued")) == flow_metrics.MAX_PARTITIONS

@@ -5,7 +5,16 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
-from queue_engine.web.api import bulk, fleet, health, jobs, problems_page, schedules, workflows
+from queue_engine.web.api import (
+    bulk,
+    fleet,
+    health,
+    jobs,
+    limits,
+    problems_page,
+    schedules,
+    workflows,
+)
 
 #: The API's routers, in matching order (bulk before jobs: its fixed paths must
 #: win over the jobs routes' patterns). Their routes carry full paths.
@@ -14,6 +23,7 @@ ROUTERS = (
     bulk.router,
     jobs.router,
     fleet.router,
+    limits.router,
     schedules.router,
     workflows.router,
 )

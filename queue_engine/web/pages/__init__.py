@@ -5,7 +5,8 @@
 the stylesheet, a little plain JS), the Jinja2 environment, the one shared
 :class:`~queue_engine.web.live.Aggregator` of the process (started with the
 app, stopped with it), the sign-in page (and the browser's 401, :mod:`.login`),
-the pages (:mod:`.views`) and the actions (:mod:`.actions`).
+the pages (:mod:`.views`), the actions (:mod:`.actions`) and the Limits
+page with its forms (:mod:`.limits`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 from queue_engine.foundation.db import connect
 from queue_engine.web import live
-from queue_engine.web.pages import actions, login, views, workflows
+from queue_engine.web.pages import actions, limits, login, views, workflows
 from queue_engine.web.pages.render import environment
 from queue_engine.web.state import WebState
 
@@ -56,6 +57,7 @@ def mount_pages(app: FastAPI) -> None:
     app.include_router(views.router)
     app.include_router(workflows.router)
     app.include_router(actions.router)
+    app.include_router(limits.router)
 
     inner = app.router.lifespan_context
 

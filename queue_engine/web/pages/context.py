@@ -32,6 +32,7 @@ NAV = (
     ("jobs", "Jobs", "/jobs"),
     ("workflows", "Workflows", "/workflows"),
     ("queues", "Queues", "/queues"),
+    ("limits", "Limits", "/limits"),
     ("workers", "Workers", "/workers"),
     ("schedules", "Schedules", "/schedules"),
 )

@@ -17,7 +17,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
-from queue_engine.operator import stats
+from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator import flow, stats
 from queue_engine.scheduler import store as schedule_store
 from queue_engine.web.pages import reads
 from queue_engine.web.pages.context import Page, PageContext
@@ -171,9 +172,33 @@ def _not_found(ctx: PageContext, job_id: int) -> HTMLResponse:
 
 
 @router.get("/queues", response_class=HTMLResponse)
-def queues(ctx: Page) -> HTMLResponse:
-    """Every queue with its controls."""
-    return _html(ctx, "queues.html", nav="queues", title="Queues")
+def queues(request: Request, ctx: Page) -> HTMLResponse:
+    """Every queue with its controls, and one queue's top partitions (``?partitions=Q``).
+
+    The panel shows one queue per view (by default the one with most queued
+    jobs), so a page view costs one bounded read (:func:`flow.top_partitions`),
+    however many queues there are.
+    """
+    names = [q.queue for q in sorted(ctx.snapshot.queues, key=lambda q: -q.queued)]
+    chosen = request.query_params.get("partitions") or (names[0] if names else None)
+    parts: list[flow.PartitionFlow] = []
+    refused = None
+    if chosen is not None:
+        try:
+            with ctx.connection() as conn:
+                parts = flow.top_partitions(conn, ctx.schema, chosen)
+        except ValidationError as exc:
+            refused, chosen = str(exc), None
+    return _html(
+        ctx,
+        "queues.html",
+        nav="queues",
+        title="Queues",
+        partitions=parts,
+        partitions_queue=chosen,
+        partitions_refused=refused,
+        queue_names=sorted(names),
+    )
 
 
 @router.get("/fragments/queues", response_class=HTMLResponse)

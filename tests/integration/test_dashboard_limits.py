@@ -1,0 +1,95 @@
+"""The dashboard's Limits page and its forms, against a real Postgres (no browser).
+
+The page lists the flow scene's keys to anyone with the read scope and the
+forms only to operators; a form post sets or clears a limit like the API
+(row written, banner, audit line with the login's name); a read login, a
+cross-site post and bad input change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+import pytest
+from support.flow import build_scene
+from support.web import basic, web_client
+
+ADA = basic("ada", "ada-password-42")  # operator
+REX = basic("rex", "rex-password-42")  # read-only
+
+
+def limits(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    return dict(
+        conn.execute("SELECT key, max_running FROM queue_engine.concurrency_limits").fetchall()
+    )
+
+
+def test_page_lists_keys_and_shows_forms_to_operators_only(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    build_scene(conn)
+    with web_client(dsn) as web:
+        page = web.get("/limits", headers=REX)
+        assert page.status_code == 200
+        for key in ("src:erp", "api:partner", "held:key", "report:daily"):
+            assert f'data-key="{key}"' in page.text
+        assert 'href="/limits"' in page.text  # the nav link
+        assert "limit-form" not in page.text and "/actions/limits" not in page.text
+        assert 'id="limit-form"' in web.get("/limits", headers=ADA).text
+
+
+def test_forms_set_and_clear_with_an_audit_line(
+    dsn: str, conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with web_client(dsn) as web, caplog.at_level(logging.INFO, logger="queue_engine.web"):
+        forged = web.post(
+            "/actions/limits/set",
+            headers=ADA | {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+            data={"key": "k/1", "max_running": "2"},
+        )
+        assert forged.status_code == 403
+        refused = web.post(
+            "/actions/limits/set", headers=REX, data={"key": "k/1", "max_running": "2"}
+        )
+        assert refused.status_code == 403
+        assert limits(conn) == {}
+        done = web.post(
+            "/actions/limits/set",
+            headers=ADA,
+            data={"key": "k/1", "max_running": "2"},
+            follow_redirects=False,
+        )
+        assert done.status_code == 303 and done.headers["location"].startswith("/limits?done=")
+        assert limits(conn) == {"k/1": 2}
+        for data in ({"key": "k/1", "max_running": "-1"}, {"key": "", "max_running": "1"}):
+            bad = web.post("/actions/limits/set", headers=ADA, data=data, follow_redirects=False)
+            assert "failed=" in bad.headers["location"]
+        unknown = web.post(
+            "/actions/limits/clear", headers=ADA, data={"key": "nobody"}, follow_redirects=False
+        )
+        assert "failed=no+limit+is+set" in unknown.headers["location"]
+        cleared = web.post(
+            "/actions/limits/clear", headers=ADA, data={"key": "k/1"}, follow_redirects=False
+        )
+        assert "done=" in cleared.headers["location"]
+    assert limits(conn) == {}
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("web.limit")]
+    assert lines == [
+        "web.limit_set key=k/1 max_running=2 previous=None by=ada via=password",
+        "web.limit_cleared key=k/1 previous=2 by=ada via=password",
+    ]
+
+
+def test_queues_page_shows_top_partitions_of_the_queue_asked(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    build_scene(conn)
+    with web_client(dsn) as web:
+        page = web.get("/queues?partitions=ingest", headers=REX).text
+        assert page.index('data-partition="tenant-a"') < page.index('data-partition="tenant-c"')
+        none = web.get("/queues?partitions=etl", headers=REX).text
+        assert "No job of this queue carries a partition key." in none
+        bad = web.get("/queues?partitions=bad%20name", headers=REX)
+        assert bad.status_code == 200 and "invalid queue name" in bad.text
