@@ -114,6 +114,7 @@ BEGIN
 END;
 $$;
 
+DROP FUNCTION __SCHEMA__.fair_tag_of(text, smallint, text);
 DROP TABLE __SCHEMA__.partition_weights;
 DROP INDEX __SCHEMA__.jobs_partition_tag_idx;
 DROP INDEX __SCHEMA__.jobs_claimable_idx;

@@ -30,7 +30,10 @@
 --   available_at, id) WHERE status = 'queued'.
 -- - jobs_partition_tag_idx: a partition's queued jobs by tag (its latest tag
 --   for the trigger; its depth for `queue-ctl partitions list`). Partial on
---   fair_tag IS NOT NULL: plain jobs have no entry.
+--   partition_key IS NOT NULL: plain jobs have no entry. (Not on fair_tag IS
+--   NOT NULL: the trigger's probe of the queue's fair clock would match that
+--   predicate, and the planner took this index, skipping over partitions and
+--   sorting all of their jobs, instead of jobs_claimable_idx's first entry.)
 -- - partition_weights: the weights operators set (`queue-ctl partitions
 --   weight`). A weight applies to jobs enqueued after it is set.
 -- - jobs_row_rules(): 0028's with the tag and, for §1's two columns, the row
@@ -56,7 +59,7 @@ CREATE INDEX jobs_claimable_idx
     WHERE status = 'queued';
 CREATE INDEX jobs_partition_tag_idx
     ON __SCHEMA__.jobs (queue, partition_key, priority, fair_tag)
-    WHERE status = 'queued' AND fair_tag IS NOT NULL;
+    WHERE status = 'queued' AND partition_key IS NOT NULL;
 
 CREATE TABLE __SCHEMA__.partition_weights (
     queue         text        NOT NULL,
@@ -72,6 +75,47 @@ CREATE TABLE __SCHEMA__.partition_weights (
 COMMENT ON TABLE __SCHEMA__.partition_weights IS
     'Fair-share weights of partitions (tenants) per queue, set by operators; a partition '
     'without a row has weight 1. Applies to jobs enqueued after it is set (migration 0032).';
+
+-- The fair tag of a job of p_partition inserted now into p_queue at
+-- p_priority: max(V, last + 1/weight) (the header above). Two index probes
+-- and a primary-key probe.
+--
+-- A function of its own, with enable_seqscan off, because plpgsql keeps a
+-- generic plan of each query after a few runs: made while jobs looked empty
+-- (a fresh database; the first rows of a bulk enqueue), it scanned all of
+-- jobs for each probe, and a bulk enqueue of one partition became quadratic
+-- (20,000 jobs in 93 s). The setting costs a save and restore of one GUC per
+-- call, paid only by partitioned rows. VOLATILE (the default), so each query
+-- takes a new snapshot and sees the rows that the calling INSERT (or COPY)
+-- wrote before this one: a bulk enqueue of one partition gets tags one turn
+-- apart, not all the same tag.
+CREATE FUNCTION __SCHEMA__.fair_tag_of(p_queue text, p_priority smallint, p_partition text)
+RETURNS float8
+LANGUAGE plpgsql
+VOLATILE
+SET enable_seqscan = off
+AS $$
+BEGIN
+    -- One query (three probes): each query of a plpgsql function costs a
+    -- snapshot and an executor start of its own.
+    RETURN greatest(
+        coalesce((SELECT h.fair_tag FROM __SCHEMA__.jobs h
+                  WHERE h.queue = p_queue AND h.priority = p_priority
+                    AND h.status = 'queued' AND h.fair_tag IS NOT NULL
+                    AND h.available_at <= now()
+                  -- NULLS FIRST: the order of jobs_claimable_idx, so the
+                  -- probe reads its first entry past the plain jobs (ASC
+                  -- alone means NULLS LAST, and the plan sorted every due
+                  -- partitioned job of the priority instead).
+                  ORDER BY h.fair_tag NULLS FIRST LIMIT 1), 0),
+        (SELECT t.fair_tag FROM __SCHEMA__.jobs t
+         WHERE t.queue = p_queue AND t.partition_key = p_partition AND t.priority = p_priority
+           AND t.status = 'queued' AND t.fair_tag IS NOT NULL
+         ORDER BY t.fair_tag DESC LIMIT 1)
+        + 1.0 / coalesce((SELECT w.weight FROM __SCHEMA__.partition_weights w
+                          WHERE w.queue = p_queue AND w.partition_key = p_partition), 1.0));
+END;
+$$;
 
 -- The row rules: 0028's, but for the blocks marked 0032 (the fair tag, and
 -- the checks of concurrency_key and concurrency_limit, which 0031 left to the
@@ -143,31 +187,15 @@ BEGIN
             -- queueing): one turn of 1/weight after its partition's last
             -- queued job, but never before the queue's fair clock at its
             -- priority (the smallest tag of its due partitioned jobs), so a
-            -- partition that joins or comes back takes the next turn. Two
-            -- index probes and a primary-key probe, only for a row inserted
-            -- with a partition key; this function is VOLATILE, so the rows a
-            -- multi-row INSERT (or COPY) wrote before this one are seen, and
-            -- a bulk enqueue of one partition gets tags one turn apart. A job
+            -- partition that joins or comes back takes the next turn
+            -- (fair_tag_of, above). Only for a row inserted with a partition
+            -- key: a plain row never gets here (its partition_key IS NULL in
+            -- the first test above). A job
             -- going back to queued (retry, snooze, requeue, a node released)
             -- keeps its tag: this trigger does not run on status changes.
             IF NEW.partition_key IS NOT NULL AND TG_OP = 'INSERT' AND NEW.fair_tag IS NULL
                AND NEW.status IN ('queued', 'waiting') THEN
-                SELECT greatest(v.tag, l.tag + 1.0 / coalesce(w.weight, 1.0))
-                INTO NEW.fair_tag
-                FROM (SELECT coalesce((
-                          SELECT h.fair_tag FROM __SCHEMA__.jobs h
-                          WHERE h.queue = NEW.queue AND h.priority = NEW.priority
-                            AND h.status = 'queued' AND h.fair_tag IS NOT NULL
-                            AND h.available_at <= now()
-                          ORDER BY h.fair_tag LIMIT 1), 0) AS tag) v
-                CROSS JOIN (SELECT (
-                          SELECT t.fair_tag FROM __SCHEMA__.jobs t
-                          WHERE t.queue = NEW.queue AND t.partition_key = NEW.partition_key
-                            AND t.priority = NEW.priority
-                            AND t.status = 'queued' AND t.fair_tag IS NOT NULL
-                          ORDER BY t.fair_tag DESC LIMIT 1) AS tag) l
-                LEFT JOIN __SCHEMA__.partition_weights w
-                       ON w.queue = NEW.queue AND w.partition_key = NEW.partition_key;
+                NEW.fair_tag := __SCHEMA__.fair_tag_of(NEW.queue, NEW.priority, NEW.partition_key);
             END IF;
             RETURN NEW;
         END IF;

@@ -15,8 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.plans import plan_nodes
 
 from queue_engine import Client
+from queue_engine.foundation.sql import compiler
 from queue_engine.worker import outcomes as oc
 from queue_engine.worker import store
 
@@ -99,7 +101,9 @@ def test_plain_jobs_keep_fifo_and_go_first_in_their_priority(conn: Conn) -> None
     assert drain(conn) == urgent + plain + tenant
 
 
-def test_a_bulk_enqueue_of_one_partition_interleaves_with_another(client: Client, conn: Conn) -> None:
+def test_a_bulk_enqueue_of_one_partition_interleaves_with_another(
+    client: Client, conn: Conn
+) -> None:
     noisy = client.enqueue_many(
         [{"task": "t", "queue": Q, "partition_key": "noisy"} for _ in range(50)]
     )
@@ -163,3 +167,50 @@ def test_the_row_rules_check_the_concurrency_columns(
     with pytest.raises(psycopg.errors.CheckViolation) as update:
         conn.execute(f"UPDATE queue_engine.jobs SET {column} = %s WHERE id = %s", (value, ok[0]))
     assert update.value.diag.constraint_name == constraint
+
+
+@pytest.mark.parametrize("claim_limit", [1, 10], ids=["one-job", "batch"])
+@pytest.mark.parametrize("partition", [None, "tenant"], ids=["plain", "partitioned"])
+def test_the_generic_claim_plan_walks_the_index_in_order(
+    dsn: str, claim_limit: int, partition: str | None
+) -> None:
+    """The worker's prepared (generic) claim reads the due jobs in the order of
+    jobs_claimable_idx: an index scan under the LIMIT, no sort of the backlog."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        store.configure_session(conn, synchronous_commit="on")
+        add(conn, 2000, partition)
+        conn.execute("ANALYZE queue_engine.jobs")
+        for _ in range(6):  # prepared after a few runs, as the worker's are
+            got = store.finish_and_claim(
+                conn, S, worker_id="w1", queue=Q, claim_limit=claim_limit
+            ).claimed
+            assert len(got) == claim_limit
+        variant = store.worker_tags(0, claim_limit)
+        text = compiler.raw_statement("finish_and_claim_jobs", S, variant)
+        found = conn.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement = %s", [text.text]
+        ).fetchone()
+        assert found is not None
+        params = store.statement_params(
+            S,
+            worker_id="w1",
+            queue=Q,
+            outcomes=[],
+            claim_limit=claim_limit,
+            lease_ttl_s=60,
+            gate=store.ClaimGate(host="h"),
+        )
+        values = [params[name] for name in text.names]
+        marks = ", ".join(["%s"] * len(values))
+        row = (
+            psycopg.ClientCursor(conn)
+            .execute(f"EXPLAIN (FORMAT JSON) EXECUTE {found[0]}({marks})", values)
+            .fetchone()
+        )
+        assert row is not None
+    nodes = list(plan_nodes(row[0][0]["Plan"]))
+    candidate = next(n for n in nodes if n.get("Subplan Name") == "CTE candidate")
+    under = list(plan_nodes(candidate))
+    assert not [n for n in under if n["Node Type"] in ("Sort", "Incremental Sort")], candidate
+    scans = [n for n in under if n.get("Relation Name") == "jobs" and "Index Name" in n]
+    assert scans[0]["Index Name"] == "jobs_claimable_idx", candidate
