@@ -19,10 +19,11 @@ milliseconds), prefetch 1. In order:
    they stay queued in a queue no worker serves, deleted after;
 2. (a) idle: the workers run on an empty queue ``bench``; the small tenant
    (partition ``small``) enqueues its 10 jobs, in one call (``burst``) and,
-   after they ran, one every ``--gap-ms`` (``paced``);
+   after they ran, one every ``--gap-ms`` (``paced``), once 20 plain
+   warm-up jobs have run (the workers are up);
 3. (b) noisy: the same ``--noisy`` jobs of partition ``noisy`` are enqueued
-   into ``bench`` (workers stopped), the workers start and run for
-   ``--settle`` seconds, then the small tenant enqueues its 10 jobs again
+   into ``bench`` (workers stopped), the workers start, run the warm-up
+   jobs and then the noisy ones for ``--settle`` seconds, then the small tenant enqueues its 10 jobs again
    (burst, then paced) while the noisy backlog is queued.
 
 A job's wait is ``started_at - created_at`` (created_at is the enqueuing
@@ -91,9 +92,15 @@ def small_tenant(client: Client, conn: Conn, ms: float, gap_ms: float | None) ->
     else:
         ids = []
         for _ in range(SMALL):
-            ids.append(client.enqueue(**job))
+            ids.append(client.enqueue(**job).id)
             time.sleep(gap_ms / 1000)
     return pct(waits_ms(conn, ids), 95)
+
+
+def warm_up(client: Client, conn: Conn, ms: float) -> None:
+    """Wait until the workers run jobs: 20 plain jobs (they go first), all started."""
+    ids = client.enqueue_many([{"task": "sleep", "queue": QUEUE, "args": {"ms": ms}}] * 20)
+    waits_ms(conn, ids)
 
 
 def queued(conn: Conn, queue: str) -> int:
