@@ -190,9 +190,9 @@ BEGIN
             -- partition that joins or comes back takes the next turn
             -- (fair_tag_of, above). Only for a row inserted with a partition
             -- key: a plain row never gets here (its partition_key IS NULL in
-            -- the first test above). A job
-            -- going back to queued (retry, snooze, requeue, a node released)
-            -- keeps its tag: this trigger does not run on status changes.
+            -- the first test above). A job going back to queued (retry,
+            -- snooze, requeue, a node released) keeps its tag: this trigger
+            -- does not run on status changes.
             IF NEW.partition_key IS NOT NULL AND TG_OP = 'INSERT' AND NEW.fair_tag IS NULL
                AND NEW.status IN ('queued', 'waiting') THEN
                 NEW.fair_tag := __SCHEMA__.fair_tag_of(NEW.queue, NEW.priority, NEW.partition_key);
