@@ -21,6 +21,16 @@ tags); older schemas by their migrations' down SQL: the row rules as a CHECK
 every status change (before 0011); the statement without its ``claim_events``
 insert (no 'claimed' event row).
 
+``--base-sql FILE --base-downs N[,N]``: one more variant, another build's
+``finish_and_claim_jobs.sql`` on this schema without migrations N (their
+down SQL, newest first): the build before a migration that changed the claim,
+e.g. ``--base-downs 32`` with the statement of the build before 0032.
+
+``--enqueue``: the single plain enqueue (``enqueue_plain.sql``, each EXECUTE
+its own transaction) on this schema, on the schema without 0032 (the row
+rules' fair-tag branch and the claim index's extra column), and with a
+partition key (what the fair tag costs a partitioned job).
+
 ``--idle``: the claim an idle worker sends when woken (nothing to finish,
 ``claimonly`` + ``oneclaim``; each EXECUTE claims one job), with one part
 knocked out at a time, and a bare ``UPDATE ... SKIP LOCKED`` of ``jobs``:
@@ -46,11 +56,14 @@ from lib.statements import (
     without_claim_event,
 )
 
+from queue_engine.foundation import sql as queries
 from queue_engine.foundation.sql import compiler
 from queue_engine.worker import store
 
 
-def variants(prefetch: int = 1) -> dict[str, tuple[compiler.RawStatement, str]]:
+def variants(
+    prefetch: int = 1, base_sql: str = "", base_downs: tuple[int, ...] = ()
+) -> dict[str, tuple[compiler.RawStatement, str]]:
     """Label -> (statement, DDL applied to its data folder first).
 
     "this build" is the statement a worker with this ``prefetch`` sends at
@@ -59,7 +72,15 @@ def variants(prefetch: int = 1) -> dict[str, tuple[compiler.RawStatement, str]]:
     worker sent before they existed.
     """
     worker = statement(store.worker_tags(prefetch, prefetch))
+    base: dict[str, tuple[compiler.RawStatement, str]] = {}
+    if base_sql:
+        label = f"--base-sql without {', '.join(f'{v:04d}' for v in base_downs)}"
+        base[label] = (
+            statement(store.worker_tags(prefetch, prefetch), base_sql),
+            downs(*base_downs),
+        )
     return {
+        **base,
         "this build": (worker, ""),
         "batch form (no one-job tags)": (statement(("cold",)), ""),
         "rules as a CHECK on every row written (before 0017)": (worker, downs(17)),
@@ -102,6 +123,34 @@ def idle_variants() -> dict[str, tuple[compiler.RawStatement, str]]:
     }
 
 
+def enqueue_variants() -> dict[str, tuple[compiler.RawStatement, str]]:
+    """The single plain enqueue: label -> (statement, DDL)."""
+    plain = compiler.compile_statement(
+        queries.query("enqueue_plain", "queue_engine"), "enqueue_plain.sql"
+    )
+    return {
+        "plain enqueue, this build": (plain, ""),
+        "plain enqueue, schema without 0032": (plain, downs(32)),
+        "enqueue with a partition key, this build": (
+            compiler.RawStatement(plain.text, (*plain.names, "+partition")),
+            "",
+        ),
+    }
+
+
+def enqueue_script(statement: compiler.RawStatement, n: int) -> str:
+    """Single-user input: PREPARE the enqueue, then N EXECUTEs (each a transaction)."""
+    partition = "'tenant'" if "+partition" in statement.names else "NULL"
+    values = {"queue": "'bench'", "task": "'noop'", "args": "'{}'", "priority": "100"}
+    values |= {"max_attempts": "5", "partition_key": partition}
+    names = [name for name in statement.names if name != "+partition"]
+    args = ", ".join(values.get(name, "NULL") for name in names)
+    # A producer's session: the server's defaults but the commit's wait.
+    lines = [WORKER_SESSION[0], f"PREPARE e AS {statement.text};"]
+    lines += [f"EXECUTE e({args});"] * n
+    return single_user_input(lines)
+
+
 def script(text: str, names: tuple[str, ...], n: int, prefetch: int = 1) -> str:
     """Single-user input: PREPARE, then N EXECUTEs.
 
@@ -129,12 +178,22 @@ def main() -> None:
         help="run only the variants whose label has one of these (comma-separated)",
     )
     parser.add_argument("--idle", action="store_true", help="the idle claim and its knock-outs")
+    parser.add_argument("--enqueue", action="store_true", help="the single plain enqueue")
+    parser.add_argument("--base-sql", default="", help="another build's finish_and_claim_jobs.sql")
+    parser.add_argument(
+        "--base-downs", default="", help="N[,N]: the migrations --base-sql's schema lacks"
+    )
     opts = parser.parse_args()
     p = 1 if opts.idle else opts.prefetch
     n1, n2 = (int(x) for x in opts.counts.split(","))
     what = "idle claim" if opts.idle else "finish-and-claim statement"
+    if opts.enqueue:
+        what = "single enqueue"
     print(f"server instructions per {what} ({n2} - {n1} statements, prefetch {p}):\n")
-    chosen = idle_variants() if opts.idle else variants(p)
+    base_downs = tuple(int(v) for v in opts.base_downs.split(",") if v)
+    chosen = idle_variants() if opts.idle else variants(p, opts.base_sql, base_downs)
+    if opts.enqueue:
+        chosen = enqueue_variants()
 
     def rows() -> Iterator[list[str]]:
         for label, (worker, ddl) in chosen.items():
@@ -142,6 +201,8 @@ def main() -> None:
                 continue
 
             def input_for(_pg: object, n: int, worker: compiler.RawStatement = worker) -> str:
+                if opts.enqueue:
+                    return enqueue_script(worker, n)
                 return script(worker.text, worker.names, n, p)
 
             per, wal = per_statement(label, (n1, n2), ddl, (n2 + 10) * p, input_for)

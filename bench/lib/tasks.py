@@ -18,3 +18,9 @@ import queue_engine
 def noop(args: dict[str, Any]) -> float | None:
     t = args.get("t")
     return None if t is None else time.time() - float(t)
+
+
+@queue_engine.task("sleep", queue="bench")
+def sleep(args: dict[str, Any]) -> None:
+    """A short handler (``ms``, default 2): workers busy as with real work (bench/fairness.py)."""
+    time.sleep(float(args.get("ms", 2)) / 1000)

@@ -147,6 +147,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue_engine.cli.limits:limits",
         "Per-key concurrency limits: at most N jobs of a key running, fleet-wide.",
     ),
+    "partitions": LazyCommand(
+        "queue_engine.cli.partitions:partitions",
+        "Fair share across partitions (tenants): weights, and each partition's backlog.",
+    ),
     "controls": LazyCommand(
         "queue_engine.cli.controls:controls_cmd",
         "Every control in force: paused, scaled and rate-limited queues, parks, stop requests.",

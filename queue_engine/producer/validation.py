@@ -310,6 +310,11 @@ def check_concurrency_key(value: Any) -> str | None:
     return _check_key("concurrency_key", value)
 
 
+def check_partition_key(value: Any) -> str | None:
+    """A job's ``partition_key`` (its tenant for fair share, migration 0032; None: none)."""
+    return _check_key("partition_key", value)
+
+
 def check_concurrency_limit(value: Any) -> int | None:
     """A job's own ``concurrency_limit``: 1 to 10000 running jobs of its key (None: none)."""
     if value is None:

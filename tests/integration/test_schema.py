@@ -30,7 +30,7 @@ from queue_engine.foundation.migrate import ENGINE_SCHEMA_VERSION, Migrator
 
 CLAIM_QUERY = (
     "SELECT id FROM queue_engine.jobs WHERE queue='q' AND status='queued' "
-    "AND available_at <= now() ORDER BY priority, available_at, id LIMIT 1 "
+    "AND available_at <= now() ORDER BY priority, fair_tag NULLS FIRST, available_at, id LIMIT 1 "
     "FOR UPDATE SKIP LOCKED"
 )
 
@@ -498,7 +498,7 @@ def test_partial_indexes_exist(conn) -> None:
     for name, where in expected_where.items():
         assert name in defs, f"missing index {name}"
         assert where in defs[name], defs[name]
-    assert "(queue, priority, available_at, id)" in defs["jobs_claimable_idx"]
+    assert "(queue, priority, fair_tag NULLS FIRST, available_at, id)" in defs["jobs_claimable_idx"]
     for unique in (
         "jobs_idempotency_key_uidx",
         "jobs_dedupe_key_uidx",

@@ -295,15 +295,18 @@ head AS (
     WHERE h.queue = %(queue)s
       AND h.status = 'queued'
       AND h.available_at <= now()
-    ORDER BY h.priority, h.available_at, h.id
+    ORDER BY h.priority, h.fair_tag NULLS FIRST, h.available_at, h.id
     LIMIT 1
 ),
 warm AS (
     -- A worker warm for an affinity key takes one job needing that key first,
     -- but never over a job of better priority, and not while the head of the
     -- queue has waited longer than %(affinity_wait_s)s: a cold job is delayed by
-    -- the preference at most that long, so nothing starves.
-    SELECT j.id, j.lock_key, j.priority, j.available_at, j.concurrency_key,
+    -- the preference at most that long, so nothing starves. Within the key it
+    -- takes the oldest job (jobs_affinity_idx), not the fair order of
+    -- partitions (migration 0032): the preference overrides the fair turn as
+    -- it overrides the queue's order, for at most that long.
+    SELECT j.id, j.lock_key, j.priority, j.fair_tag, j.available_at, j.concurrency_key,
            CASE WHEN j.concurrency_key IS NOT NULL
                 THEN __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit) END AS free
     FROM __SCHEMA__.jobs j
@@ -330,7 +333,7 @@ warm AS (
 -- @warm end
 -- @!solo begin
 candidate AS (
-    SELECT j.id, j.lock_key, j.priority, j.available_at
+    SELECT j.id, j.lock_key, j.priority, j.fair_tag, j.available_at
            -- A batch ranks the candidates of one concurrency key (pick): each
            -- keyed row's free slots, as the filter below just counted them.
            , j.concurrency_key  --@!oneclaim
@@ -356,7 +359,11 @@ candidate AS (
       -- scan never starts.
       AND EXISTS (SELECT 1 FROM gate)
       AND j.id <> ALL (ARRAY(SELECT w.id FROM warm w))  --@warm
-    ORDER BY j.priority, j.available_at, j.id
+    -- Fair share across partitions (migration 0032): a job with a partition
+    -- key carries its turn (fair_tag, given at insert); plain jobs have none
+    -- and keep the order (priority, available_at, id), ahead of partitioned
+    -- jobs of their priority. jobs_claimable_idx has this order: no sort.
+    ORDER BY j.priority, j.fair_tag NULLS FIRST, j.available_at, j.id
     LIMIT %(claim_limit)s
         - (SELECT count(*) FROM warm)  --@warm
         - (SELECT count(*) FROM handover)  --@handover+!solo
@@ -367,13 +374,16 @@ pick AS (
     -- Two due jobs of one lock_key in this batch: only the first may run. Of
     -- one concurrency key, only as many as the key has free slots (the
     -- running jobs the function counted do not include this batch's).
-    SELECT ranked.id, ranked.warm, ranked.priority, ranked.available_at
+    SELECT ranked.id, ranked.warm, ranked.priority, ranked.fair_tag, ranked.available_at
     FROM (
-        SELECT c.id, c.lock_key, c.warm, c.priority, c.available_at, c.concurrency_key, c.free,
+        SELECT c.id, c.lock_key, c.warm, c.priority, c.fair_tag, c.available_at,
+               c.concurrency_key, c.free,
                row_number() OVER (PARTITION BY c.lock_key
-                                  ORDER BY c.warm DESC, c.priority, c.available_at, c.id) AS rn,
+                                  ORDER BY c.warm DESC, c.priority, c.fair_tag NULLS FIRST,
+                                           c.available_at, c.id) AS rn,
                row_number() OVER (PARTITION BY c.concurrency_key
-                                  ORDER BY c.warm DESC, c.priority, c.available_at, c.id) AS crn
+                                  ORDER BY c.warm DESC, c.priority, c.fair_tag NULLS FIRST,
+                                           c.available_at, c.id) AS crn
         FROM (
             SELECT w.*, true AS warm FROM warm w UNION ALL  --@warm
             SELECT c.*, false AS warm FROM candidate c
@@ -416,7 +426,8 @@ claimed AS (
     -- By primary key (see above); the picked jobs the rate limit withholds are
     -- left queued (their row locks go with this statement's commit).
     WHERE j.id = ANY (ARRAY(SELECT p.id FROM pick p  --@!oneclaim
-                            ORDER BY p.warm DESC, p.priority, p.available_at, p.id  --@!oneclaim
+                            ORDER BY p.warm DESC, p.priority, p.fair_tag NULLS FIRST,  --@!oneclaim
+                                     p.available_at, p.id  --@!oneclaim
                             LIMIT (SELECT a.n FROM allowed a)))  --@!oneclaim
     WHERE j.id = (SELECT c.id FROM candidate c WHERE (SELECT a.n FROM allowed a) > 0)  --@oneclaim
     RETURNING j.id, j.attempt, j.status, j.queue, j.task, j.args, j.max_attempts, j.priority,

@@ -52,7 +52,7 @@ sample AS MATERIALIZED (
         SELECT j.concurrency_key, j.concurrency_limit
         FROM __SCHEMA__.jobs j
         WHERE j.status = 'queued' AND j.queue = q.queue AND j.available_at <= now()
-        ORDER BY j.queue, j.priority, j.available_at, j.id
+        ORDER BY j.queue, j.priority, j.fair_tag NULLS FIRST, j.available_at, j.id
         LIMIT %(cap)s::bigint + 1
     ) s
     GROUP BY q.queue, s.concurrency_key, s.concurrency_limit

@@ -15,7 +15,7 @@ WITH sample AS MATERIALIZED (
     SELECT j.partition_key
     FROM __SCHEMA__.jobs j
     WHERE j.status = 'queued' AND j.queue = %(queue)s::text AND j.available_at <= now()
-    ORDER BY j.queue, j.priority, j.available_at, j.id
+    ORDER BY j.queue, j.priority, j.fair_tag NULLS FIRST, j.available_at, j.id
     LIMIT %(cap)s::bigint + 1
 ),
 queued AS (

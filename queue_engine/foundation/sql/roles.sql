@@ -76,6 +76,9 @@ GRANT SELECT ON __SCHEMA__.task_defaults TO __PRODUCER_ROLE__;
 -- A client holding an imported job's old id reads it through the import map
 -- (migration 0029, `queue-ctl import`).
 GRANT SELECT ON __SCHEMA__.imported_ids TO __PRODUCER_ROLE__;
+-- A job with a partition key gets its fair-share tag in the insert trigger,
+-- which runs as the inserting role and reads the partition's weight (0032).
+GRANT SELECT ON __SCHEMA__.partition_weights TO __PRODUCER_ROLE__;
 GRANT USAGE ON SEQUENCE __SCHEMA__.jobs_id_seq TO __PRODUCER_ROLE__;
 GRANT EXECUTE ON FUNCTION __SCHEMA__.enqueue(text, jsonb, text, integer, timestamptz, integer,
     text, text, text, integer, integer, text, text) TO __PRODUCER_ROLE__;
@@ -93,4 +96,4 @@ GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.jobs_all, __SCHEMA__.job_events, __S
     __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates,
     __SCHEMA__.workflow_node_ids, __SCHEMA__.schedules, __SCHEMA__.schedule_runs,
     __SCHEMA__.task_defaults, __SCHEMA__.task_publications, __SCHEMA__.imported_ids,
-    __SCHEMA__.concurrency_limits TO __MONITOR_ROLE__;
+    __SCHEMA__.concurrency_limits, __SCHEMA__.partition_weights TO __MONITOR_ROLE__;
