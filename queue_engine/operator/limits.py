@@ -1,4 +1,4 @@
-"""Per-key concurrency limits set by operators (``queue-ctl limits``; migration 0031).
+"""Per-key limits set by operators (``queue-ctl limits``; migrations 0031, 0033).
 
 A job with a ``concurrency_key`` is claimed only while fewer than its key's
 limit run (docs/internals/flow-control.md). The limit is the job's own
@@ -7,10 +7,17 @@ operator's wins, so a limit is tightened (or a key held, with 0) during an
 incident without re-enqueuing anything. The claim reads the table on every
 run, so a change holds from the next claim on, on every worker, with no
 NOTIFY; jobs already running go on.
+
+A key may also have a rate (migration 0033): a token bucket of ``rate``
+tokens a second up to ``burst``, from which each job of the key takes its
+``weight`` (default 1) when it is claimed. The claim skips a job whose
+tokens are not there yet, exactly as a job over its key's limit.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +27,7 @@ import psycopg
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
 from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator.controls import RATE_MAX, check_burst
 from queue_engine.producer.validation import MAX_KEY_LENGTH, check_concurrency_key
 
 #: The limits an operator may set: 0 holds the key (none of its jobs starts).
@@ -37,13 +45,32 @@ class LimitSet:
 
 
 @dataclass(frozen=True, slots=True)
-class KeyLimit:
-    """One operator's limit, with the key's running jobs when it was read."""
+class RateSet:
+    """What ``limits set --rate`` did: the key's new and previous rate (per second) and burst."""
 
     key: str
-    max_running: int
+    rate: float
+    burst: int
+    previous_rate: float | None
+    previous_burst: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLimit:
+    """One key's operator settings when read: its limit (None: none), running jobs, rate.
+
+    ``rate`` (tokens a second), ``burst`` and ``tokens`` (the bucket now) are
+    None when the key has no rate; ``max_running`` is None when it has no
+    operator's concurrency limit.
+    """
+
+    key: str
+    max_running: int | None
     running: int
     set_at: datetime
+    rate: float | None = None
+    burst: int | None = None
+    tokens: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +78,9 @@ class KeyLimit:
             "max_running": self.max_running,
             "running": self.running,
             "set_at": self.set_at.isoformat(),
+            "rate": self.rate,
+            "burst": self.burst,
+            "tokens": None if self.tokens is None else round(self.tokens, 3),
         }
 
 
@@ -66,6 +96,41 @@ def parse_limit(value: str | int) -> int:
             f"invalid limit {value!r}: use a whole number of running jobs from {low} to {high}"
         )
     return number
+
+
+#: ``R``, ``R/s`` or ``R/min`` (R a positive decimal number).
+_RATE = re.compile(r"(?P<n>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?:/\s*(?P<unit>s|sec|min|m))?")
+
+
+def parse_key_rate(value: str | float) -> float:
+    """A key's rate as tokens a second: ``20``, ``20/s``, ``600/min`` (more than 0, at most 100000/s)."""
+    text = str(value).strip().lower()
+    match = _RATE.fullmatch(text)
+    rate = math.nan
+    if match is not None and not isinstance(value, bool):
+        rate = float(match["n"]) / (60.0 if match["unit"] in ("min", "m") else 1.0)
+    if not 0 < rate <= RATE_MAX:  # NaN fails it too
+        raise ValidationError(
+            f"invalid rate {value!r}: use tokens per second or per minute, e.g. 20/s or "
+            f"600/min (more than 0, at most {RATE_MAX:g}/s)"
+        )
+    return rate
+
+
+def default_burst(rate: float) -> int:
+    """The burst when none is given: one second's tokens (at least 1)."""
+    return max(1, math.ceil(rate))
+
+
+def parse_burst(value: str | int) -> int:
+    """A bucket's burst: a whole number of tokens from 1 to 100000."""
+    try:
+        number = value if isinstance(value, int) else int(str(value).strip(), 10)
+    except ValueError:
+        raise ValidationError(
+            f"invalid burst {value!r}: use a whole number of tokens from 1 to 100000"
+        ) from None
+    return check_burst(number)
 
 
 def check_key(key: str) -> str:
@@ -87,6 +152,28 @@ def set_limit(conn: psycopg.Connection[Any], schema: str, key: str, limit: str |
     return LimitSet(key, value, row[0], int(row[1]))
 
 
+def set_rate(
+    conn: psycopg.Connection[Any], schema: str, key: str, rate: str | float, burst: int | None
+) -> RateSet:
+    """Jobs of ``key`` start at most ``rate`` a second (``burst`` at once) from the next claim on."""
+    key, value = check_key(key), parse_key_rate(rate)
+    size = default_burst(value) if burst is None else check_burst(burst)
+    with schema_errors(schema), conn.transaction():
+        row = conn.execute(
+            queries.query("limits_rate_set", schema), {"key": key, "rate": value, "burst": size}
+        ).fetchone()
+    assert row is not None
+    return RateSet(key, value, size, row[0], row[1])
+
+
+def clear_rate(conn: psycopg.Connection[Any], schema: str, key: str) -> tuple[float, int] | None:
+    """Remove ``key``'s rate; return the rate and burst removed (None: it had none)."""
+    key = check_key(key)
+    with schema_errors(schema), conn.transaction():
+        row = conn.execute(queries.query("limits_rate_clear", schema), {"key": key}).fetchone()
+    return None if row is None else (float(row[0]), int(row[1]))
+
+
 def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | None:
     """Remove the operator's limit of ``key``; return it (None: the key had none)."""
     key = check_key(key)
@@ -96,7 +183,18 @@ def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | N
 
 
 def list_limits(conn: psycopg.Connection[Any], schema: str) -> list[KeyLimit]:
-    """Every operator's limit, by key, with the key's running jobs now."""
+    """Every key with an operator's limit or rate, by key, with its running jobs and tokens now."""
     with schema_errors(schema):
         rows = conn.execute(queries.query("limits_list", schema)).fetchall()
-    return [KeyLimit(r[0], int(r[1]), int(r[2]), r[3]) for r in rows]
+    return [
+        KeyLimit(
+            r[0],
+            None if r[1] is None else int(r[1]),
+            int(r[2]),
+            r[3],
+            None if r[4] is None else float(r[4]),
+            None if r[5] is None else int(r[5]),
+            None if r[6] is None else float(r[6]),
+        )
+        for r in rows
+    ]
