@@ -513,6 +513,7 @@ class WorkflowNodeIn(Strict):
     # Refused by Workflow.add (not yet written by start_workflow): a clear 4xx.
     concurrency_key: Key | None = None
     concurrency_limit: ConcurrencyLimit | None = None
+    weight: Weight | None = None
 
     def options(self) -> dict[str, Any]:
         """The enqueue options that were given (``Workflow.add``'s keyword arguments)."""
