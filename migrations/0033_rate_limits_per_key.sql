@@ -60,6 +60,12 @@ CREATE TABLE __SCHEMA__.rate_buckets (
 -- the number of such jobs the tokens pay for, which the batch claim's
 -- ranking (pick) uses as the key's free slots.
 --
+-- A key's jobs take their tokens in the claim's order: once a job of the key
+-- did not fit, the key's later jobs get 0 for the rest of the transaction (a
+-- transaction-local setting marks the key), so lighter jobs behind a heavy one
+-- cannot take each token as it comes and starve it. Each claim scans from the
+-- queue's head, so the key's first due job is always the one that waits.
+--
 -- A job that does not fit is skipped (0), and the function tells the worker
 -- when the token it lacks is due: a NOTICE "queue-engine rate due S" (S
 -- seconds from now; 0 when another claim of the key holds its lock). The
@@ -80,6 +86,7 @@ DECLARE
     b       record;
     have    double precision;
     need    double precision;
+    held    text;
 BEGIN
     SELECT c.max_running INTO lim FROM __SCHEMA__.concurrency_limits c WHERE c.key = p_key;
     IF lim IS NULL THEN
@@ -112,10 +119,15 @@ BEGIN
     IF b.rate IS NULL THEN
         RETURN free;
     END IF;
+    held := 'queue_engine.rate_held_' || to_hex(hashtext(p_key));
+    IF current_setting(held, true) = '1' THEN
+        RETURN 0;
+    END IF;
     have := least(b.burst::double precision,
                   b.tokens + b.rate * extract(epoch FROM clock_timestamp() - b.refilled_at));
     need := least(greatest(coalesce(p_weight, 1), 1), b.burst)::double precision;
     IF have < need THEN
+        PERFORM set_config(held, '1', true);
         RAISE NOTICE 'queue-engine rate due %', round(((need - have) / b.rate)::numeric, 6);
         RETURN 0;
     END IF;

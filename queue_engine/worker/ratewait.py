@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from collections.abc import Callable
 
 #: The notice's text, as the function raises it.
@@ -36,18 +35,18 @@ class RateDue:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
+        # No lock: notices come from the claim, which the main loop runs, and
+        # clear() is on every claim's path (prefetch 1: every job's). A race
+        # could only lose or keep one due time: one wait longer or shorter.
         self._due_at: float | None = None
-        # Notices arrive on whichever thread runs a statement (the heartbeat's too).
-        self._lock = threading.Lock()
 
     def note(self, seconds: float) -> None:
         """A claim skipped a job whose token is due in ``seconds``."""
         if not math.isfinite(seconds) or seconds < 0:
             return
         due = self._clock() + seconds
-        with self._lock:
-            if self._due_at is None or due < self._due_at:
-                self._due_at = due
+        if self._due_at is None or due < self._due_at:
+            self._due_at = due
 
     def on_notice(self, message: str | None) -> None:
         """Handle one notice from the server; anything but a rate-due notice is ignored."""
@@ -57,16 +56,14 @@ class RateDue:
 
     def clear(self) -> None:
         """Forget what earlier statements reported (before a claim)."""
-        with self._lock:
-            self._due_at = None
+        self._due_at = None
 
     def take(self, cap_s: float) -> float | None:
         """Seconds to wait for the earliest due token (at most ``cap_s``), then forget it.
 
         None when no claim since the last take or clear reported one.
         """
-        with self._lock:
-            due, self._due_at = self._due_at, None
+        due, self._due_at = self._due_at, None
         if due is None:
             return None
         return min(cap_s, max(MIN_WAIT_S, due - self._clock()))
