@@ -46,10 +46,12 @@ def test_an_idle_worker_sleeps_until_the_token_is_due(
     monkeypatch.setattr(WorkerConnection, "run", counted)
     with running_worker(dsn, poll_s=2.0, heartbeat_s=1.0):
         wait_until(
-            lambda: conn.execute(
-                "SELECT count(*) > 0 FROM queue_engine.jobs WHERE status <> 'queued'"
-            ).fetchone()
-            == (True,),
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) > 0 FROM queue_engine.jobs WHERE status <> 'queued'"
+                ).fetchone()
+                == (True,)
+            ),
             timeout=30,
             what="the first job claimed",
         )
