@@ -208,6 +208,9 @@ def task(
     key of its own, in a process that declares the task: they are not
     published yet, so a producer that only knows the task's name enqueues
     without them (docs/guides/enqueueing.md, "Concurrency keys").
+    ``weight`` (with a ``concurrency_key``) is the tokens each job takes from
+    its key's rate bucket (``queue-ctl limits set KEY --rate``; default 1),
+    taken the same way.
     """
     check_task_name(name)
     check_queue_name(queue)
