@@ -19,7 +19,8 @@ for a job's share). Variants: this build; its batch form (without the one-job
 tags); older schemas by their migrations' down SQL: the row rules as a CHECK
 (before 0017), the twelve CHECKs of jobs (before 0015), the guard function on
 every status change (before 0011); the statement without its ``claim_events``
-insert (no 'claimed' event row).
+insert (no 'claimed' event row); the schema without the rate limits' spend
+trigger (0033).
 
 ``--idle``: the claim an idle worker sends when woken (nothing to finish,
 ``claimonly`` + ``oneclaim``; each EXECUTE claims one job), with one part
@@ -66,6 +67,12 @@ def variants(prefetch: int = 1) -> dict[str, tuple[compiler.RawStatement, str]]:
         "twelve CHECKs (before 0015)": (worker, downs(17, 16, 15)),
         "guard function on every change (before 0011)": (worker, downs(17, 11)),
         "no 'claimed' event row": (without_claim_event(worker), ""),
+        # The rate limits' spend trigger (0033): a plain job's claim and
+        # finish evaluate its WHEN (the key is NULL) and nothing more.
+        "no rate-spend trigger (before 0033)": (
+            worker,
+            'DROP TRIGGER jobs_rate_spend ON "queue_engine".jobs;',
+        ),
     }
 
 
