@@ -19,8 +19,8 @@ for a job's share). Variants: this build; its batch form (without the one-job
 tags); older schemas by their migrations' down SQL: the row rules as a CHECK
 (before 0017), the twelve CHECKs of jobs (before 0015), the guard function on
 every status change (before 0011); the statement without its ``claim_events``
-insert (no 'claimed' event row); the schema without the rate limits' spend
-trigger (0033).
+insert (no 'claimed' event row); the status guard without the rate limits'
+spend (the guard from 0033's down file).
 
 ``--idle``: the claim an idle worker sends when woken (nothing to finish,
 ``claimonly`` + ``oneclaim``; each EXECUTE claims one job), with one part
@@ -51,6 +51,13 @@ from queue_engine.foundation.sql import compiler
 from queue_engine.worker import store
 
 
+def guard_before(version: int) -> str:
+    """The status guard's CREATE OR REPLACE from migration ``version``'s down file, alone."""
+    text = downs(version)
+    start = text.index("CREATE OR REPLACE FUNCTION")
+    return text[start : text.index("\n$$;", start) + 4]
+
+
 def variants(prefetch: int = 1) -> dict[str, tuple[compiler.RawStatement, str]]:
     """Label -> (statement, DDL applied to its data folder first).
 
@@ -67,12 +74,9 @@ def variants(prefetch: int = 1) -> dict[str, tuple[compiler.RawStatement, str]]:
         "twelve CHECKs (before 0015)": (worker, downs(17, 16, 15)),
         "guard function on every change (before 0011)": (worker, downs(17, 11)),
         "no 'claimed' event row": (without_claim_event(worker), ""),
-        # The rate limits' spend trigger (0033): a plain job's claim and
-        # finish evaluate its WHEN (the key is NULL) and nothing more.
-        "no rate-spend trigger (before 0033)": (
-            worker,
-            'DROP TRIGGER jobs_rate_spend ON "queue_engine".jobs;',
-        ),
+        # The rate limits' spend (0033) in the status guard: a plain job's
+        # claim and finish pay one NULL test; 0020's guard has none.
+        "guard without the rate spend (before 0033)": (worker, guard_before(33)),
     }
 
 

@@ -19,10 +19,11 @@
 --   transaction lock. It only *reads* the bucket: a job it admits may still
 --   not be claimed (the batch's ranking, the queue's rate, a row another
 --   worker locked), so it cannot know what to take.
--- - rate_buckets_spend, an AFTER UPDATE OF status trigger on jobs whose WHEN
---   passes only a keyed job going queued -> running: it takes the job's weight
---   from its key's bucket, in the claiming transaction, exactly once per job
---   actually claimed, while the claim still holds the key's lock.
+-- - rate_buckets_spend(key, weight), called by the status guard
+--   (jobs_guard_transition, redefined here with 0020's rules) for a keyed job
+--   going queued -> running: it takes the job's weight from its key's bucket,
+--   in the claiming transaction, exactly once per job actually claimed, while
+--   the claim still holds the key's lock.
 ALTER TABLE __SCHEMA__.jobs ADD COLUMN weight integer;
 ALTER TABLE __SCHEMA__.jobs_archive ADD COLUMN weight integer;
 CREATE OR REPLACE VIEW __SCHEMA__.jobs_all AS
@@ -142,31 +143,87 @@ REVOKE ALL ON FUNCTION __SCHEMA__.concurrency_free(text, integer, integer) FROM 
 -- rated, a primary-key probe that finds nothing). Refill, then subtract: the
 -- bucket may go below 0 (see the table's comment), never above its burst.
 -- SECURITY DEFINER: a worker may take tokens but not write the bucket itself.
-CREATE FUNCTION __SCHEMA__.rate_buckets_spend()
-RETURNS trigger
-LANGUAGE plpgsql
+CREATE FUNCTION __SCHEMA__.rate_buckets_spend(p_key text, p_weight integer)
+RETURNS void
+LANGUAGE sql
+VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-BEGIN
     UPDATE __SCHEMA__.rate_buckets r SET
         tokens = least(r.burst::double precision,
                        r.tokens + r.rate * extract(epoch FROM clock_timestamp() - r.refilled_at))
-                 - greatest(coalesce(NEW.weight, 1), 1),
+                 - greatest(coalesce(p_weight, 1), 1),
         refilled_at = clock_timestamp()
-    WHERE r.key = NEW.concurrency_key;
-    RETURN NULL;
-END;
+    WHERE r.key = p_key;
 $$;
 
--- UPDATE OF status: a heartbeat, a progress report or a lease extension does
--- not set status and never evaluates the WHEN; a claim or a finish of a
--- plain job evaluates it and stops at the NULL key (no function call).
-CREATE TRIGGER jobs_rate_spend
-    AFTER UPDATE OF status ON __SCHEMA__.jobs
-    FOR EACH ROW
-    WHEN (NEW.concurrency_key IS NOT NULL AND NEW.status = 'running' AND OLD.status = 'queued')
-    EXECUTE FUNCTION __SCHEMA__.rate_buckets_spend();
+REVOKE ALL ON FUNCTION __SCHEMA__.rate_buckets_spend(text, integer) FROM PUBLIC;
+
+-- Where the spend runs: in the guard that every status change of a job
+-- already goes through (BEFORE UPDATE OF status, attempt; 0020's body, same
+-- rules, same errors), on its fast path, after the transition is known valid:
+-- a keyed job going queued -> running takes its weight from its key's bucket,
+-- in the claiming transaction, while the claim still holds the key's lock. A
+-- plain job's claim or finish pays one NULL test in a function it already
+-- runs. Not a trigger of its own: an AFTER UPDATE OF status trigger with a
+-- WHEN on the key cost every plain claim-and-finish statement 74,000 server
+-- instructions (6 %, bench/statement_cost.py), preparing its WHEN and the
+-- after-trigger queue on every execution.
+CREATE OR REPLACE FUNCTION __SCHEMA__.jobs_guard_transition() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.attempt >= 0 AND (
+       OLD.status = NEW.status
+       OR (OLD.status = 'queued' AND NEW.status = 'running')
+       OR (OLD.status = 'running' AND NEW.status = 'queued')
+       OR (OLD.status = 'running'
+           AND NEW.status IN ('succeeded', 'failed', 'canceled', 'skipped')
+           AND (NEW.workflow_id IS NULL
+                OR (NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL)))
+       OR (OLD.status = 'waiting' AND NEW.status IN ('running', 'queued'))) THEN
+        IF NEW.concurrency_key IS NULL THEN
+            RETURN NEW;
+        END IF;
+        IF OLD.status = 'queued' AND NEW.status = 'running' THEN
+            PERFORM __SCHEMA__.rate_buckets_spend(NEW.concurrency_key, NEW.weight);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.attempt < 0 THEN
+        RAISE EXCEPTION 'new row for relation "jobs" violates check constraint "%"',
+                        'jobs_attempts_check'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'jobs_attempts_check',
+                  TABLE = 'jobs';
+    END IF;
+    IF OLD.status <> NEW.status AND NOT EXISTS (
+        SELECT 1 FROM __SCHEMA__.job_transitions t
+        WHERE t.from_status = OLD.status AND t.to_status = NEW.status
+    ) THEN
+        RAISE EXCEPTION 'queue-engine: job % cannot go from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.workflow_id IS NOT NULL AND OLD.status <> NEW.status THEN
+        IF NEW.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
+           AND OLD.status NOT IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
+           AND NOT (NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL) THEN
+            RAISE EXCEPTION 'queue-engine: workflow node job % cannot go from % to % without setting finished_at',
+                            OLD.id, OLD.status, NEW.status
+                USING ERRCODE = 'check_violation',
+                      HINT = 'A node''s end sets finished_at, which was NULL (e.g. finished_at = now()).';
+        END IF;
+        IF OLD.status IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
+           AND NEW.status NOT IN ('succeeded', 'failed', 'canceled', 'lost', 'skipped')
+           AND NOT (NEW.finished_at IS NULL AND OLD.finished_at IS NOT NULL) THEN
+            RAISE EXCEPTION 'queue-engine: workflow node job % cannot go from % to % without clearing finished_at',
+                            OLD.id, OLD.status, NEW.status
+                USING ERRCODE = 'check_violation',
+                      HINT = 'A node leaving an end clears finished_at (finished_at = NULL).';
+        END IF;
+    END IF;
+    RETURN NEW;
+END;
+$$;
 
 -- Grants as 0031's: readers of jobs read the buckets; updaters of jobs (the
 -- worker) may call the claim's function.
@@ -191,6 +248,9 @@ BEGIN
     LOOP
         EXECUTE format(
             'GRANT EXECUTE ON FUNCTION __SCHEMA__.concurrency_free(text, integer, integer) TO %s',
+            grantee);
+        EXECUTE format(
+            'GRANT EXECUTE ON FUNCTION __SCHEMA__.rate_buckets_spend(text, integer) TO %s',
             grantee);
     END LOOP;
 END

@@ -2,7 +2,7 @@
 
 A job whose ``concurrency_key`` has a token bucket (``rate_buckets``) is
 claimed only while the bucket holds its ``weight`` (``concurrency_free``), and
-the ``jobs_rate_spend`` trigger takes those tokens once per job actually
+the status guard (``rate_buckets_spend``) takes those tokens once per job actually
 claimed. The tests set a bucket's tokens and ``refilled_at`` directly instead
 of sleeping: a bucket's rate here is slow (a token per 1,000 s) so that the
 seconds a test takes add no token, and "time passing" is ``refilled_at`` set

@@ -23,7 +23,8 @@
 -- skips). A plain job pays one NULL test: the function is never called for it.
 -- The same function applies the key's rate limit (migration 0033): a job
 -- whose key's token bucket lacks its weight is skipped the same way, and the
--- jobs_rate_spend trigger takes the tokens of each job this statement claims.
+-- status guard (jobs_guard_transition) takes the tokens of each job this
+-- statement claims.
 --
 -- The operator controls (pause, scale, park: the gate CTE; rate: allowed) are
 -- enforced here, by the claim, and only gate it: finishes are applied as usual,

@@ -59,6 +59,9 @@ GRANT EXECUTE ON FUNCTION __SCHEMA__.take_rate_tokens(text, integer) TO __WORKER
 GRANT EXECUTE ON FUNCTION __SCHEMA__.concurrency_free(text, integer) TO __WORKER_ROLE__;
 -- With per-key rates (migration 0033) the claim calls the three-argument form.
 GRANT EXECUTE ON FUNCTION __SCHEMA__.concurrency_free(text, integer, integer) TO __WORKER_ROLE__;
+-- The status guard (run as the claiming role) takes a claimed job's tokens
+-- through rate_buckets_spend, SECURITY DEFINER like take_rate_tokens.
+GRANT EXECUTE ON FUNCTION __SCHEMA__.rate_buckets_spend(text, integer) TO __WORKER_ROLE__;
 -- The claim reads a workflow node's parents (their results, for ctx.parents)
 -- through the edges. Ending a node updates the workflow tables through the
 -- jobs_workflow_moved trigger, a SECURITY DEFINER function: no grant needed.
