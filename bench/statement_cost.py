@@ -19,7 +19,8 @@ for a job's share). Variants: this build; its batch form (without the one-job
 tags); older schemas by their migrations' down SQL: the row rules as a CHECK
 (before 0017), the twelve CHECKs of jobs (before 0015), the guard function on
 every status change (before 0011); the statement without its ``claim_events``
-insert (no 'claimed' event row).
+insert (no 'claimed' event row); the status guard without the rate limits'
+spend (the guard from 0033's down file).
 
 ``--base-sql FILE --base-downs N[,N]``: one more variant, another build's
 ``finish_and_claim_jobs.sql`` on this schema without migrations N (their
@@ -61,6 +62,13 @@ from queue_engine.foundation.sql import compiler
 from queue_engine.worker import store
 
 
+def guard_before(version: int) -> str:
+    """The status guard's CREATE OR REPLACE from migration ``version``'s down file, alone."""
+    text = downs(version)
+    start = text.index("CREATE OR REPLACE FUNCTION")
+    return text[start : text.index("\n$$;", start) + 4]
+
+
 def variants(
     prefetch: int = 1, base_sql: str = "", base_downs: tuple[int, ...] = ()
 ) -> dict[str, tuple[compiler.RawStatement, str]]:
@@ -87,6 +95,9 @@ def variants(
         "twelve CHECKs (before 0015)": (worker, downs(17, 16, 15)),
         "guard function on every change (before 0011)": (worker, downs(17, 11)),
         "no 'claimed' event row": (without_claim_event(worker), ""),
+        # The rate limits' spend (0033) in the status guard: a plain job's
+        # claim and finish pay one NULL test; 0020's guard has none.
+        "guard without the rate spend (before 0033)": (worker, guard_before(33)),
     }
 
 

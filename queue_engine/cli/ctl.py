@@ -145,7 +145,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "limits": LazyCommand(
         "queue_engine.cli.limits:limits",
-        "Per-key concurrency limits: at most N jobs of a key running, fleet-wide.",
+        "Per-key limits: at most N jobs of a key running, at most R starting a second.",
     ),
     "partitions": LazyCommand(
         "queue_engine.cli.partitions:partitions",

@@ -44,7 +44,9 @@ class KeyFlow:
     largest ``concurrency_limit`` among the key's running jobs; None: no
     limit known). ``waiting`` counts due queued jobs of the key that the
     claim skips because the key is full; ``waiting_at_least``: the count read
-    stopped at the cap, so it is a lower bound.
+    stopped at the cap, so it is a lower bound. ``rate`` (tokens a second),
+    ``burst`` and ``tokens`` (the bucket now, below 0 while a heavy job's
+    debt is repaid) are None when the key has no rate (migration 0033).
     """
 
     key: str
@@ -54,6 +56,9 @@ class KeyFlow:
     waiting: int
     waiting_at_least: bool
     set_at: datetime | None
+    rate: float | None = None
+    burst: int | None = None
+    tokens: float | None = None
 
     @property
     def at_limit(self) -> bool:
@@ -69,6 +74,9 @@ class KeyFlow:
             "waiting": self.waiting,
             "waiting_at_least": self.waiting_at_least,
             "set_at": None if self.set_at is None else self.set_at.isoformat(),
+            "rate": self.rate,
+            "burst": self.burst,
+            "tokens": None if self.tokens is None else round(self.tokens, 3),
         }
 
 
@@ -130,6 +138,9 @@ def key_flows(
             waiting=int(r["waiting"]),
             waiting_at_least=bool(r["waiting_at_least"]),
             set_at=r["set_at"],
+            rate=None if r["rate"] is None else float(r["rate"]),
+            burst=None if r["burst"] is None else int(r["burst"]),
+            tokens=None if r["tokens"] is None else float(r["tokens"]),
         )
         for r in rows
     ]

@@ -1,4 +1,4 @@
-"""Per-key concurrency limits set by operators (``queue-ctl limits``; migration 0031).
+"""Per-key limits set by operators (``queue-ctl limits``; migrations 0031, 0033).
 
 A job with a ``concurrency_key`` is claimed only while fewer than its key's
 limit run (docs/internals/flow-control.md). The limit is the job's own
@@ -7,10 +7,17 @@ operator's wins, so a limit is tightened (or a key held, with 0) during an
 incident without re-enqueuing anything. The claim reads the table on every
 run, so a change holds from the next claim on, on every worker, with no
 NOTIFY; jobs already running go on.
+
+A key may also have a rate (migration 0033): a token bucket of ``rate``
+tokens a second up to ``burst``, from which each job of the key takes its
+``weight`` (default 1) when it is claimed. The claim skips a job whose
+tokens are not there yet, exactly as a job over its key's limit.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +26,7 @@ import psycopg
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
 from queue_engine.foundation.errors import QueueEngineError, ValidationError
+from queue_engine.operator.controls import RATE_MAX, check_burst
 from queue_engine.operator.flow import MAX_ROWS, KeyFlow, key_flows
 from queue_engine.producer.validation import MAX_KEY_LENGTH, check_concurrency_key
 
@@ -36,6 +44,17 @@ class LimitSet:
     running: int
 
 
+@dataclass(frozen=True, slots=True)
+class RateSet:
+    """What ``limits set --rate`` did: the key's new and previous rate (per second) and burst."""
+
+    key: str
+    rate: float
+    burst: int
+    previous_rate: float | None
+    previous_burst: int | None
+
+
 def parse_limit(value: str | int) -> int:
     """A limit is a whole number of running jobs, 0 to 10000."""
     low, high = LIMIT_RANGE
@@ -48,6 +67,41 @@ def parse_limit(value: str | int) -> int:
             f"invalid limit {value!r}: use a whole number of running jobs from {low} to {high}"
         )
     return number
+
+
+#: ``R``, ``R/s`` or ``R/min`` (R a positive decimal number).
+_RATE = re.compile(r"(?P<n>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?:/\s*(?P<unit>s|sec|min|m))?")
+
+
+def parse_key_rate(value: str | float) -> float:
+    """A key's rate as tokens a second: ``20``, ``20/s``, ``600/min`` (more than 0, at most 100000/s)."""
+    text = str(value).strip().lower()
+    match = _RATE.fullmatch(text)
+    rate = math.nan
+    if match is not None and not isinstance(value, bool):
+        rate = float(match["n"]) / (60.0 if match["unit"] in ("min", "m") else 1.0)
+    if not 0 < rate <= RATE_MAX:  # NaN fails it too
+        raise ValidationError(
+            f"invalid rate {value!r}: use tokens per second or per minute, e.g. 20/s or "
+            f"600/min (more than 0, at most {RATE_MAX:g}/s)"
+        )
+    return rate
+
+
+def default_burst(rate: float) -> int:
+    """The burst when none is given: one second's tokens (at least 1)."""
+    return max(1, math.ceil(rate))
+
+
+def parse_burst(value: str | int) -> int:
+    """A bucket's burst: a whole number of tokens from 1 to 100000."""
+    try:
+        number = value if isinstance(value, int) else int(str(value).strip(), 10)
+    except ValueError:
+        raise ValidationError(
+            f"invalid burst {value!r}: use a whole number of tokens from 1 to 100000"
+        ) from None
+    return check_burst(number)
 
 
 def check_key(key: str) -> str:
@@ -75,6 +129,28 @@ class LimitNotFound(QueueEngineError, LookupError):
     def __init__(self, key: str) -> None:
         super().__init__(f"no limit is set for concurrency key {key!r}")
         self.key = key
+
+
+def set_rate(
+    conn: psycopg.Connection[Any], schema: str, key: str, rate: str | float, burst: int | None
+) -> RateSet:
+    """Jobs of ``key`` start at most ``rate`` a second (``burst`` at once) from the next claim on."""
+    key, value = check_key(key), parse_key_rate(rate)
+    size = default_burst(value) if burst is None else check_burst(burst)
+    with schema_errors(schema), conn.transaction():
+        row = conn.execute(
+            queries.query("limits_rate_set", schema), {"key": key, "rate": value, "burst": size}
+        ).fetchone()
+    assert row is not None
+    return RateSet(key, value, size, row[0], row[1])
+
+
+def clear_rate(conn: psycopg.Connection[Any], schema: str, key: str) -> tuple[float, int] | None:
+    """Remove ``key``'s rate; return the rate and burst removed (None: it had none)."""
+    key = check_key(key)
+    with schema_errors(schema), conn.transaction():
+        row = conn.execute(queries.query("limits_rate_clear", schema), {"key": key}).fetchone()
+    return None if row is None else (float(row[0]), int(row[1]))
 
 
 def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | None:

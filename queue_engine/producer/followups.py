@@ -65,6 +65,7 @@ def encode(spec: JobSpec, *, parent_id: int, parent_attempt: int, seq: int) -> s
         "defaults_of": spec.defaults_of,
         "concurrency_key": spec.concurrency_key,
         "concurrency_limit": spec.concurrency_limit,
+        "weight": spec.weight,
     }
     return '{"args":' + spec.args_json + "," + json.dumps(fields, separators=(",", ":"))[1:]
 

@@ -61,6 +61,7 @@ BULK_COLUMNS = (
     "affinity_key",
     "concurrency_key",
     "concurrency_limit",
+    "weight",
     "defaults_of",
 )
 
@@ -350,7 +351,13 @@ def plain_bulk_params(specs: Sequence[JobSpec]) -> dict[str, Any]:
     """
     params: dict[str, Any] = {"n": len(specs)}
     for name in BULK_COLUMNS:
-        if name in ("idempotency_key", "dedupe_key", "concurrency_key", "concurrency_limit"):
+        if name in (
+            "idempotency_key",
+            "dedupe_key",
+            "concurrency_key",
+            "concurrency_limit",
+            "weight",
+        ):
             continue
         key = "args" if name == "args_json" else name
         values = [getattr(spec, name) for spec in specs]

@@ -31,6 +31,7 @@ from queue_engine.producer.validation import (
     check_concurrency_limit,
     check_queue_name,
     check_task_name,
+    check_weight,
 )
 
 Handler = Callable[..., Any]
@@ -55,6 +56,8 @@ class TaskDefinition:
     #: a process that declares the task and gives no key of its own takes them.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    #: The tokens each job takes from its key's rate bucket (migration 0033).
+    weight: int | None = None
 
     @property
     def kind(self) -> str:
@@ -193,6 +196,7 @@ def task(
     lease_ttl_s: int | None = None,
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
+    weight: int | None = None,
 ) -> Callable[[H], H]:
     """Register the decorated function, coroutine or generator as the handler of ``name``.
 
@@ -204,6 +208,9 @@ def task(
     key of its own, in a process that declares the task: they are not
     published yet, so a producer that only knows the task's name enqueues
     without them (docs/guides/enqueueing.md, "Concurrency keys").
+    ``weight`` (with a ``concurrency_key``) is the tokens each job takes from
+    its key's rate bucket (``queue-ctl limits set KEY --rate``; default 1),
+    taken the same way.
     """
     check_task_name(name)
     check_queue_name(queue)
@@ -211,6 +218,9 @@ def task(
     check_concurrency_limit(concurrency_limit)
     if concurrency_limit is not None and concurrency_key is None:
         raise ValidationError(f"task {name!r}: concurrency_limit needs a concurrency_key")
+    check_weight(weight)
+    if weight is not None and concurrency_key is None:
+        raise ValidationError(f"task {name!r}: weight needs a concurrency_key")
     for option, value, (low, high) in (
         ("max_attempts", max_attempts, MAX_ATTEMPTS_RANGE),
         ("priority", priority, PRIORITY_RANGE),
@@ -246,6 +256,7 @@ def task(
                 lease_ttl_s=lease_ttl_s,
                 concurrency_key=concurrency_key,
                 concurrency_limit=concurrency_limit,
+                weight=weight,
             )
         )
         return handler

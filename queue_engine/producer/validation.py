@@ -34,6 +34,8 @@ TIMEOUT_RANGE = (1, 7 * 24 * 3600)
 LEASE_TTL_RANGE = (1, 24 * 3600)
 #: A job's own limit of running jobs of its concurrency key (migration 0031).
 CONCURRENCY_LIMIT_RANGE = (1, 10_000)
+#: The tokens a job takes from its concurrency key's rate bucket (migration 0033).
+WEIGHT_RANGE = (1, 100_000)
 #: The longest delay: Postgres cannot add much more than this to now() (``interval
 #: out of range`` past about 10^12 s), and that error would come from the
 #: statement (for a follow-up, the worker's finish) instead of from the call.
@@ -95,6 +97,9 @@ class EnqueueOptions(TypedDict, total=False):
     concurrency_key: str | None
     #: The running jobs the key allows (1-10000); needs ``concurrency_key``.
     concurrency_limit: int | None
+    #: The tokens the job takes from its key's rate bucket (1-100000; default 1);
+    #: needs ``concurrency_key``.
+    weight: int | None
 
 
 #: Every name an enqueue takes, ``task`` first: the keys of an ``enqueue_many`` item.
@@ -167,6 +172,9 @@ class JobSpec:
     #: running jobs of ``concurrency_key``, unless an operator set the key's limit.
     concurrency_key: str | None
     concurrency_limit: int | None
+    #: The tokens the job takes from its key's rate bucket (migration 0033;
+    #: None: 1). Only with a concurrency key, whose bucket it draws on.
+    weight: int | None
     #: The task whose defaults in the database fill the options still None;
     #: None when there is nothing to fill (the task is declared in this
     #: process, or the caller gave all of :data:`DEFAULTED_OPTIONS`).
@@ -198,6 +206,7 @@ class JobSpec:
             self.affinity_key,
             self.concurrency_key,
             self.concurrency_limit,
+            self.weight,
             self.defaults_of,
         )
 
@@ -221,6 +230,7 @@ class JobSpec:
             "affinity_key": self.affinity_key,
             "concurrency_key": self.concurrency_key,
             "concurrency_limit": self.concurrency_limit,
+            "weight": self.weight,
             "defaults_of": self.defaults_of,
         }
 
@@ -320,6 +330,13 @@ def check_concurrency_limit(value: Any) -> int | None:
     if value is None:
         return None
     return _check_int("concurrency_limit", value, CONCURRENCY_LIMIT_RANGE)
+
+
+def check_weight(value: Any) -> int | None:
+    """A job's ``weight``: the 1 to 100000 tokens it takes from its key's bucket (None: 1)."""
+    if value is None:
+        return None
+    return _check_int("weight", value, WEIGHT_RANGE)
 
 
 def _surrogate(text: str) -> bool:
@@ -468,13 +485,18 @@ def spec_from_options(
         defaults_of = task
     concurrency_key = check_concurrency_key(options.get("concurrency_key"))
     concurrency_limit = check_concurrency_limit(options.get("concurrency_limit"))
+    weight = check_weight(options.get("weight"))
     if declared is not None and concurrency_key is None and concurrency_limit is None:
         # The task's declaration (@task(concurrency_key=...)): a job that gives
         # neither takes both; getattr, as a TaskDefaults need not declare them.
         concurrency_key = getattr(declared, "concurrency_key", None)
         concurrency_limit = getattr(declared, "concurrency_limit", None)
+    if declared is not None and weight is None:
+        weight = getattr(declared, "weight", None)
     if concurrency_limit is not None and concurrency_key is None:
         raise ValidationError("concurrency_limit needs a concurrency_key (the key it limits)")
+    if weight is not None and concurrency_key is None:
+        raise ValidationError("weight needs a concurrency_key (whose rate bucket it draws on)")
     run_at = options.get("run_at")
     delay = options.get("delay")
     if run_at is not None and delay is not None:
@@ -503,6 +525,7 @@ def spec_from_options(
         affinity_key=_check_key("affinity_key", options.get("affinity_key")),
         concurrency_key=concurrency_key,
         concurrency_limit=concurrency_limit,
+        weight=weight,
         defaults_of=defaults_of,
     )
 

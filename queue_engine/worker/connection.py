@@ -77,6 +77,7 @@ class WorkerConnection:
         on_notify: Callable[[psycopg.Notify], None],
         on_connect: Callable[[], None],
         mark_alive: Callable[[], None],
+        on_notice: Callable[[str | None], None] | None = None,
         reconnect_max_s: float = table.RECONNECT_MAX_S.default,
         timing: Timing = REAL_TIMING,
         outage: OutageProbe | None = None,
@@ -96,6 +97,8 @@ class WorkerConnection:
         self._stopping = stopping
         self._on_notify = on_notify
         self._on_connect = on_connect
+        #: Each server notice's text (a rated key's due token: worker/ratewait.py).
+        self._on_notice = on_notice
         self._mark_alive = mark_alive
         self.backoff = reconnect_backoff(RECONNECT_BASE_S, reconnect_max_s)
         self.timing = timing
@@ -223,6 +226,9 @@ class WorkerConnection:
             connection_class=CursorKeepingConnection,
         )
         refuse_read_only(conn, self.dsn)  # a standby: connect again, maybe elsewhere
+        on_notice = self._on_notice
+        if on_notice is not None:
+            conn.add_notice_handler(lambda diag: on_notice(diag.message_primary))
         try:
             store.configure_session(conn, synchronous_commit=self.synchronous_commit)
             for channel in self.channels:

@@ -79,6 +79,7 @@ from queue_engine.worker.gate import DbGateStore, Gate
 from queue_engine.worker.idle import poll_interval
 from queue_engine.worker.jobs import HeldJobs
 from queue_engine.worker.liveness import Liveness, TripRecorder
+from queue_engine.worker.ratewait import RateDue
 from queue_engine.worker.recycle import RecycleLimits, Recycler, process_rss_mb
 from queue_engine.worker.renewal import Renewer, idle_beat_s
 from queue_engine.worker.runner import JobRunner
@@ -164,6 +165,8 @@ class Worker:
             zombie_grace_s=settings.zombie_grace_s,
             clock=timing.clock,
         )
+        #: When a rated key's token is due, as the last claims reported it.
+        self.rate_due = RateDue(timing.clock)
         self.connection = WorkerConnection(
             dsn=settings.dsn,
             schema=self.schema,
@@ -176,6 +179,7 @@ class Worker:
             on_notify=self._on_notify,
             on_connect=self._on_connect,
             mark_alive=lambda: self.liveness.mark_alive(),
+            on_notice=self.rate_due.on_notice,
             reconnect_max_s=settings.reconnect_max_s,
             timing=timing,
         )
@@ -448,17 +452,24 @@ class Worker:
                     continue
                 idle_poll = False
                 self._wake.clear()
+                self.rate_due.clear()
                 if self.gate.may_claim():
                     claimed = self.flusher.flush(claim_limit=recycler.claim_room(prefetch, 0))
                 else:
                     claimed = self.flusher.flush(claim_limit=0) if jobs.pending else 0
                 if not claimed:
                     throttled = self.gate.throttled
-                    wait_s = self.gate.rate_wait_s() if throttled else self.idle_poll_s()
+                    # A rated key's token due soon (worker/ratewait.py): claim
+                    # again then, neither polling nor sleeping a whole poll.
+                    key_wait_s = None if throttled else self.rate_due.take(self.idle_poll_s())
+                    if throttled:
+                        wait_s = self.gate.rate_wait_s()
+                    else:
+                        wait_s = self.idle_poll_s() if key_wait_s is None else key_wait_s
                     # An idle worker ages too (cap_wait). A wait that times out
                     # is a safety poll: the next round probes before it claims.
                     woken = self._wait_for_work(recycler.cap_wait(wait_s))
-                    idle_poll = not woken and not throttled
+                    idle_poll = not woken and not throttled and key_wait_s is None
                     continue
             elif jobs.pending and self._clock() - jobs.pending_since >= flush_interval_s:
                 # Long jobs: do not leave finished jobs looking "running" for long.

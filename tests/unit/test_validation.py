@@ -385,6 +385,7 @@ EVERY_OPTION: dict[str, Any] = {
     "affinity_key": "warm",
     "concurrency_key": "c",
     "concurrency_limit": 4,
+    "weight": 2,
 }
 
 
@@ -409,6 +410,7 @@ def test_spec_params_bind_every_enqueue_parameter() -> None:
         "affinity_key": "warm",
         "concurrency_key": "c",
         "concurrency_limit": 4,
+        "weight": 2,
         "defaults_of": None,
     }
 

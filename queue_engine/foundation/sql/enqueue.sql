@@ -15,7 +15,7 @@ WITH ins AS (
     INSERT INTO __SCHEMA__.jobs (
         queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
         idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key,
-        concurrency_key, concurrency_limit
+        concurrency_key, concurrency_limit, weight
     )
     SELECT coalesce(%(queue)s::text, d.queue), %(task)s::text, %(args)s::jsonb,
            coalesce(%(priority)s::smallint, d.priority),
@@ -26,7 +26,7 @@ WITH ins AS (
            coalesce(%(lease_ttl_s)s::int, d.lease_ttl_s),
            %(idempotency_key)s::text, %(dedupe_key)s::text, %(lock_key)s::text,
            %(partition_key)s::text, %(producer)s::text, %(affinity_key)s::text,
-           %(concurrency_key)s::text, %(concurrency_limit)s::int
+           %(concurrency_key)s::text, %(concurrency_limit)s::int, %(weight)s::int
     FROM __SCHEMA__.task_defaults_of(%(defaults_of)s::text) AS d
     ON CONFLICT DO NOTHING
     RETURNING *

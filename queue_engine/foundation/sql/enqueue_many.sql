@@ -12,11 +12,11 @@ WITH input AS MATERIALIZED (
         %(timeout_s)s::int[], %(lease_ttl_s)s::int[], %(idempotency_key)s::text[],
         %(dedupe_key)s::text[], %(lock_key)s::text[], %(partition_key)s::text[],
         %(producer)s::text[], %(affinity_key)s::text[], %(defaults_of)s::text[],
-        %(concurrency_key)s::text[], %(concurrency_limit)s::int[]
+        %(concurrency_key)s::text[], %(concurrency_limit)s::int[], %(weight)s::int[]
     ) WITH ORDINALITY AS t(queue, task, args, priority, run_at, delay_s, max_attempts,
                            timeout_s, lease_ttl_s, idempotency_key, dedupe_key, lock_key,
                            partition_key, producer, affinity_key, defaults_of,
-                           concurrency_key, concurrency_limit, ord)
+                           concurrency_key, concurrency_limit, weight, ord)
 ),
 -- Within the batch the first item of each key wins; later items sharing a key
 -- with an earlier one are not inserted and resolve to the winner's id below.
@@ -34,7 +34,7 @@ ins AS (
     INSERT INTO __SCHEMA__.jobs (
         id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
         idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key,
-        concurrency_key, concurrency_limit
+        concurrency_key, concurrency_limit, weight
     )
     SELECT w.new_id, coalesce(w.queue, d.queue, b.queue), w.task, w.args::jsonb,
            coalesce(w.priority, d.priority, b.priority),
@@ -43,7 +43,7 @@ ins AS (
            coalesce(w.timeout_s, d.timeout_s, b.timeout_s),
            coalesce(w.lease_ttl_s, d.lease_ttl_s, b.lease_ttl_s),
            w.idempotency_key, w.dedupe_key, w.lock_key, w.partition_key, w.producer,
-           w.affinity_key, w.concurrency_key, w.concurrency_limit
+           w.affinity_key, w.concurrency_key, w.concurrency_limit, w.weight
     FROM winners w
     -- Unset options (NULL) take the defaults of the row's defaults_of task, as
     -- in enqueue_many_plain_defaults.sql (migration 0028).

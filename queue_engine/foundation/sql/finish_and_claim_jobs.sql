@@ -21,6 +21,10 @@
 -- a fresh snapshot, so no race lets more than the limit run; a key another
 -- claim holds right now counts as full (skipped, like a row SKIP LOCKED
 -- skips). A plain job pays one NULL test: the function is never called for it.
+-- The same function applies the key's rate limit (migration 0033): a job
+-- whose key's token bucket lacks its weight is skipped the same way, and the
+-- status guard (jobs_guard_transition) takes the tokens of each job this
+-- statement claims.
 --
 -- The operator controls (pause, scale, park: the gate CTE; rate: allowed) are
 -- enforced here, by the claim, and only gate it: finishes are applied as usual,
@@ -151,7 +155,7 @@ followup AS MATERIALIZED (
              max_attempts int, timeout_s int, lease_ttl_s int, idempotency_key text,
              dedupe_key text, lock_key text, partition_key text, producer text,
              affinity_key text, defaults_of text, concurrency_key text,
-             concurrency_limit int)
+             concurrency_limit int, weight int)
     JOIN finished f ON f.id = x.parent_id AND f.attempt = x.parent_attempt
     WHERE f.status = 'succeeded'
     ORDER BY x.parent_id, x.seq
@@ -163,7 +167,7 @@ followup_jobs AS (
     INSERT INTO __SCHEMA__.jobs (
         id, queue, task, args, priority, available_at, max_attempts, timeout_s, lease_ttl_s,
         idempotency_key, dedupe_key, lock_key, partition_key, producer, affinity_key,
-        concurrency_key, concurrency_limit
+        concurrency_key, concurrency_limit, weight
     )
     SELECT fu.new_id, coalesce(fu.queue, d.queue), fu.task, fu.args,
            coalesce(fu.priority, d.priority),
@@ -171,7 +175,7 @@ followup_jobs AS (
            coalesce(fu.max_attempts, d.max_attempts), coalesce(fu.timeout_s, d.timeout_s),
            coalesce(fu.lease_ttl_s, d.lease_ttl_s), fu.idempotency_key, fu.dedupe_key,
            fu.lock_key, fu.partition_key, fu.producer, fu.affinity_key,
-           fu.concurrency_key, fu.concurrency_limit
+           fu.concurrency_key, fu.concurrency_limit, fu.weight
     -- Options the handler left unset (NULL) take the defaults of the
     -- follow-up's task when the worker does not declare it (defaults_of; the
     -- published ones, else the built-in ones: migration 0028), as an enqueue.
@@ -308,7 +312,8 @@ warm AS (
     -- it overrides the queue's order, for at most that long.
     SELECT j.id, j.lock_key, j.priority, j.fair_tag, j.available_at, j.concurrency_key,
            CASE WHEN j.concurrency_key IS NOT NULL
-                THEN __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit) END AS free
+                THEN __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit,
+                                                 j.weight) END AS free
     FROM __SCHEMA__.jobs j
     WHERE j.queue = %(queue)s
       AND j.affinity_key = %(warm_key)s
@@ -323,7 +328,7 @@ warm AS (
             SELECT r.id FROM __SCHEMA__.jobs r
             WHERE r.lock_key = j.lock_key AND r.status = 'running') IS NULL)
       AND (j.concurrency_key IS NULL
-           OR __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit)
+           OR __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit, j.weight)
               IS DISTINCT FROM 0)
       AND EXISTS (SELECT 1 FROM gate)
     ORDER BY j.priority, j.available_at, j.id
@@ -338,7 +343,8 @@ candidate AS (
            -- keyed row's free slots, as the filter below just counted them.
            , j.concurrency_key  --@!oneclaim
            , CASE WHEN j.concurrency_key IS NOT NULL  --@!oneclaim
-                  THEN __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit)  --@!oneclaim
+                  THEN __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit,  --@!oneclaim
+                                                   j.weight)  --@!oneclaim
                   END AS free  --@!oneclaim
     FROM __SCHEMA__.jobs j
     WHERE j.queue = %(queue)s
@@ -353,7 +359,7 @@ candidate AS (
       -- A keyed job only while its key has a free slot (NULL: no limit is
       -- set). Evaluated after the NULL test, so a plain row never calls it.
       AND (j.concurrency_key IS NULL
-           OR __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit)
+           OR __SCHEMA__.concurrency_free(j.concurrency_key, j.concurrency_limit, j.weight)
               IS DISTINCT FROM 0)
       -- A one-time filter (no column of j): when the gate is closed, the index
       -- scan never starts.

@@ -13,12 +13,16 @@
 --     does): never a scan of a whole backlog, the cost of `stats` per queue.
 --     Exact when no queue's read stopped at the cap, else a lower bound for
 --     the keys at their limit (waiting_at_least);
---   * keys: the concurrency_limits rows (operators' rows, a handful), plus,
---     when %(with_running)s, keys with running jobs but no operator's row.
+--   * keys: the keys operators set a limit or a rate for (concurrency_limits
+--     full join rate_buckets: a handful of rows), plus, when
+--     %(with_running)s, keys with running jobs but neither;
+--   * tokens: a rated key's bucket now, refilled as the claim computes it
+--     (concurrency_free, migration 0033); below 0 while a heavy job's debt is
+--     repaid.
 -- %(key)s: only this key (NULL: every key). %(busiest)s: order by running +
 -- waiting, most first (else by key). %(limit)s: at most this many keys.
--- A column for another per-key control (a rate bucket) goes into `keys` and
--- the final SELECT, and a field into operator/flow.py's KeyFlow.
+-- A column for another per-key control goes into `keys` and the final
+-- SELECT, and a field into operator/flow.py's KeyFlow.
 WITH RECURSIVE queues AS (
     -- The queues with queued jobs, by a loose scan of jobs_claimable_idx.
     (SELECT j.queue FROM __SCHEMA__.jobs j
@@ -62,14 +66,20 @@ capped AS MATERIALIZED (
     FROM (SELECT 1 FROM sample GROUP BY queue HAVING sum(n) > %(cap)s::bigint) c
 ),
 keys AS (
-    SELECT c.key, c.max_running, c.set_at
+    SELECT coalesce(c.key, b.key) AS key, c.max_running,
+           greatest(c.set_at, b.set_at) AS set_at, b.rate, b.burst,
+           least(b.burst::float8,
+                 b.tokens + b.rate * extract(epoch FROM clock_timestamp() - b.refilled_at))
+               AS tokens
     FROM __SCHEMA__.concurrency_limits c
-    WHERE %(key)s::text IS NULL OR c.key = %(key)s::text
+    FULL JOIN __SCHEMA__.rate_buckets b ON b.key = c.key
+    WHERE %(key)s::text IS NULL OR coalesce(c.key, b.key) = %(key)s::text
     UNION ALL
-    SELECT r.key, NULL::integer, NULL::timestamptz
+    SELECT r.key, NULL::integer, NULL::timestamptz, NULL::float8, NULL::integer, NULL::float8
     FROM running r
     WHERE %(with_running)s::boolean
       AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.concurrency_limits c WHERE c.key = r.key)
+      AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.rate_buckets b WHERE b.key = r.key)
 ),
 waits AS (
     SELECT s.concurrency_key AS key, sum(s.n) AS waiting
@@ -83,7 +93,7 @@ figures AS (
     SELECT k.key, k.max_running AS operator_limit,
            coalesce(k.max_running, r.job_limit) AS effective_limit,
            coalesce(r.running, 0) AS running, coalesce(w.waiting, 0) AS waiting,
-           k.set_at
+           k.set_at, k.rate, k.burst, k.tokens
     FROM keys k
     LEFT JOIN running r ON r.key = k.key
     LEFT JOIN waits w ON w.key = k.key
@@ -91,7 +101,7 @@ figures AS (
 SELECT f.key, f.operator_limit, f.effective_limit, f.running, f.waiting,
        f.effective_limit IS NOT NULL AND f.running >= f.effective_limit
            AND (SELECT c.any_capped FROM capped c) AS waiting_at_least,
-       f.set_at
+       f.set_at, f.rate, f.burst, f.tokens
 FROM figures f
 ORDER BY CASE WHEN %(busiest)s::boolean THEN -(f.running + f.waiting) ELSE 0 END, f.key
 LIMIT %(limit)s::bigint

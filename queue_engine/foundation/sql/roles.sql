@@ -57,6 +57,11 @@ GRANT EXECUTE ON FUNCTION __SCHEMA__.take_rate_tokens(text, integer) TO __WORKER
 -- Per-key concurrency limits (migration 0031): the claim calls concurrency_free,
 -- a SECURITY DEFINER function that reads the operators' limits.
 GRANT EXECUTE ON FUNCTION __SCHEMA__.concurrency_free(text, integer) TO __WORKER_ROLE__;
+-- With per-key rates (migration 0033) the claim calls the three-argument form.
+GRANT EXECUTE ON FUNCTION __SCHEMA__.concurrency_free(text, integer, integer) TO __WORKER_ROLE__;
+-- The status guard (run as the claiming role) takes a claimed job's tokens
+-- through rate_buckets_spend, SECURITY DEFINER like take_rate_tokens.
+GRANT EXECUTE ON FUNCTION __SCHEMA__.rate_buckets_spend(text, integer) TO __WORKER_ROLE__;
 -- The claim reads a workflow node's parents (their results, for ctx.parents)
 -- through the edges. Ending a node updates the workflow tables through the
 -- jobs_workflow_moved trigger, a SECURITY DEFINER function: no grant needed.
@@ -96,4 +101,5 @@ GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.jobs_all, __SCHEMA__.job_events, __S
     __SCHEMA__.workflows, __SCHEMA__.workflow_tallies, __SCHEMA__.job_deps, __SCHEMA__.job_gates,
     __SCHEMA__.workflow_node_ids, __SCHEMA__.schedules, __SCHEMA__.schedule_runs,
     __SCHEMA__.task_defaults, __SCHEMA__.task_publications, __SCHEMA__.imported_ids,
-    __SCHEMA__.concurrency_limits, __SCHEMA__.partition_weights TO __MONITOR_ROLE__;
+    __SCHEMA__.concurrency_limits, __SCHEMA__.partition_weights, __SCHEMA__.rate_buckets
+    TO __MONITOR_ROLE__;

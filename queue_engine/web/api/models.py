@@ -31,6 +31,7 @@ from queue_engine.producer.validation import (
     MAX_DELAY_S,
     PRIORITY_RANGE,
     TIMEOUT_RANGE,
+    WEIGHT_RANGE,
 )
 from queue_engine.producer.workflows.model import NodeInfo, WorkflowInfo
 from queue_engine.producer.workflows.spec import MAX_NODES
@@ -63,6 +64,7 @@ ConcurrencyLimit = Annotated[
     Field(ge=CONCURRENCY_LIMIT_RANGE[0], le=CONCURRENCY_LIMIT_RANGE[1]),
     JSON_NUMBER,
 ]
+Weight = Annotated[int, Field(ge=WEIGHT_RANGE[0], le=WEIGHT_RANGE[1]), JSON_NUMBER]
 Delay = Annotated[float, Field(ge=0, le=MAX_DELAY_S), JSON_NUMBER]
 #: ``run_at`` and ``delay`` say the same thing two ways: at most one of them.
 RUN_AT_OR_DELAY: dict[str, Any] = {
@@ -108,6 +110,9 @@ class JobCreate(Strict):
         None, description="at most concurrency_limit running jobs per key, fleet-wide"
     )
     concurrency_limit: ConcurrencyLimit | None = None
+    weight: Weight | None = Field(
+        None, description="tokens the job takes from its concurrency key's rate bucket (default 1)"
+    )
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of ``Client.enqueue``."""
@@ -508,6 +513,7 @@ class WorkflowNodeIn(Strict):
     # Refused by Workflow.add (not yet written by start_workflow): a clear 4xx.
     concurrency_key: Key | None = None
     concurrency_limit: ConcurrencyLimit | None = None
+    weight: Weight | None = None
 
     def options(self) -> dict[str, Any]:
         """The enqueue options that were given (``Workflow.add``'s keyword arguments)."""
