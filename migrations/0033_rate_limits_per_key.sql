@@ -120,7 +120,10 @@ BEGIN
     IF b.rate IS NULL THEN
         RETURN free;
     END IF;
-    held := 'queue_engine.rate_held_' || to_hex(hashtext(p_key));
+    -- A transaction-local setting per key, named by this schema's bucket
+    -- table (two engine schemas in one database never share it).
+    held := 'queue_engine_rate.held_' || '__SCHEMA__.rate_buckets'::regclass::oid
+            || '_' || to_hex(hashtext(p_key));
     IF current_setting(held, true) = '1' THEN
         RETURN 0;
     END IF;
