@@ -34,7 +34,7 @@ def set_cmd(cli: CliContext, key: str, n: str) -> None:
     check_key(key)
     parse_limit(n)  # before connecting: a typo fails the same way with any DSN
     with cli.connect() as conn:
-        result = set_limit(conn, cli.schema, key, n)
+        result = set_limit(conn, cli.schema, key, n, by=cli.actor)
     was = "none" if result.previous is None else str(result.previous)
     held = "; none of its jobs starts" if result.max_running == 0 else ""
     click.echo(
@@ -80,7 +80,7 @@ def clear_cmd(cli: CliContext, key: str) -> None:
     """Remove KEY's limit: its jobs follow their own concurrency_limit again."""
     check_key(key)
     with cli.connect() as conn:
-        removed = clear_limit(conn, cli.schema, key)
+        removed = clear_limit(conn, cli.schema, key, by=cli.actor)
     if removed is None:
         click.echo(f"key {key} had no limit set (unchanged)")
     else:

@@ -6,7 +6,9 @@ limit run (docs/internals/flow-control.md). The limit is the job's own
 operator's wins, so a limit is tightened (or a key held, with 0) during an
 incident without re-enqueuing anything. The claim reads the table on every
 run, so a change holds from the next claim on, on every worker, with no
-NOTIFY; jobs already running go on.
+NOTIFY; jobs already running go on. Each change is recorded in the audit of
+controls (``limit_set``, ``limit_clear``: :mod:`queue_engine.operator.audit`)
+in its own transaction.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import psycopg
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
 from queue_engine.foundation.errors import QueueEngineError, ValidationError
+from queue_engine.operator.audit import Actor, record_control
 from queue_engine.operator.flow import MAX_ROWS, KeyFlow, key_flows
 from queue_engine.producer.validation import MAX_KEY_LENGTH, check_concurrency_key
 
@@ -58,14 +61,26 @@ def check_key(key: str) -> str:
     return checked
 
 
-def set_limit(conn: psycopg.Connection[Any], schema: str, key: str, limit: str | int) -> LimitSet:
+def set_limit(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    key: str,
+    limit: str | int,
+    *,
+    by: Actor | None = None,
+) -> LimitSet:
     """At most ``limit`` jobs of ``key`` run at once from the next claim on; idempotent."""
     key, value = check_key(key), parse_limit(limit)
     with schema_errors(schema), conn.transaction():
         row = conn.execute(
             queries.query("limits_set", schema), {"key": key, "max_running": value}
         ).fetchone()
-    assert row is not None
+        assert row is not None
+        before = None if row[0] is None else {"max_running": row[0]}
+        after = {"max_running": value}
+        record_control(
+            conn, schema, control="limit_set", target=key, before=before, after=after, by=by
+        )
     return LimitSet(key, value, row[0], int(row[1]))
 
 
@@ -77,11 +92,21 @@ class LimitNotFound(QueueEngineError, LookupError):
         self.key = key
 
 
-def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | None:
-    """Remove the operator's limit of ``key``; return it (None: the key had none)."""
+def clear_limit(
+    conn: psycopg.Connection[Any], schema: str, key: str, *, by: Actor | None = None
+) -> int | None:
+    """Remove the operator's limit of ``key``; return it (None: the key had none).
+
+    A key without a limit changes nothing and records nothing (the API answers 404).
+    """
     key = check_key(key)
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("limits_clear", schema), {"key": key}).fetchone()
+        if row is not None:
+            before = {"max_running": int(row[0])}
+            record_control(
+                conn, schema, control="limit_clear", target=key, before=before, after=None, by=by
+            )
     return None if row is None else int(row[0])
 
 

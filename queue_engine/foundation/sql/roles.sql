@@ -94,3 +94,6 @@ GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.jobs_all, __SCHEMA__.job_events, __S
     __SCHEMA__.workflow_node_ids, __SCHEMA__.schedules, __SCHEMA__.schedule_runs,
     __SCHEMA__.task_defaults, __SCHEMA__.task_publications, __SCHEMA__.imported_ids,
     __SCHEMA__.concurrency_limits TO __MONITOR_ROLE__;
+-- The audit of operator controls (migration 0034, `queue-ctl audit`): read
+-- only; the operator layer writes it as the owner, in each control's transaction.
+GRANT SELECT ON __SCHEMA__.control_events TO __MONITOR_ROLE__;
