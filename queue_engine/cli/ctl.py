@@ -147,6 +147,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue_engine.cli.limits:limits",
         "Per-key concurrency limits: at most N jobs of a key running, fleet-wide.",
     ),
+    "audit": LazyCommand(
+        "queue_engine.cli.audit:audit",
+        "Who changed which control (pause, scale, rate, park, stop, limits), newest first.",
+    ),
     "controls": LazyCommand(
         "queue_engine.cli.controls:controls_cmd",
         "Every control in force: paused, scaled and rate-limited queues, parks, stop requests.",

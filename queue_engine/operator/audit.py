@@ -150,7 +150,7 @@ def parse_since(value: str, now: datetime) -> datetime:
     text = value.strip()
     try:
         return now - timedelta(seconds=table.parse_duration(text))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a duration, or one reaching before year 1
         pass
     try:
         at = datetime.fromisoformat(text)

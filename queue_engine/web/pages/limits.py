@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from queue_engine.operator import flow, limits
+from queue_engine.web.pages import reads
 from queue_engine.web.pages.actions import _run, form_of
 from queue_engine.web.pages.context import Operator, Page
 
@@ -34,6 +35,7 @@ def limits_page(ctx: Page) -> HTMLResponse:
     """Per-key limits: running against the limit, jobs waiting on it, when it was set."""
     with ctx.connection() as conn:
         rows = flow.key_flows(conn, ctx.schema, limit=PAGE_KEYS)
+        changes = reads.recent_changes(conn, ctx.schema)
     return HTMLResponse(
         ctx.render(
             "limits.html",
@@ -42,6 +44,7 @@ def limits_page(ctx: Page) -> HTMLResponse:
             keys=rows,
             shown_max=PAGE_KEYS,
             limit_max=limits.LIMIT_RANGE[1],
+            recent_changes=changes,
         )
     )
 
