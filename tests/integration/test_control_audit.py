@@ -21,7 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 from support.audit import audit_rows
 from support.ctl import ok, queue_ctl
-from support.web import OPERATOR, READ, is_problem, web_client
+from support.web import OPERATOR, READ, basic, is_problem, web_client
 
 from queue_engine.foundation.errors import ValidationError
 from queue_engine.operator import audit
@@ -236,3 +236,27 @@ def test_the_pruner_deletes_audit_rows_past_their_retention(conn: psycopg.Connec
     result = prune_once(conn, S, Retention())  # the default: 90 days
     assert result.control_events == 2 and result.did_work
     assert [e.target for e in list_control_events(conn, S)] == ["q10"]
+
+
+def test_dashboard_controls_name_the_login_and_the_queues_page_lists_them(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    ada = basic("ada", "ada-password-42")  # an operator login
+    with web_client(dsn) as web:
+        done = web.post("/actions/queues/etl/pause", headers=ada, follow_redirects=False)
+        assert done.status_code == 303 and "done=" in done.headers["location"]
+        web.post(
+            "/actions/queues/etl/scale", headers=ada, data={"limit": "2"}, follow_redirects=False
+        )
+        refused = web.post(
+            "/actions/queues/etl/scale", headers=ada, data={"limit": "-1"}, follow_redirects=False
+        )
+        assert "failed=" in refused.headers["location"]
+        page = web.get("/queues", headers=basic("rex", "rex-password-42")).text
+    assert [(r[0], r[4], r[5]) for r in audit_rows(conn)] == [
+        ("pause", "ada", "dashboard"),
+        ("scale", "ada", "dashboard"),
+    ]
+    recent = page[page.index('id="recent-changes"') :]
+    assert recent.index(">scale<") < recent.index(">pause<")  # newest first
+    assert '{"scale_limit": 2}' in recent and "(dashboard)" in recent
