@@ -380,3 +380,15 @@ def test_the_monitor_reads_the_audit_of_controls_and_writes_none(
         refused(mconn, "DELETE FROM queue_engine.control_events")
     with psycopg.connect(role_dsns["worker"], autocommit=True) as wconn:
         refused(wconn, "SELECT * FROM queue_engine.control_events")
+
+
+def test_roles_made_before_migration_34_may_read_the_audit_after_it(
+    role_dsns, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # As on a deployment whose roles were made before 0034: the table is new to them.
+    Migrator(dsn).down(33)
+    Migrator(dsn).up()
+    with psycopg.connect(role_dsns["monitor"], autocommit=True) as mconn:
+        assert mconn.execute("SELECT count(*) FROM queue_engine.control_events").fetchone() == (0,)
+    with psycopg.connect(role_dsns["producer"], autocommit=True) as pconn:
+        refused(pconn, "SELECT count(*) FROM queue_engine.control_events")
