@@ -232,7 +232,9 @@ def test_no_key_ever_runs_more_than_its_limit_under_sigkills_and_a_crash(
         f"\nlimits {limits}; most at once: sampled {sampled} ({samples} samples),"
         f" events {by_events}, handlers {by_handlers}; {kills} SIGKILLs,"
         f" {recovered[0] if recovered else 0} jobs given back;",
-        f"Postgres crashed and back in {crashed[0]:.1f} s" if crashed else "no crash (not our server)",
+        f"Postgres crashed and back in {crashed[0]:.1f} s"
+        if crashed
+        else "no crash (not our server)",
     )
     for key, limit in limits.items():
         assert sampled.get(key, 0) <= limit, (key, sampled, limits)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from queue_engine.foundation.migrate import Migrator
+    from queue_engine.operator.audit import Actor
     from queue_engine.producer.client import Client
 
 
@@ -68,6 +69,13 @@ class CliContext:
     def schema(self) -> str:
         """The schema holding the engine's tables."""
         return self._target[1]
+
+    @property
+    def actor(self) -> Actor:
+        """Who the audit of controls names for this command: ``QUEUE_ENGINE_ACTOR``, else user@host."""
+        from queue_engine.operator.audit import local_actor
+
+        return local_actor("cli")
 
     @contextmanager
     def connect(self) -> Iterator[psycopg.Connection[Any]]:

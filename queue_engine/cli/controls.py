@@ -47,7 +47,7 @@ def pause_cmd(cli: CliContext, queue: str) -> None:
     """Stop workers claiming from QUEUE; running jobs finish, new jobs wait."""
     check_queue_name(queue)  # before connecting: a typo fails the same way with any DSN
     with cli.connect() as conn:
-        result = pause_queue(conn, cli.schema, queue)
+        result = pause_queue(conn, cli.schema, queue, by=cli.actor)
     since = result.paused_at.isoformat(timespec="seconds")
     if result.was_paused:
         click.echo(f"queue {queue} was already paused (since {since})")
@@ -62,7 +62,7 @@ def resume_cmd(cli: CliContext, queue: str) -> None:
     """Let workers claim from QUEUE again; its idle workers are woken at once."""
     check_queue_name(queue)  # before connecting: a typo fails the same way with any DSN
     with cli.connect() as conn:
-        result = resume_queue(conn, cli.schema, queue)
+        result = resume_queue(conn, cli.schema, queue, by=cli.actor)
     if result.was_paused:
         click.echo(f"queue {queue} resumed")
     else:
@@ -131,7 +131,7 @@ def scale_cmd(cli: CliContext, queue: str, limit: str) -> None:
     check_queue_name(queue)
     value = parse_scale(limit)
     with cli.connect() as conn:
-        result = scale_queue(conn, cli.schema, queue, value)
+        result = scale_queue(conn, cli.schema, queue, value, by=cli.actor)
     was = f"was: {_limit(result.previous)}"
     woken = "; its idle workers were woken" if result.woken else ""
     if not result.changed:
@@ -171,7 +171,7 @@ def rate_cmd(cli: CliContext, queue: str, rate: str, burst: int | None) -> None:
     if burst is not None:
         check_burst(burst)
     with cli.connect() as conn:
-        result = rate_queue(conn, cli.schema, queue, value, burst=burst)
+        result = rate_queue(conn, cli.schema, queue, value, burst=burst, by=cli.actor)
     was = _rate(result.previous_rate, result.previous_burst)
     if not result.changed and value is None:
         click.echo(f"queue {queue} already had no rate limit (unchanged)")
@@ -200,7 +200,7 @@ def park_cmd(cli: CliContext, host: str | None, queue: str | None, worker_id: st
     """
     target = _target(host, queue, worker_id)
     with cli.connect() as conn:
-        result = park(conn, cli.schema, target)
+        result = park(conn, cli.schema, target, by=cli.actor)
     since = _since(result.parked_at)
     if target.worker_id is not None:
         where = f"host {result.host}, queue {result.queue or '-'}"
@@ -236,7 +236,7 @@ def unpark_cmd(cli: CliContext, host: str | None, queue: str | None, worker_id: 
     """
     target = _target(host, queue, worker_id)
     with cli.connect() as conn:
-        result = unpark(conn, cli.schema, target)
+        result = unpark(conn, cli.schema, target, by=cli.actor)
     if target.worker_id is not None:
         wid = target.worker_id
         click.echo(f"unparked worker {wid}" if result.removed else f"worker {wid} was not parked")
@@ -290,7 +290,7 @@ def stop_cmd(
     """
     target = _target(host, queue, worker_id)
     with cli.connect() as conn:
-        requests = stop_workers(conn, cli.schema, target, now=now)
+        requests = stop_workers(conn, cli.schema, target, now=now, by=cli.actor)
     new = [r.worker_id for r in requests if not r.already]
     old = [r for r in requests if r.already]
     if new:

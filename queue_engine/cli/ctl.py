@@ -151,6 +151,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue_engine.cli.partitions:partitions",
         "Fair share across partitions (tenants): weights, and each partition's backlog.",
     ),
+    "audit": LazyCommand(
+        "queue_engine.cli.audit:audit",
+        "Who changed which control (pause, scale, rate, park, stop, limits), newest first.",
+    ),
     "controls": LazyCommand(
         "queue_engine.cli.controls:controls_cmd",
         "Every control in force: paused, scaled and rate-limited queues, parks, stop requests.",

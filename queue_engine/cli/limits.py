@@ -74,7 +74,7 @@ def set_cmd(cli: CliContext, key: str, n: str | None, rate: str | None, burst: s
     # One transaction for both: a limit and a rate given together are set together.
     with cli.connect() as conn, conn.transaction():
         if n is not None:
-            result = set_limit(conn, cli.schema, key, n)
+            result = set_limit(conn, cli.schema, key, n, by=cli.actor)
             was = "none" if result.previous is None else str(result.previous)
             held = "; none of its jobs starts" if result.max_running == 0 else ""
             click.echo(
@@ -82,7 +82,7 @@ def set_cmd(cli: CliContext, key: str, n: str | None, rate: str | None, burst: s
                 f"{result.running}){held}"
             )
         if value is not None:
-            rated = set_rate(conn, cli.schema, key, value, size)
+            rated = set_rate(conn, cli.schema, key, value, size, by=cli.actor)
             was = (
                 "none"
                 if rated.previous_rate is None
@@ -143,8 +143,8 @@ def clear_cmd(cli: CliContext, key: str, rate_only: bool) -> None:
     """Remove KEY's limit and rate: its jobs follow their own concurrency_limit again."""
     check_key(key)
     with cli.connect() as conn:
-        removed = None if rate_only else clear_limit(conn, cli.schema, key)
-        rate = clear_rate(conn, cli.schema, key)
+        removed = None if rate_only else clear_limit(conn, cli.schema, key, by=cli.actor)
+        rate = clear_rate(conn, cli.schema, key, by=cli.actor)
     if not rate_only:
         if removed is None:
             click.echo(f"key {key} had no limit set (unchanged)")

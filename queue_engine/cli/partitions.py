@@ -54,7 +54,7 @@ def weight_cmd(cli: CliContext, queue: str, key: str, w: str | None, clear: bool
         raise ValidationError("give a weight W, or --clear (not both)")
     if w is None:
         with cli.connect() as conn:
-            removed = clear_weight(conn, cli.schema, queue, key)
+            removed = clear_weight(conn, cli.schema, queue, key, by=cli.actor)
         if removed is None:
             click.echo(f"partition {key} of queue {queue} had no weight set (unchanged: 1)")
         else:
@@ -65,7 +65,7 @@ def weight_cmd(cli: CliContext, queue: str, key: str, w: str | None, clear: bool
         return
     parse_weight(w)
     with cli.connect() as conn:
-        result = set_weight(conn, cli.schema, queue, key, w)
+        result = set_weight(conn, cli.schema, queue, key, w, by=cli.actor)
     queued = f"{result.queued}+" if result.queued >= DEPTH_CAP else str(result.queued)
     click.echo(
         f"partition {key} of queue {queue}: weight {result.weight:g} "

@@ -514,6 +514,8 @@ def prune_summary(result: PruneResult) -> str:
             f", {result.workflows_total} finished workflows ({by_state}) with "
             f"{result.workflow_jobs} jobs"
         )
+    if result.control_events:
+        text += f", {result.control_events} audit rows of controls"
     if not result.dry_run:
         text += f" in {result.batches} batches"
         if result.more:

@@ -173,8 +173,6 @@ _WEB: Final[dict[str, str]] = {
     "web.error": "a request raised an unexpected error; answered 500 (traceback at debug)",
     "web.refused_by_database": "the database refused a value the API's checks let through; "
     "answered 422 (a validation gap worth reporting)",
-    "web.limit_set": "an operator set a concurrency key's limit through the HTTP API or the dashboard",
-    "web.limit_cleared": "an operator cleared a concurrency key's limit through the HTTP API or the dashboard",
 }
 
 _APP: Final[dict[str, str]] = {

@@ -41,7 +41,7 @@ from queue_engine.foundation.errors import (
 log = logging.getLogger("queue_engine.migrate")
 
 #: The schema version this code needs; a test checks it is the last migration.
-ENGINE_SCHEMA_VERSION = 33
+ENGINE_SCHEMA_VERSION = 34
 ENGINE_LEDGER_TABLE = "schema_migrations"
 
 MIGRATION_FILE = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+?)(?P<down>\.down)?\.sql$")

@@ -308,6 +308,15 @@ SCHEMA = text(
     "Postgres schema holding the engine's tables, and prefix of its NOTIFY channels",
     option="--schema",
 )
+ACTOR = optional_text(
+    "ACTOR",
+    (LIBRARY, CTL),
+    "who the audit of controls names for a change made by queue-ctl or the Python API "
+    "(`queue-ctl audit`); never a secret",
+    minimum=1,
+    maximum=255,
+    default_text="`user@host` of the OS user",
+)
 DEBUG = optional_text(
     "DEBUG",
     (*COMMANDS,),
@@ -585,6 +594,13 @@ RETAIN_WORKERS_S = number(
     "age at which silent or stopped worker rows are pruned; 0 keeps them",
     minimum=0,
 )
+RETAIN_CONTROL_EVENTS_S = number(
+    "RETAIN_CONTROL_EVENTS_S",
+    90 * 86400,
+    (ORCHESTRATOR, CTL),
+    "age at which rows of the audit of controls (control_events) are pruned; 0 keeps them",
+    minimum=0,
+)
 HTTP_PORT = optional_integer(
     "HTTP_PORT",
     (ORCHESTRATOR,),
@@ -792,6 +808,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         DSN,
         RUNTIME_DIR,
         SCHEMA,
+        ACTOR,
         DEBUG,
         LOG_LEVEL,
         LOG_FORMAT,
@@ -832,6 +849,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         RETAIN_LOST_S,
         RETAIN_CANCELED_S,
         RETAIN_WORKERS_S,
+        RETAIN_CONTROL_EVENTS_S,
         HTTP_PORT,
         HTTP_HOST,
         STATS_EXACT_CAP,

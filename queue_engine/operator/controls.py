@@ -14,6 +14,12 @@ at their next heartbeat; the claim enforces them either way. Inputs are
 validated before anything is written (:class:`ValidationError`, exit 2), and a
 park or stop that names no live worker writes nothing (:class:`NoLiveWorker`,
 exit 1).
+
+Every control also records itself in the audit of controls
+(:func:`~queue_engine.operator.audit.record_control`, one ``control_events``
+row in the same transaction): ``by`` says who (None: the local OS user).
+Why this module is past 500 lines: it is the one place each control's
+validation, statement and audit row meet, seven controls side by side.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
 from queue_engine.foundation.errors import QueueEngineError, ValidationError
 from queue_engine.foundation.exit_codes import ExitCode
+from queue_engine.operator.audit import Actor, record_control
 from queue_engine.producer.validation import check_queue_name
 
 
@@ -50,7 +57,9 @@ class ResumeResult:
     was_paused: bool
 
 
-def pause_queue(conn: psycopg.Connection[Any], schema: str, queue: str) -> PauseResult:
+def pause_queue(
+    conn: psycopg.Connection[Any], schema: str, queue: str, *, by: Actor | None = None
+) -> PauseResult:
     """Pause ``queue`` (validated first); idempotent, keeps the first ``paused_at``."""
     check_queue_name(queue)
     with schema_errors(schema), conn.transaction():
@@ -58,11 +67,17 @@ def pause_queue(conn: psycopg.Connection[Any], schema: str, queue: str) -> Pause
             queries.query("queue_pause", schema),
             {"queue": queue, "controls_channel": queries.controls_channel(schema)},
         ).fetchone()
-    assert row is not None  # an upsert always returns its row
+        assert row is not None  # an upsert always returns its row
+        was = {"paused": bool(row[1])}
+        record_control(
+            conn, schema, control="pause", target=queue, before=was, after={"paused": True}, by=by
+        )
     return PauseResult(queue, row[0], bool(row[1]))
 
 
-def resume_queue(conn: psycopg.Connection[Any], schema: str, queue: str) -> ResumeResult:
+def resume_queue(
+    conn: psycopg.Connection[Any], schema: str, queue: str, *, by: Actor | None = None
+) -> ResumeResult:
     """Resume ``queue`` (validated first) and wake its idle workers; idempotent."""
     check_queue_name(queue)
     params = {
@@ -72,7 +87,11 @@ def resume_queue(conn: psycopg.Connection[Any], schema: str, queue: str) -> Resu
     }
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("queue_resume", schema), params).fetchone()
-    assert row is not None
+        assert row is not None
+        was = {"paused": bool(row[0])}
+        record_control(
+            conn, schema, control="resume", target=queue, before=was, after={"paused": False}, by=by
+        )
     return ResumeResult(queue, bool(row[0]))
 
 
@@ -281,8 +300,18 @@ class StopRequest:
     now: bool = False
 
 
+def _audit_target(target: FleetTarget) -> str:
+    """A park's, unpark's or stop's target in the audit: the worker id, else the host."""
+    return target.worker_id if target.worker_id is not None else str(target.host)
+
+
 def scale_queue(
-    conn: psycopg.Connection[Any], schema: str, queue: str, limit: str | int | None
+    conn: psycopg.Connection[Any],
+    schema: str,
+    queue: str,
+    limit: str | int | None,
+    *,
+    by: Actor | None = None,
 ) -> ScaleResult:
     """Let at most ``limit`` workers of ``queue`` claim (None/``off``: no limit); idempotent."""
     check_queue_name(queue)
@@ -295,7 +324,11 @@ def scale_queue(
     }
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("queue_scale", schema), params).fetchone()
-    assert row is not None  # the statement always returns one row
+        assert row is not None  # the statement always returns one row
+        before, after = {"scale_limit": row[0]}, {"scale_limit": value}
+        record_control(
+            conn, schema, control="scale", target=queue, before=before, after=after, by=by
+        )
     return ScaleResult(queue, row[0], value, bool(row[2]))
 
 
@@ -306,6 +339,7 @@ def rate_queue(
     rate: str | float | None,
     *,
     burst: int | None = None,
+    by: Actor | None = None,
 ) -> RateResult:
     """Start at most ``rate`` jobs/s of ``queue``, bursts of ``burst`` (None/``off``: no limit)."""
     check_queue_name(queue)
@@ -322,11 +356,19 @@ def rate_queue(
     }
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("queue_rate", schema), params).fetchone()
-    assert row is not None
-    return RateResult(queue, row[0], row[1], value, size if value is not None else None)
+        assert row is not None
+        result = RateResult(queue, row[0], row[1], value, size if value is not None else None)
+        before = {"rate_limit": result.previous_rate, "rate_burst": result.previous_burst}
+        after = {"rate_limit": result.rate, "rate_burst": result.burst}
+        record_control(
+            conn, schema, control="rate", target=queue, before=before, after=after, by=by
+        )
+    return result
 
 
-def park(conn: psycopg.Connection[Any], schema: str, target: FleetTarget) -> ParkResult:
+def park(
+    conn: psycopg.Connection[Any], schema: str, target: FleetTarget, *, by: Actor | None = None
+) -> ParkResult:
     """Park a host's workers (now and later) or one live worker; idempotent.
 
     A worker park of an id that is not a live worker raises :class:`NoLiveWorker`
@@ -341,18 +383,33 @@ def park(conn: psycopg.Connection[Any], schema: str, target: FleetTarget) -> Par
             ).fetchone()
             if row is None:
                 raise NoLiveWorker(f"no live worker with id {target.worker_id!r}")
-            return ParkResult(
+            result = ParkResult(
                 target, bool(row[2]), row[3], [target.worker_id], host=row[0], queue=row[1]
             )
-        row = conn.execute(
-            queries.query("park_host", schema),
-            {"host": target.host, "queue": target.queue, "controls_channel": channel},
-        ).fetchone()
-    assert row is not None
-    return ParkResult(target, bool(row[0]), row[1], list(row[3]), covered_by_host_park=bool(row[2]))
+        else:
+            row = conn.execute(
+                queries.query("park_host", schema),
+                {"host": target.host, "queue": target.queue, "controls_channel": channel},
+            ).fetchone()
+            assert row is not None
+            result = ParkResult(
+                target, bool(row[0]), row[1], list(row[3]), covered_by_host_park=bool(row[2])
+            )
+        record_control(
+            conn,
+            schema,
+            control="park",
+            target=_audit_target(target),
+            before={"parked": not result.created, "queue": target.queue},
+            after={"parked": True, "queue": target.queue, "workers": result.worker_ids},
+            by=by,
+        )
+    return result
 
 
-def unpark(conn: psycopg.Connection[Any], schema: str, target: FleetTarget) -> UnparkResult:
+def unpark(
+    conn: psycopg.Connection[Any], schema: str, target: FleetTarget, *, by: Actor | None = None
+) -> UnparkResult:
     """Remove the park(s) of a host (one queue or every park of the host) or of one worker.
 
     Idempotent: removing a park that is not there changes nothing and says so.
@@ -368,17 +425,38 @@ def unpark(conn: psycopg.Connection[Any], schema: str, target: FleetTarget) -> U
             assert row is not None
             if not row[0] and not row[2]:
                 raise NoLiveWorker(f"no worker with id {target.worker_id!r}")
-            return UnparkResult(target, [None] * int(row[2]), host_parks=list(row[3]), host=row[1])
-        row = conn.execute(
-            queries.query("unpark_host", schema),
-            {"host": target.host, "queue": target.queue, "controls_channel": channel},
-        ).fetchone()
-    assert row is not None
-    return UnparkResult(target, list(row[1]), host_parked_at=row[2], parked_worker_ids=list(row[3]))
+            result = UnparkResult(
+                target, [None] * int(row[2]), host_parks=list(row[3]), host=row[1]
+            )
+        else:
+            row = conn.execute(
+                queries.query("unpark_host", schema),
+                {"host": target.host, "queue": target.queue, "controls_channel": channel},
+            ).fetchone()
+            assert row is not None
+            result = UnparkResult(
+                target, list(row[1]), host_parked_at=row[2], parked_worker_ids=list(row[3])
+            )
+        removed = ["*" if q is None else q for q in result.removed]
+        record_control(
+            conn,
+            schema,
+            control="unpark",
+            target=_audit_target(target),
+            before={"parks": removed},
+            after={"parks": []},
+            by=by,
+        )
+    return result
 
 
 def stop_workers(
-    conn: psycopg.Connection[Any], schema: str, target: FleetTarget, *, now: bool = False
+    conn: psycopg.Connection[Any],
+    schema: str,
+    target: FleetTarget,
+    *,
+    now: bool = False,
+    by: Actor | None = None,
 ) -> list[StopRequest]:
     """Ask the live workers matching ``target`` to stop after their current job.
 
@@ -399,6 +477,16 @@ def stop_workers(
     }
     with schema_errors(schema), conn.transaction():
         rows = conn.execute(queries.query("stop_workers", schema), params).fetchall()
+        if rows:  # none: NoLiveWorker below, and nothing was written
+            record_control(
+                conn,
+                schema,
+                control="stop",
+                target=_audit_target(target),
+                before={"asked": [r[0] for r in rows if r[3] is not None]},
+                after={"workers": [r[0] for r in rows], "queue": target.queue, "now": now},
+                by=by,
+            )
     if not rows:
         what = (
             f"with id {target.worker_id!r}"

@@ -6,7 +6,9 @@ limit run (docs/internals/flow-control.md). The limit is the job's own
 operator's wins, so a limit is tightened (or a key held, with 0) during an
 incident without re-enqueuing anything. The claim reads the table on every
 run, so a change holds from the next claim on, on every worker, with no
-NOTIFY; jobs already running go on.
+NOTIFY; jobs already running go on. Each change is recorded in the audit of
+controls (``limit_set``, ``limit_clear``, ``key_rate_set``, ``key_rate_clear``:
+:mod:`queue_engine.operator.audit`) in its own transaction.
 
 A key may also have a rate (migration 0033): a token bucket of ``rate``
 tokens a second up to ``burst``, from which each job of the key takes its
@@ -26,6 +28,7 @@ import psycopg
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
 from queue_engine.foundation.errors import QueueEngineError, ValidationError
+from queue_engine.operator.audit import Actor, record_control
 from queue_engine.operator.controls import RATE_MAX, check_burst
 from queue_engine.operator.flow import MAX_ROWS, KeyFlow, key_flows
 from queue_engine.producer.validation import MAX_KEY_LENGTH, check_concurrency_key
@@ -112,14 +115,26 @@ def check_key(key: str) -> str:
     return checked
 
 
-def set_limit(conn: psycopg.Connection[Any], schema: str, key: str, limit: str | int) -> LimitSet:
+def set_limit(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    key: str,
+    limit: str | int,
+    *,
+    by: Actor | None = None,
+) -> LimitSet:
     """At most ``limit`` jobs of ``key`` run at once from the next claim on; idempotent."""
     key, value = check_key(key), parse_limit(limit)
     with schema_errors(schema), conn.transaction():
         row = conn.execute(
             queries.query("limits_set", schema), {"key": key, "max_running": value}
         ).fetchone()
-    assert row is not None
+        assert row is not None
+        before = None if row[0] is None else {"max_running": row[0]}
+        after = {"max_running": value}
+        record_control(
+            conn, schema, control="limit_set", target=key, before=before, after=after, by=by
+        )
     return LimitSet(key, value, row[0], int(row[1]))
 
 
@@ -132,7 +147,13 @@ class LimitNotFound(QueueEngineError, LookupError):
 
 
 def set_rate(
-    conn: psycopg.Connection[Any], schema: str, key: str, rate: str | float, burst: int | None
+    conn: psycopg.Connection[Any],
+    schema: str,
+    key: str,
+    rate: str | float,
+    burst: int | None,
+    *,
+    by: Actor | None = None,
 ) -> RateSet:
     """Jobs of ``key`` start at most ``rate`` a second (``burst`` at once) from the next claim on."""
     key, value = check_key(key), parse_key_rate(rate)
@@ -141,23 +162,58 @@ def set_rate(
         row = conn.execute(
             queries.query("limits_rate_set", schema), {"key": key, "rate": value, "burst": size}
         ).fetchone()
-    assert row is not None
+        assert row is not None
+        before = None if row[0] is None else {"rate": float(row[0]), "burst": int(row[1])}
+        record_control(
+            conn,
+            schema,
+            control="key_rate_set",
+            target=key,
+            before=before,
+            after={"rate": value, "burst": size},
+            by=by,
+        )
     return RateSet(key, value, size, row[0], row[1])
 
 
-def clear_rate(conn: psycopg.Connection[Any], schema: str, key: str) -> tuple[float, int] | None:
-    """Remove ``key``'s rate; return the rate and burst removed (None: it had none)."""
+def clear_rate(
+    conn: psycopg.Connection[Any], schema: str, key: str, *, by: Actor | None = None
+) -> tuple[float, int] | None:
+    """Remove ``key``'s rate; return the rate and burst removed (None: it had none).
+
+    A key without a rate changes nothing and records nothing.
+    """
     key = check_key(key)
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("limits_rate_clear", schema), {"key": key}).fetchone()
+        if row is not None:
+            record_control(
+                conn,
+                schema,
+                control="key_rate_clear",
+                target=key,
+                before={"rate": float(row[0]), "burst": int(row[1])},
+                after=None,
+                by=by,
+            )
     return None if row is None else (float(row[0]), int(row[1]))
 
 
-def clear_limit(conn: psycopg.Connection[Any], schema: str, key: str) -> int | None:
-    """Remove the operator's limit of ``key``; return it (None: the key had none)."""
+def clear_limit(
+    conn: psycopg.Connection[Any], schema: str, key: str, *, by: Actor | None = None
+) -> int | None:
+    """Remove the operator's limit of ``key``; return it (None: the key had none).
+
+    A key without a limit changes nothing and records nothing (the API answers 404).
+    """
     key = check_key(key)
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("limits_clear", schema), {"key": key}).fetchone()
+        if row is not None:
+            before = {"max_running": int(row[0])}
+            record_control(
+                conn, schema, control="limit_clear", target=key, before=before, after=None, by=by
+            )
     return None if row is None else int(row[0])
 
 

@@ -23,6 +23,7 @@ import psycopg
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
 from queue_engine.foundation.errors import ValidationError
+from queue_engine.operator.audit import Actor, record_control
 from queue_engine.producer.validation import (
     MAX_KEY_LENGTH,
     check_partition_key,
@@ -117,26 +118,60 @@ def check_list_args(queue: str, limit: int) -> str:
 
 
 def set_weight(
-    conn: psycopg.Connection[Any], schema: str, queue: str, partition_key: str, weight: str | float
+    conn: psycopg.Connection[Any],
+    schema: str,
+    queue: str,
+    partition_key: str,
+    weight: str | float,
+    *,
+    by: Actor | None = None,
 ) -> WeightSet:
-    """Weight ``weight`` for the partition's jobs enqueued into ``queue`` from now on."""
+    """Weight ``weight`` for the partition's jobs enqueued into ``queue`` from now on.
+
+    Recorded in the audit of controls (``partition_weight_set``, target
+    ``queue/partition``: a queue name has no ``/``) in the same transaction.
+    """
     queue, partition_key = check_partition(queue, partition_key)
     value = parse_weight(weight)
     params = {"queue": queue, "partition_key": partition_key, "weight": value, "cap": DEPTH_CAP}
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("partitions_weight_set", schema), params).fetchone()
-    assert row is not None
+        assert row is not None
+        record_control(
+            conn,
+            schema,
+            control="partition_weight_set",
+            target=f"{queue}/{partition_key}",
+            before=None if row[0] is None else {"weight": float(row[0])},
+            after={"weight": value},
+            by=by,
+        )
     return WeightSet(queue, partition_key, value, row[0], int(row[1]))
 
 
 def clear_weight(
-    conn: psycopg.Connection[Any], schema: str, queue: str, partition_key: str
+    conn: psycopg.Connection[Any],
+    schema: str,
+    queue: str,
+    partition_key: str,
+    *,
+    by: Actor | None = None,
 ) -> float | None:
-    """Remove the partition's weight (back to 1); return it (None: it had none)."""
+    """Remove the partition's weight (back to 1); return it (None: it had none, nothing recorded)."""
     queue, partition_key = check_partition(queue, partition_key)
     params = {"queue": queue, "partition_key": partition_key}
     with schema_errors(schema), conn.transaction():
         row = conn.execute(queries.query("partitions_weight_clear", schema), params).fetchone()
+        if row is not None:
+            record_control(
+                conn,
+                schema,
+                control="partition_weight_clear",
+                target=f"{queue}/{partition_key}",
+                before={"weight": float(row[0])},
+                after=None,
+                by=by,
+            )
     return None if row is None else float(row[0])
 
 

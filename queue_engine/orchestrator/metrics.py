@@ -81,6 +81,7 @@ KNOWN_COUNTERS: dict[str, str] = {
     "pruned_jobs": "Finished jobs deleted by retention.",
     "pruned_events": "Job events deleted with their jobs by retention.",
     "pruned_workers": "Stale worker rows deleted by retention.",
+    "pruned_control_events": "Rows of the audit of controls deleted by retention.",
     "pruned_workflows": "Finished workflows deleted as a whole by retention.",
     "archived_jobs": "Succeeded jobs moved from jobs to jobs_archive by the archiver.",
     "vacuums": "VACUUMs of jobs the vacuumer ran to clear the claim index during a drain.",

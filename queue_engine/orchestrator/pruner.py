@@ -13,6 +13,7 @@ failed                     ``QUEUE_ENGINE_RETAIN_FAILED_S``     30 days
 lost                       ``QUEUE_ENGINE_RETAIN_LOST_S``       30 days
 canceled                   ``QUEUE_ENGINE_RETAIN_CANCELED_S``   30 days
 worker rows (last beat)    ``QUEUE_ENGINE_RETAIN_WORKERS_S``    1 day
+audit of controls          ``..._RETAIN_CONTROL_EVENTS_S``      90 days
 =========================  ==================================  =========
 
 A retention of 0 keeps that status forever. Queued and running jobs are never
@@ -73,6 +74,8 @@ RETAIN_DEFAULTS_S: dict[JobStatus, float] = {
 }
 #: Worker rows whose last heartbeat is older than this are deleted.
 RETAIN_WORKERS_DEFAULT_S = table.RETAIN_WORKERS_S.default
+#: Rows of the audit of controls (``control_events``, migration 0034) older than this go.
+RETAIN_CONTROL_EVENTS_DEFAULT_S = table.RETAIN_CONTROL_EVENTS_S.default
 #: How often the leader prunes (seconds); ``QUEUE_ENGINE_PRUNE_S``.
 PRUNE_INTERVAL_DEFAULT_S = table.PRUNE_S.default
 #: Jobs deleted per statement.
@@ -92,6 +95,7 @@ class Retention:
     lost_s: float = RETAIN_DEFAULTS_S[JobStatus.LOST]
     canceled_s: float = RETAIN_DEFAULTS_S[JobStatus.CANCELED]
     workers_s: float = RETAIN_WORKERS_DEFAULT_S
+    control_events_s: float = RETAIN_CONTROL_EVENTS_DEFAULT_S
 
     @classmethod
     def from_env(cls) -> Retention:
@@ -102,12 +106,15 @@ class Retention:
             lost_s=table.RETAIN_LOST_S.read(),
             canceled_s=table.RETAIN_CANCELED_S.read(),
             workers_s=table.RETAIN_WORKERS_S.read(),
+            control_events_s=table.RETAIN_CONTROL_EVENTS_S.read(),
         )
 
     @classmethod
     def uniform(cls, seconds: float, workers_s: float = RETAIN_WORKERS_DEFAULT_S) -> Retention:
         """The same retention for every final status (``queue-ctl prune --older-than``)."""
-        return cls(seconds, seconds, seconds, seconds, workers_s)
+        return cls(
+            seconds, seconds, seconds, seconds, workers_s, table.RETAIN_CONTROL_EVENTS_S.read()
+        )
 
     def groups(self) -> list[tuple[float, list[str]]]:
         """Statuses grouped by retention (one statement per group), shortest first; 0 left out."""
@@ -146,6 +153,8 @@ class PruneResult:
     jobs: dict[str, int] = field(default_factory=dict)
     events: int = 0
     workers: int = 0
+    #: Rows of the audit of controls past their retention.
+    control_events: int = 0
     #: Finished workflows deleted as a whole, by final state, and the jobs (nodes) they held.
     workflows: dict[str, int] = field(default_factory=dict)
     workflow_jobs: int = 0
@@ -167,7 +176,13 @@ class PruneResult:
     @property
     def did_work(self) -> bool:
         """True when something was (or would be) deleted."""
-        return bool(self.jobs_total or self.events or self.workers or self.workflows_total)
+        return bool(
+            self.jobs_total
+            or self.events
+            or self.workers
+            or self.workflows_total
+            or self.control_events
+        )
 
     def log_fields(self) -> dict[str, Any]:
         """Counts per kind of row and the number of statements."""
@@ -179,6 +194,7 @@ class PruneResult:
             "workflow_jobs": self.workflow_jobs,
             "events": self.events,
             "workers": self.workers,
+            "control_events": self.control_events,
             "batches": self.batches,
             "more": self.more,
         }
@@ -194,6 +210,7 @@ class PruneResult:
             "workflow_jobs": self.workflow_jobs,
             "events": self.events,
             "workers": self.workers,
+            "control_events": self.control_events,
             "batches": self.batches,
             "more": self.more,
         }
@@ -207,6 +224,23 @@ def _cutoff(conn: psycopg.Connection[Any], now: datetime | None, seconds: float)
     assert row is not None
     base: datetime = row[0]
     return base - timedelta(seconds=seconds)
+
+
+def _prune_control_events(
+    conn: psycopg.Connection[Any], schema: str, cutoff: datetime, limit: int, dry_run: bool
+) -> int:
+    """Delete (or count) up to ``limit`` audit rows older than ``cutoff``, oldest first.
+
+    One bounded statement per run: controls are a few rows a day, so a backlog
+    of more than ``batch_size`` only follows a first run after a long outage,
+    and the next runs take the rest.
+    """
+    row = conn.execute(
+        queries.query("prune_control_events", schema),
+        {"cutoff": cutoff, "limit": limit, "dry_run": dry_run},
+    ).fetchone()
+    assert row is not None
+    return int(row[0] if dry_run else row[1])
 
 
 def prune_once(
@@ -298,10 +332,16 @@ def prune_once(
         ).fetchone()
         assert row is not None
         workers_deleted = int(row[1])
+    control_events = 0
+    if retention.control_events_s > 0 and not stopping():
+        control_events = _prune_control_events(
+            conn, schema, _cutoff(conn, now, retention.control_events_s), batch_size, False
+        )
     return PruneResult(
         jobs=jobs,
         events=events,
         workers=workers_deleted,
+        control_events=control_events,
         workflows=workflows,
         workflow_jobs=workflow_jobs,
         batches=batches,
@@ -346,10 +386,15 @@ def prune_dry_run(
         ).fetchone()
         assert row is not None
         workers_matched = int(row[0])
+    control_events = 0
+    if retention.control_events_s > 0:
+        cutoff = _cutoff(conn, now, retention.control_events_s)
+        control_events = _prune_control_events(conn, schema, cutoff, 1_000_000, True)
     return PruneResult(
         jobs=jobs,
         events=events,
         workers=workers_matched,
+        control_events=control_events,
         workflows=workflows,
         workflow_jobs=workflow_jobs,
         dry_run=True,
@@ -399,4 +444,5 @@ class Pruner(BacklogSweep[PruneResult]):
         metrics.count("pruned_workflows", result.workflows_total)
         metrics.count("pruned_events", result.events)
         metrics.count("pruned_workers", result.workers)
+        metrics.count("pruned_control_events", result.control_events)
         return result

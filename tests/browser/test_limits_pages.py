@@ -109,6 +109,12 @@ def test_limits_page_and_top_partitions(
         what="the banner of the clear",
     )
     assert "held:key" not in limit_rows(conn)
+    # Recent changes: the set and the clear, newest first, with the login's name.
+    recent = browser.find_elements(By.CSS_SELECTOR, "#recent-changes tbody tr")
+    cells = [[c.text for c in r.find_elements(By.TAG_NAME, "td")] for r in recent[:2]]
+    assert [c[1:3] for c in cells] == [["limit_clear", "held:key"], ["limit_set", "src:crm"]]
+    assert f"{OPERATOR[0]} (dashboard)" in recent[0].text
+    assert browser.execute_script(OVERFLOW) == []
 
     # The queues page: the deepest queue's top partitions.
     browser.get(f"{web_server.url}/queues")

@@ -2,7 +2,7 @@
 
 The page lists the flow scene's keys to anyone with the read scope and the
 forms only to operators; a form post sets or clears a limit like the API
-(row written, banner, audit line with the login's name); a read login, a
+(row written, banner, audit row with the login's name); a read login, a
 cross-site post and bad input change nothing.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.audit import audit_rows
 from support.flow import build_scene
 from support.web import basic, web_client
 
@@ -40,7 +41,7 @@ def test_page_lists_keys_and_shows_forms_to_operators_only(
         assert 'id="limit-form"' in web.get("/limits", headers=ADA).text
 
 
-def test_forms_set_and_clear_with_an_audit_line(
+def test_forms_set_and_clear_with_an_audit_row(
     dsn: str, conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     with web_client(dsn) as web, caplog.at_level(logging.INFO, logger="queue_engine.web"):
@@ -75,11 +76,16 @@ def test_forms_set_and_clear_with_an_audit_line(
         )
         assert "done=" in cleared.headers["location"]
     assert limits(conn) == {}
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("web.limit")]
-    assert lines == [
-        "web.limit_set key=k/1 max_running=2 previous=None by=ada via=password",
-        "web.limit_cleared key=k/1 previous=2 by=ada via=password",
+    # Refused forms wrote nothing; each change one audit row with the login's name.
+    assert audit_rows(conn) == [
+        ("limit_set", "k/1", None, {"max_running": 2}, "ada", "dashboard"),
+        ("limit_clear", "k/1", {"max_running": 2}, None, "ada", "dashboard"),
     ]
+    with web_client(dsn) as web:
+        page = web.get("/limits", headers=REX).text
+    recent = page[page.index('id="recent-changes"') :]
+    assert recent.index("limit_clear") < recent.index("limit_set")  # newest first
+    assert "ada" in recent and "(dashboard)" in recent
 
 
 def test_queues_page_shows_top_partitions_of_the_queue_asked(

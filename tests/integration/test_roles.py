@@ -358,3 +358,37 @@ def test_dataloader_routes_run_on_the_producer_and_monitor_roles(
         conn.execute(f"GRANT INSERT ON queue_engine.job_events TO {GROUPS['producer']}")
         r = api.post("/api/v1/jobs/trigger", json=grouped, headers=PRODUCER)
         assert r.status_code == 200, r.text
+
+
+def test_the_monitor_reads_the_audit_of_controls_and_writes_none(
+    role_dsns, conn: psycopg.Connection[Any]
+) -> None:
+    """Schema version 34: control_events is read by the monitor, written by the owner only."""
+    from queue_engine.operator.audit import Actor, list_control_events
+    from queue_engine.operator.controls import pause_queue
+
+    pause_queue(conn, SCHEMA, "aud", by=Actor("ops", "cli"))
+    with psycopg.connect(role_dsns["monitor"], autocommit=True) as mconn:
+        assert [(e.control, e.actor) for e in list_control_events(mconn, SCHEMA)] == [
+            ("pause", "ops")
+        ]
+        refused(
+            mconn,
+            "INSERT INTO queue_engine.control_events (control, target, actor, via) "
+            "VALUES ('pause', 'x', 'me', 'sql')",
+        )
+        refused(mconn, "DELETE FROM queue_engine.control_events")
+    with psycopg.connect(role_dsns["worker"], autocommit=True) as wconn:
+        refused(wconn, "SELECT * FROM queue_engine.control_events")
+
+
+def test_roles_made_before_migration_34_may_read_the_audit_after_it(
+    role_dsns, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # As on a deployment whose roles were made before 0034: the table is new to them.
+    Migrator(dsn).down(33)
+    Migrator(dsn).up()
+    with psycopg.connect(role_dsns["monitor"], autocommit=True) as mconn:
+        assert mconn.execute("SELECT count(*) FROM queue_engine.control_events").fetchone() == (0,)
+    with psycopg.connect(role_dsns["producer"], autocommit=True) as pconn:
+        refused(pconn, "SELECT count(*) FROM queue_engine.control_events")

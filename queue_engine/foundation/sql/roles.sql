@@ -103,3 +103,6 @@ GRANT SELECT ON __SCHEMA__.jobs, __SCHEMA__.jobs_all, __SCHEMA__.job_events, __S
     __SCHEMA__.task_defaults, __SCHEMA__.task_publications, __SCHEMA__.imported_ids,
     __SCHEMA__.concurrency_limits, __SCHEMA__.partition_weights, __SCHEMA__.rate_buckets
     TO __MONITOR_ROLE__;
+-- The audit of operator controls (migration 0034, `queue-ctl audit`): read
+-- only; the operator layer writes it as the owner, in each control's transaction.
+GRANT SELECT ON __SCHEMA__.control_events TO __MONITOR_ROLE__;

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
 from queue_engine.web.api import (
+    audit,
     bulk,
     fleet,
     health,
@@ -24,6 +25,7 @@ ROUTERS = (
     jobs.router,
     fleet.router,
     limits.router,
+    audit.router,
     schedules.router,
     workflows.router,
 )

@@ -19,6 +19,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter
 
+from queue_engine.operator.audit import Actor
 from queue_engine.producer.client import Client
 from queue_engine.web.auth import Principal
 from queue_engine.web.problems import UnsupportedMediaType
@@ -47,6 +48,11 @@ def client(request: Request, principal: Principal) -> Iterator[Client]:
     state = web_state(request)
     with state.connection(principal.scope) as conn:
         yield Client(conn=conn, schema=state.schema)
+
+
+def api_actor(principal: Principal) -> Actor:
+    """Who the audit of controls names for a change through the API: the principal's name."""
+    return Actor(principal.name, "api")
 
 
 def is_json(content_type: str | None) -> bool:

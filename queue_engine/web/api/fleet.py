@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from queue_engine.operator import controls, stats
-from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
+from queue_engine.web.api.deps import API_PREFIX, ApiRoute, api_actor, connection, errors
 from queue_engine.web.api.fields import QueueName, WorkerId
 from queue_engine.web.api.fleet_models import (
     ControlsOut,
@@ -83,14 +83,20 @@ def get_queue(queue: Queue, request: Request, principal: Read) -> dict[str, Any]
 def pause_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Pause the queue: its workers claim nothing until it is resumed (idempotent)."""
     with connection(request, principal) as conn:
-        return plain(controls.pause_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
+        result = controls.pause_queue(
+            conn, request.app.state.web.schema, queue, by=api_actor(principal)
+        )
+    return plain(result)  # type: ignore[no-any-return]
 
 
 @router.post("/queues/{queue}/resume", response_model=Resumed)
 def resume_queue(queue: Queue, request: Request, principal: Operator) -> dict[str, Any]:
     """Resume the queue and wake its idle workers (idempotent)."""
     with connection(request, principal) as conn:
-        return plain(controls.resume_queue(conn, request.app.state.web.schema, queue))  # type: ignore[no-any-return]
+        result = controls.resume_queue(
+            conn, request.app.state.web.schema, queue, by=api_actor(principal)
+        )
+    return plain(result)  # type: ignore[no-any-return]
 
 
 @router.post("/queues/{queue}/scale", response_model=Scaled)
@@ -99,7 +105,9 @@ def scale_queue(
 ) -> dict[str, Any]:
     """Let at most ``limit`` workers of the queue claim (null: no limit)."""
     with connection(request, principal) as conn:
-        result = controls.scale_queue(conn, request.app.state.web.schema, queue, body.limit)
+        result = controls.scale_queue(
+            conn, request.app.state.web.schema, queue, body.limit, by=api_actor(principal)
+        )
     return {**plain(result), "changed": result.changed}
 
 
@@ -110,7 +118,12 @@ def rate_queue(
     """Start at most ``rate`` jobs/s of the queue in bursts of ``burst`` (null: no limit)."""
     with connection(request, principal) as conn:
         result = controls.rate_queue(
-            conn, request.app.state.web.schema, queue, body.rate, burst=body.burst
+            conn,
+            request.app.state.web.schema,
+            queue,
+            body.rate,
+            burst=body.burst,
+            by=api_actor(principal),
         )
     return {**plain(result), "changed": result.changed}
 
@@ -141,7 +154,8 @@ def park(body: FleetTargetBody, request: Request, principal: Operator) -> dict[s
     """Park a host's workers (one queue or all; now and later) or one worker: they claim nothing."""
     target = _target(body)
     with connection(request, principal) as conn:
-        return plain(controls.park(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
+        result = controls.park(conn, request.app.state.web.schema, target, by=api_actor(principal))
+    return plain(result)  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -151,7 +165,10 @@ def unpark(body: FleetTargetBody, request: Request, principal: Operator) -> dict
     """Remove the park(s) of a host or of one worker."""
     target = _target(body)
     with connection(request, principal) as conn:
-        return plain(controls.unpark(conn, request.app.state.web.schema, target))  # type: ignore[no-any-return]
+        result = controls.unpark(
+            conn, request.app.state.web.schema, target, by=api_actor(principal)
+        )
+    return plain(result)  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -165,7 +182,9 @@ def stop(body: StopBody, request: Request, principal: Operator) -> dict[str, Any
     """
     target = _target(body)
     with connection(request, principal) as conn:
-        requests = controls.stop_workers(conn, request.app.state.web.schema, target, now=body.now)
+        requests = controls.stop_workers(
+            conn, request.app.state.web.schema, target, now=body.now, by=api_actor(principal)
+        )
     return {"stopped": plain(requests)}
 
 

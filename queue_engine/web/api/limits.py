@@ -4,21 +4,19 @@ The functions behind ``queue-ctl limits`` (:mod:`queue_engine.operator.limits`)
 with the same validation and answers, and the figures of ``queue-ctl stats``
 (:mod:`queue_engine.operator.flow`), every read bounded. Reading takes the
 read scope, setting and clearing the operator scope, as the queue controls
-(``/api/v1/queues/{queue}/rate``). Every change is logged as
-``web.limit_set`` / ``web.limit_cleared`` with the principal's name
-(:func:`audit_set`, :func:`audit_cleared`), the same line for the API and the dashboard's form.
+(``/api/v1/queues/{queue}/rate``). Every change is recorded in the audit of
+controls with the principal's name (``limit_set``, ``limit_clear``;
+:mod:`queue_engine.operator.audit`), as every other control.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from queue_engine.foundation.logs import log_event
 from queue_engine.operator import flow, limits
-from queue_engine.web.api.deps import API_PREFIX, ApiRoute, connection, errors
+from queue_engine.web.api.deps import API_PREFIX, ApiRoute, api_actor, connection, errors
 from queue_engine.web.api.fields import Key, QueueName
 from queue_engine.web.api.flow_models import (
     LimitBody,
@@ -30,38 +28,10 @@ from queue_engine.web.api.flow_models import (
 )
 from queue_engine.web.auth import Principal, require_operator, require_read
 
-log = logging.getLogger("queue_engine.web")
 router = APIRouter(prefix=API_PREFIX, tags=["limits"], route_class=ApiRoute)
 Read = Annotated[Principal, Depends(require_read)]
 Operator = Annotated[Principal, Depends(require_operator)]
 KeyPath = Annotated[Key, Path(description="the concurrency key (1-255 characters, no NUL)")]
-
-
-def audit_set(principal: Principal, key: str, max_running: int, previous: int | None) -> None:
-    """The audit line of a limit set: what changed and who changed it (never a secret)."""
-    log_event(
-        log,
-        logging.INFO,
-        "web.limit_set",
-        key=key,
-        max_running=max_running,
-        previous=previous,
-        by=principal.name,
-        via=principal.via,
-    )
-
-
-def audit_cleared(principal: Principal, key: str, previous: int) -> None:
-    """The audit line of a limit cleared."""
-    log_event(
-        log,
-        logging.INFO,
-        "web.limit_cleared",
-        key=key,
-        previous=previous,
-        by=principal.name,
-        via=principal.via,
-    )
 
 
 @router.get("/limits", response_model=LimitsOut)
@@ -88,8 +58,9 @@ def put_limit(
 ) -> dict[str, Any]:
     """At most ``max_running`` jobs of the key run at once from the next claim on (0: none)."""
     with connection(request, principal) as conn:
-        result = limits.set_limit(conn, request.app.state.web.schema, key, body.max_running)
-    audit_set(principal, key, result.max_running, result.previous)
+        result = limits.set_limit(
+            conn, request.app.state.web.schema, key, body.max_running, by=api_actor(principal)
+        )
     return {
         "key": result.key,
         "max_running": result.max_running,
@@ -107,10 +78,11 @@ def put_limit(
 def delete_limit(key: KeyPath, request: Request, principal: Operator) -> dict[str, Any]:
     """Remove the key's limit: its jobs follow their own ``concurrency_limit`` again."""
     with connection(request, principal) as conn:
-        removed = limits.clear_limit(conn, request.app.state.web.schema, key)
+        removed = limits.clear_limit(
+            conn, request.app.state.web.schema, key, by=api_actor(principal)
+        )
     if removed is None:
         raise limits.LimitNotFound(key)
-    audit_cleared(principal, key, removed)
     return {"key": key, "previous": removed}
 
 

@@ -190,7 +190,7 @@ async def pause(queue: str, ctx: Operator) -> RedirectResponse:
     """Pause a queue: its workers claim nothing; running jobs finish."""
 
     def work(conn: Any) -> str:
-        controls.pause_queue(conn, ctx.schema, queue)
+        controls.pause_queue(conn, ctx.schema, queue, by=ctx.actor)
         return f"queue {queue} paused"
 
     return await _run(ctx, "/queues", work)
@@ -201,7 +201,7 @@ async def resume(queue: str, ctx: Operator) -> RedirectResponse:
     """Resume a paused queue."""
 
     def work(conn: Any) -> str:
-        controls.resume_queue(conn, ctx.schema, queue)
+        controls.resume_queue(conn, ctx.schema, queue, by=ctx.actor)
         return f"queue {queue} resumed"
 
     return await _run(ctx, "/queues", work)
@@ -213,7 +213,7 @@ async def scale(queue: str, request: Request, ctx: Operator) -> RedirectResponse
     limit = (await form_of(request)).get("limit", "").strip() or "off"
 
     def work(conn: Any) -> str:
-        result = controls.scale_queue(conn, ctx.schema, queue, limit)
+        result = controls.scale_queue(conn, ctx.schema, queue, limit, by=ctx.actor)
         shown = "no limit" if result.limit is None else f"at most {result.limit} worker(s)"
         return f"queue {queue}: {shown} claim"
 
@@ -226,7 +226,7 @@ async def rate(queue: str, request: Request, ctx: Operator) -> RedirectResponse:
     value = (await form_of(request)).get("rate", "").strip() or "off"
 
     def work(conn: Any) -> str:
-        result = controls.rate_queue(conn, ctx.schema, queue, value)
+        result = controls.rate_queue(conn, ctx.schema, queue, value, by=ctx.actor)
         shown = "no rate limit" if result.rate is None else f"at most {result.rate:g} job(s)/s"
         return f"queue {queue}: {shown}"
 
@@ -245,12 +245,12 @@ def _worker_action(kind: str) -> Callable[..., Any]:
         def work(conn: Any) -> str:
             target = controls.FleetTarget(worker_id=worker_id)
             if kind == "park":
-                controls.park(conn, ctx.schema, target)
+                controls.park(conn, ctx.schema, target, by=ctx.actor)
                 return f"worker {worker_id} parked: it claims nothing until unparked"
             if kind == "unpark":
-                controls.unpark(conn, ctx.schema, target)
+                controls.unpark(conn, ctx.schema, target, by=ctx.actor)
                 return f"worker {worker_id} unparked"
-            controls.stop_workers(conn, ctx.schema, target, now=now)
+            controls.stop_workers(conn, ctx.schema, target, now=now, by=ctx.actor)
             if now:
                 return f"worker {worker_id} gives its running job back and stops now"
             return f"worker {worker_id} stops after its current job"

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from jinja2 import Environment
 
+from queue_engine.operator.audit import Actor
 from queue_engine.web import live
 from queue_engine.web.auth import Principal, SignInRequired, authenticate
 from queue_engine.web.pages.render import spark_data
@@ -67,6 +68,11 @@ class PageContext:
     def snapshot(self) -> live.FleetSnapshot:
         """The aggregator's latest figures."""
         return self.aggregator.snapshot
+
+    @property
+    def actor(self) -> Actor:
+        """Who the audit of controls names for this visitor's changes (the login's name)."""
+        return Actor(self.principal.name, "dashboard")
 
     def now(self) -> datetime:
         """Wall-clock now, UTC."""

@@ -6,8 +6,9 @@ waiting on the limit and when the limit was set (:mod:`queue_engine.operator.flo
 one bounded statement per view). The forms call the functions behind
 ``queue-ctl limits set|clear`` and ``PUT|DELETE /api/v1/limits/{key}``, with
 the protections of every dashboard action (:mod:`.actions`: operator scope,
-CSRF, a 303 back with a banner), and log the change with the visitor's name
-as the API does (:func:`queue_engine.web.api.limits.audit_set`). The key travels
+CSRF, a 303 back with a banner), recorded in the audit of controls with the
+visitor's name (:mod:`queue_engine.operator.audit`); the page lists the last
+changes ("Recent changes"). The key travels
 in the form body, not the path, since a key may hold ``/``.
 """
 
@@ -19,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from queue_engine.operator import flow, limits
-from queue_engine.web.api.limits import audit_cleared, audit_set
+from queue_engine.web.pages import reads
 from queue_engine.web.pages.actions import _run, form_of
 from queue_engine.web.pages.context import Operator, Page
 
@@ -34,6 +35,7 @@ def limits_page(ctx: Page) -> HTMLResponse:
     """Per-key limits: running against the limit, jobs waiting on it, when it was set."""
     with ctx.connection() as conn:
         rows = flow.key_flows(conn, ctx.schema, limit=PAGE_KEYS)
+        changes = reads.recent_changes(conn, ctx.schema)
     return HTMLResponse(
         ctx.render(
             "limits.html",
@@ -42,6 +44,7 @@ def limits_page(ctx: Page) -> HTMLResponse:
             keys=rows,
             shown_max=PAGE_KEYS,
             limit_max=limits.LIMIT_RANGE[1],
+            recent_changes=changes,
         )
     )
 
@@ -53,8 +56,7 @@ async def set_limit(request: Request, ctx: Operator) -> RedirectResponse:
     key, value = form.get("key", ""), form.get("max_running", "").strip()
 
     def work(conn: Any) -> str:
-        result = limits.set_limit(conn, ctx.schema, key, value)
-        audit_set(ctx.principal, result.key, result.max_running, result.previous)
+        result = limits.set_limit(conn, ctx.schema, key, value, by=ctx.actor)
         was = "none" if result.previous is None else str(result.previous)
         return f"key {result.key}: at most {result.max_running} running (was {was})"
 
@@ -67,10 +69,9 @@ async def clear_limit(request: Request, ctx: Operator) -> RedirectResponse:
     key = (await form_of(request)).get("key", "")
 
     def work(conn: Any) -> str:
-        removed = limits.clear_limit(conn, ctx.schema, key)
+        removed = limits.clear_limit(conn, ctx.schema, key, by=ctx.actor)
         if removed is None:
             raise limits.LimitNotFound(key)
-        audit_cleared(ctx.principal, key, removed)
         return f"key {key}: limit {removed} removed; its jobs follow their own limit"
 
     return await _run(ctx, "/limits", work)

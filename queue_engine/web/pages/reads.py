@@ -24,6 +24,8 @@ from psycopg.types.json import Jsonb
 
 from queue_engine.foundation import sql as queries
 from queue_engine.foundation.db import schema_errors
+from queue_engine.foundation.errors import QueueEngineError
+from queue_engine.operator.audit import ControlEvent, list_control_events
 from queue_engine.producer.jobs import Job, JobStatus
 
 #: Rows per page of the jobs list.
@@ -295,3 +297,19 @@ def get_job(conn: psycopg.Connection[Any], schema: str, job_id: int) -> Job | No
         cur.execute(queries.query("get_job", schema), {"id": job_id})
         row = cur.fetchone()
     return None if row is None else Job.from_row(row)
+
+
+#: Changes of controls the Queues and Limits pages list ("Recent changes").
+RECENT_CHANGES = 10
+
+
+def recent_changes(conn: psycopg.Connection[Any], schema: str) -> list[ControlEvent] | None:
+    """The last :data:`RECENT_CHANGES` control changes; None when the audit is not readable.
+
+    A dashboard on a schema older than version 34, or on a role without the
+    grant, shows the rest of the page and says why this list is missing.
+    """
+    try:
+        return list_control_events(conn, schema, limit=RECENT_CHANGES)
+    except (QueueEngineError, psycopg.errors.InsufficientPrivilege):
+        return None

@@ -189,6 +189,8 @@ def queues(request: Request, ctx: Page) -> HTMLResponse:
                 parts = flow.top_partitions(conn, ctx.schema, chosen)
         except ValidationError as exc:
             refused, chosen = str(exc), None
+    with ctx.connection() as conn:
+        changes = reads.recent_changes(conn, ctx.schema)
     return _html(
         ctx,
         "queues.html",
@@ -198,6 +200,7 @@ def queues(request: Request, ctx: Page) -> HTMLResponse:
         partitions_queue=chosen,
         partitions_refused=refused,
         queue_names=sorted(names),
+        recent_changes=changes,
     )
 
 
