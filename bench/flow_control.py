@@ -60,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ from lib.builds import Build, alternated
 from lib.callgrind import per_statement
 from lib.postgres import recreate, server
 from lib.report import log, table
-from lib.statements import WORKER_SESSION, downs, execute, statement, succeeded
+from lib.statements import WORKER_SESSION, downs, execute, knocked_out, statement, succeeded
 from lib.timing import pct
 from lib.workers import QUEUE, WORKER_BIN, start_workers, stop_workers, worker_env
 from statement_cost import script
@@ -96,6 +96,11 @@ CREATE TRIGGER bench_keyed BEFORE INSERT ON __SCHEMA__.jobs
 KEYED_UPDATE = (
     "UPDATE queue_engine.jobs SET concurrency_key = 'k' || (id % 100), concurrency_limit = 2"
 )
+#: concurrency_free() doing nothing: the cost of the call alone (a knock-out, not a design).
+BARE_FREE = """
+CREATE OR REPLACE FUNCTION queue_engine.concurrency_free(p_key text, p_limit integer)
+RETURNS integer LANGUAGE plpgsql VOLATILE AS $$ BEGIN RETURN 1; END $$;
+"""
 #: A backlog of ``n`` no-op jobs of the bench queue in one statement, ids in
 #: claim order (one ``now()``: same priority and due time). ``keys``: the key of
 #: job ``g`` (SQL over ``g``), NULL for plain jobs.
@@ -202,18 +207,28 @@ def keyed(admin: str, opts: argparse.Namespace) -> None:
     # Prototypes: keyed jobs with concurrency_free() replaced by a file's DDL.
     variants = [(label, Path(path).read_text()) for label, _, path in opts.variants]
     labels += [(f"keyed, {label}", worker, KEYED_DDL + ddl) for label, ddl in variants]
-    results = drains(admin, labels, opts)
-    print(
-        f"\n### keyed: {opts.jobs:,} no-op jobs, 100 keys x limit 2 (keyed), prefetch 1,"
-        f" median of {opts.rounds} round(s)\n"
-    )
-    print_drains(results, "plain")
+    if opts.rounds:
+        results = drains(admin, labels, opts)
+        print(
+            f"\n### keyed: {opts.jobs:,} no-op jobs, 100 keys x limit 2 (keyed), prefetch 1,"
+            f" median of {opts.rounds} round(s)\n"
+        )
+        print_drains(results, "plain")
     if opts.callgrind:
         this = statement(store.worker_tags(1, 1))
+        # Where a keyed claim's instructions go: the claim without its limit
+        # check (what a keyed row costs the rest of the statement: the running
+        # keys' index, a wider row), and with the function's body a bare RETURN
+        # (the cost of calling a PL/pgSQL function from the claim's filter).
+        unchecked = knocked_out(
+            this, " AND (j.concurrency_key IS NULL OR", " AND EXISTS (SELECT 1 FROM gate)", ""
+        )
         server_instructions(
             [
                 ("plain", this, ""),
                 ("keyed (100 keys, limit 2)", this, KEYED_UPDATE),
+                ("keyed, no limit check (knock-out)", unchecked, KEYED_UPDATE),
+                ("keyed, concurrency_free a bare RETURN 1", this, BARE_FREE + KEYED_UPDATE),
                 *(
                     (
                         f"keyed, {label}",
@@ -493,39 +508,33 @@ def claim_cost(dsn: str, loops: int, hold: int, keyed: bool) -> dict[str, float]
 
 
 def scale_drain(admin_dsn: str, dsn: str, n: int, k: int) -> float:
-    """Jobs/s of a drain of ``n`` jobs of the backlog by ``k`` workers (stopped after ``n``)."""
+    """Jobs/s of a drain of ``n`` jobs of the backlog by ``k`` workers (stopped after ``n``).
+
+    Only this drain's jobs count (a kept database holds earlier runs' and
+    rounds'): those finished since it started, found through the index of
+    ``finished_at``, not by a scan of a million rows every poll.
+    """
     with psycopg.connect(dsn, autocommit=True) as conn:
-        lo = int(scalar(conn, "SELECT min(id) FROM queue_engine.jobs WHERE status = 'queued'"))
-        window = (lo, lo + 4 * n)
+        since = scalar(conn, "SELECT clock_timestamp()")
+        query = (
+            "SELECT count(*), extract(epoch FROM max(finished_at) - min(started_at))"
+            " FROM queue_engine.jobs WHERE finished_at >= %s AND status = 'succeeded'"
+        )
 
-        def succeeded_count() -> int:
-            return int(
-                scalar(
-                    conn,
-                    psycopg.ClientCursor(conn).mogrify(
-                        "SELECT count(*) FROM queue_engine.jobs WHERE id BETWEEN %s AND %s"
-                        " AND status = 'succeeded'",
-                        window,
-                    ),
-                )
-            )
+        def done() -> tuple[int, float]:
+            row = conn.execute(query, (since,)).fetchone()
+            assert row is not None
+            return int(row[0]), float(row[1] or 0.0)
 
-        before = succeeded_count()
         procs = start_workers(dsn, k, log_level="WARNING")
         try:
             deadline = time.monotonic() + 300
-            while succeeded_count() - before < n and time.monotonic() < deadline:
+            while done()[0] < n and time.monotonic() < deadline:
                 time.sleep(0.05)
         finally:
             stop_workers(procs)
-        row = conn.execute(
-            "SELECT count(*), extract(epoch FROM max(finished_at) - min(started_at))"
-            " FROM queue_engine.jobs WHERE id BETWEEN %s AND %s AND status = 'succeeded'"
-            " AND started_at > now() - interval '10 minutes'",
-            window,
-        ).fetchone()
-    assert row is not None
-    return int(row[0]) / max(float(row[1] or 0.0), 1e-9)
+        count, seconds = done()
+    return count / max(seconds, 1e-9)
 
 
 def scale(admin: str, opts: argparse.Namespace) -> None:
@@ -600,6 +609,45 @@ def scale(admin: str, opts: argparse.Namespace) -> None:
     )
 
 
+def backlog_loader(key: str) -> Callable[[str, int], None]:
+    """A ``lib.callgrind`` load: ``jobs`` jobs keyed by ``key`` (as :func:`load`), vacuumed."""
+
+    def fill(dsn: str, jobs: int) -> None:
+        limit = "NULL" if key == "NULL" else "2"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(LOAD.format(key=key, limit=limit), {"n": jobs})  # type: ignore[arg-type]  # bench's own SQL
+            conn.execute("VACUUM ANALYZE queue_engine.jobs")
+
+    return fill
+
+
+def scale_instructions(opts: argparse.Namespace) -> None:
+    """Server instructions of the prefetch-1 claim on each backlog without full keys (callgrind)."""
+    n, low, high = opts.scale_jobs, opts.keys_low, opts.keys_high
+    this = statement(store.worker_tags(1, 1))
+    counts = opts.callgrind_counts
+    print(
+        f"\nserver instructions per finish-and-claim statement on {n:,} queued jobs"
+        f" (single-user PostgreSQL under callgrind, {counts[1]} - {counts[0]} statements):\n"
+    )
+
+    def rows() -> Iterator[list[str]]:
+        ref = 0.0
+        for label, (key, what, hold) in backlogs(n, low, high).items():
+            if hold:
+                continue
+
+            def input_for(_pg: object, k: int) -> str:
+                return script(this.text, this.names, k)
+
+            per, wal = per_statement(label, counts, "", n, input_for, backlog_loader(key))
+            ref = per if label == f"{low:,} keys" else ref
+            versus = f"{per / ref:.3f}x" if ref else ""
+            yield [f"{label}: {what}", f"{per:,.0f}", versus, f"{wal:,.0f}"]
+
+    table(["backlog", "instructions", f"vs {low:,} keys", "WAL bytes"], rows())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -656,6 +704,8 @@ def main() -> None:
         for name in scenarios:
             log(f"scenario {name}")
             {"keyed": keyed, "scale": scale, "plain": plain}[name](admin, opts)
+            if name == "scale" and opts.callgrind:
+                scale_instructions(opts)
 
 
 if __name__ == "__main__":

@@ -44,9 +44,9 @@ def test_quick_run_prints_the_tables_of_every_scenario() -> None:
     for backlog in ("plain", "10 keys", "1,000 keys", "head-of-line"):
         assert f"| {backlog}: " in out, out
     assert re.search(rf"^flat at scale: 1,000 keys / 10 keys = {NUMBER}x", out, re.M), out
-    # The first 300 jobs are on 10 full keys: a claim walks past them, calling the function.
+    # The first 300 jobs are on 10 full keys, 20 of them running: a claim walks past the 280 queued.
     hol = next(line for line in out.splitlines() if line.startswith("| head-of-line: "))
-    assert int(hol.split(" | ")[7].replace(",", "")) >= 300, hol
+    assert int(hol.split(" | ")[7].replace(",", "")) >= 280, hol
     # plain: the drains and the single enqueue of the two builds.
     assert "| jobs | K | jobs/s | vs base (this build again) |" in out, out
     assert "| build | p50 | p10 | p50 vs base (this build again) | rounds (p50) |" in out, out
