@@ -38,7 +38,9 @@ Three scenarios, each printing Markdown tables (progress on stderr):
     per statement), one more under ``EXPLAIN (ANALYZE, BUFFERS)`` (the rows
     the claim's scan walked, the buffers it touched), and a short drain by K
     workers (not of the head-of-line backlog: each of its claims walks the
-    full keys' jobs).
+    full keys' jobs). ``--callgrind``: the statement's server instructions
+    on each backlog without full keys (a data folder of its own, loaded
+    the same way): the flat-at-scale ratio without the machine's load.
 
 ``plain``
     What plain jobs pay: this build against ``--build base=PYTHON`` (the
