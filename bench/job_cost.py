@@ -123,10 +123,13 @@ def counters(conn: Conn) -> dict[str, float]:
         " (SELECT coalesce(sum(self_time), 0) FROM pg_stat_user_functions"
         "  WHERE schemaname = 'queue_engine'),"
         " (SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions"
-        "  WHERE schemaname = 'queue_engine')"
+        "  WHERE schemaname = 'queue_engine'),"
+        # Per-key concurrency limits (0031): the claim's calls of the limit check.
+        " (SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions"
+        "  WHERE schemaname = 'queue_engine' AND funcname = 'concurrency_free')"
     ).fetchone()
     assert row is not None
-    keys = ("wal", "upd", "hot", "events", "commits", "fn_ms", "fn_calls")
+    keys = ("wal", "upd", "hot", "events", "commits", "fn_ms", "fn_calls", "cf_calls")
     return {k: float(v) for k, v in zip(keys, row, strict=True)}
 
 
@@ -244,6 +247,7 @@ def measure(
         "other_ms": other_ms / n,
         "trigger_ms": d["fn_ms"] / n,
         "trigger_calls": d["fn_calls"] / n,
+        "cf_calls": d["cf_calls"] / n,
         "events": d["events"] / n,
         "wal": d["wal"] / n,
         "commits": d["commits"] / n,
