@@ -100,7 +100,8 @@ KEYED_UPDATE = (
 )
 #: concurrency_free() doing nothing: the cost of the call alone (a knock-out, not a design).
 BARE_FREE = """
-CREATE OR REPLACE FUNCTION queue_engine.concurrency_free(p_key text, p_limit integer)
+CREATE OR REPLACE FUNCTION queue_engine.concurrency_free(
+    p_key text, p_limit integer, p_weight integer)
 RETURNS integer LANGUAGE plpgsql VOLATILE AS $$ BEGIN RETURN 1; END $$;
 """
 #: A backlog of ``n`` no-op jobs of the bench queue in one statement, ids in

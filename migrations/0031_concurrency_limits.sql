@@ -58,9 +58,10 @@ CREATE TABLE __SCHEMA__.concurrency_limits (
 -- order of keys can deadlock. The count runs after the lock is held, and a
 -- VOLATILE function takes a new snapshot for each query (READ COMMITTED), so
 -- it sees every claim of the key that committed before this one got the lock.
--- The lock space: the two-int4 form, keyed by this schema's limits table, so
--- two engine schemas in one database never share a key's lock (a 32-bit hash
--- collision between two keys only makes them take turns).
+-- The lock space: the two-int4 form, keyed by a hash of this schema's limits
+-- table's name, so two engine schemas in one database never share a key's
+-- lock (a 32-bit hash collision between two keys only makes them take turns;
+-- hashtext of a constant is folded when the function is planned).
 CREATE FUNCTION __SCHEMA__.concurrency_free(p_key text, p_limit integer)
 RETURNS integer
 LANGUAGE plpgsql
@@ -80,7 +81,7 @@ BEGIN
         RETURN NULL;
     END IF;
     IF lim <= 0 OR NOT pg_try_advisory_xact_lock(
-            '__SCHEMA__.concurrency_limits'::regclass::oid::integer, hashtext(p_key)) THEN
+            hashtext('__SCHEMA__.concurrency_limits'), hashtext(p_key)) THEN
         RETURN 0;
     END IF;
     SELECT count(*) INTO running FROM __SCHEMA__.jobs r

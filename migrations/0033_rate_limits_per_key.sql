@@ -77,66 +77,101 @@ CREATE FUNCTION __SCHEMA__.concurrency_free(p_key text, p_limit integer, p_weigh
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- A transaction-local setting named by this schema (two engine schemas in
+    -- one database never share it): hashtext and to_hex of a constant are
+    -- folded when the function is planned, so naming it costs nothing a call.
+    memo    text := 'queue_engine_flow.skip_' || to_hex(hashtext('__SCHEMA__'));
+    skipped text;
+    seen    text[] := '{}';
+    entry   text;
+    op      integer;
     lim     integer;
-    running integer;
+    running bigint;
     free    integer;
-    b       record;
+    rate    double precision;
+    burst   integer;
     have    double precision;
     need    double precision;
-    held    text;
 BEGIN
-    SELECT c.max_running INTO lim FROM __SCHEMA__.concurrency_limits c WHERE c.key = p_key;
-    IF lim IS NULL THEN
-        lim := p_limit;
-    END IF;
-    IF lim IS NULL AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.rate_buckets r WHERE r.key = p_key) THEN
-        RETURN NULL;
-    END IF;
-    IF lim <= 0 THEN
-        RETURN 0;
-    END IF;
-    IF NOT pg_try_advisory_xact_lock(
-            '__SCHEMA__.concurrency_limits'::regclass::oid::integer, hashtext(p_key)) THEN
-        IF lim IS NULL THEN
-            -- A rated key another claim is taking right now: look again soon.
-            RAISE NOTICE 'queue-engine rate due 0';
-        END IF;
-        RETURN 0;
-    END IF;
-    IF lim IS NOT NULL THEN
-        SELECT count(*) INTO running FROM __SCHEMA__.jobs r
-        WHERE r.concurrency_key = p_key AND r.status = 'running';
-        free := greatest(lim - running, 0);
-        IF free = 0 THEN
+    -- A key (or, for a job's own limit, the key at that limit) this
+    -- transaction already found full, locked by another claim or out of
+    -- tokens: its later jobs are skipped at once. A claim walking many jobs
+    -- of a full key pays a setting's lookup for each, not a count.
+    skipped := current_setting(memo, true);
+    IF skipped IS NOT NULL AND skipped <> '' THEN
+        seen := skipped::text[];
+        IF ('*' || p_key) = ANY (seen) OR (p_limit::text || ':' || p_key) = ANY (seen) THEN
             RETURN 0;
         END IF;
     END IF;
-    SELECT r.rate, r.burst, r.tokens, r.refilled_at INTO b
-    FROM __SCHEMA__.rate_buckets r WHERE r.key = p_key;
-    IF b.rate IS NULL THEN
+    -- A job without a limit of its own: the key may have none at all (then
+    -- nothing is locked). A job with one takes the lock first.
+    -- A job without a limit of its own: the key may have none at all (then
+    -- nothing is locked). A job with one takes the lock first, so a key
+    -- another claim holds costs a try-lock and nothing else.
+    IF p_limit IS NULL THEN
+        SELECT c.max_running INTO op FROM __SCHEMA__.concurrency_limits c WHERE c.key = p_key;
+        IF op IS NULL AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.rate_buckets r
+                                      WHERE r.key = p_key) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('__SCHEMA__.concurrency_limits'), hashtext(p_key)) THEN
+        -- Another claim of the key is in flight: skip its jobs now, and have
+        -- the worker look again soon (that claim may leave a slot or a token).
+        RAISE NOTICE 'queue-engine rate due 0';
+        entry := '*' || p_key;
+    ELSE
+        -- After the lock, each query with a fresh snapshot (a VOLATILE
+        -- function's): every claim of the key committed before is counted.
+        -- Three small queries: one query joining them cost more to set up.
+        IF p_limit IS NOT NULL THEN
+            SELECT c.max_running INTO op FROM __SCHEMA__.concurrency_limits c
+            WHERE c.key = p_key;
+        END IF;
+        lim := coalesce(op, p_limit);
+        IF lim IS NOT NULL THEN
+            IF lim > 0 THEN
+                SELECT count(*) INTO running FROM __SCHEMA__.jobs r
+                WHERE r.concurrency_key = p_key AND r.status = 'running';
+            END IF;
+            free := greatest(lim - coalesce(running, 0), 0);
+            IF free = 0 THEN
+                entry := CASE WHEN op IS NOT NULL THEN '*' || p_key
+                              ELSE p_limit::text || ':' || p_key END;
+            END IF;
+        END IF;
+        IF entry IS NULL THEN
+            SELECT r.rate, r.burst,
+                   least(r.burst::double precision,
+                         r.tokens + r.rate * extract(epoch FROM clock_timestamp() - r.refilled_at))
+              INTO rate, burst, have
+              FROM __SCHEMA__.rate_buckets r WHERE r.key = p_key;
+            IF rate IS NOT NULL THEN
+                need := least(greatest(coalesce(p_weight, 1), 1), burst)::double precision;
+                IF have < need THEN
+                    RAISE NOTICE 'queue-engine rate due %',
+                        round(((need - have) / rate)::numeric, 6);
+                    entry := '*' || p_key;
+                ELSE
+                    free := least(coalesce(free, 2147483647),
+                                  greatest(floor(have / greatest(coalesce(p_weight, 1), 1)),
+                                           1)::integer);
+                END IF;
+            END IF;
+        END IF;
+    END IF;
+    IF entry IS NULL THEN
         RETURN free;
     END IF;
-    -- A transaction-local setting per key, named by this schema's bucket
-    -- table (two engine schemas in one database never share it).
-    held := 'queue_engine_rate.held_' || '__SCHEMA__.rate_buckets'::regclass::oid
-            || '_' || to_hex(hashtext(p_key));
-    IF current_setting(held, true) = '1' THEN
-        RETURN 0;
+    -- Remember it for the rest of the transaction (at most 32 entries: past
+    -- that, a key is looked at again, which is only slower).
+    IF cardinality(seen) < 32 THEN
+        PERFORM set_config(memo, (seen || entry)::text, true);
     END IF;
-    have := least(b.burst::double precision,
-                  b.tokens + b.rate * extract(epoch FROM clock_timestamp() - b.refilled_at));
-    need := least(greatest(coalesce(p_weight, 1), 1), b.burst)::double precision;
-    IF have < need THEN
-        PERFORM set_config(held, '1', true);
-        RAISE NOTICE 'queue-engine rate due %', round(((need - have) / b.rate)::numeric, 6);
-        RETURN 0;
-    END IF;
-    RETURN least(coalesce(free, 2147483647),
-                 greatest(floor(have / greatest(coalesce(p_weight, 1), 1)), 1)::integer);
+    RETURN 0;
 END;
 $$;
 

@@ -334,3 +334,40 @@ def test_a_tasks_declared_key_is_taken_by_every_enqueue_that_gives_none(
     assert node == ("(src:erp,2)",)
     with pytest.raises(ValidationError, match="concurrency_limit needs a concurrency_key"):
         task("loads.bad", concurrency_limit=2)
+
+
+def test_a_claim_walks_past_a_full_keys_backlog_counting_it_once(conn: Conn) -> None:
+    """Jobs of a full key ahead of other work: skipped, and the key remembered for the statement.
+
+    The first job of the full key costs the count of its running jobs; the
+    transaction then remembers the key (a transaction-local setting), so the
+    rest of its backlog costs a lookup each, not a count (head-of-line).
+    """
+    conn.execute("INSERT INTO queue_engine.concurrency_limits (key, max_running) VALUES ('hot', 1)")
+    (running_id,) = add_jobs(conn, 1, "hot", None, priority=1)
+    assert [j.id for j in claim(conn)] == [running_id]
+    backlog = add_jobs(conn, 200, "hot", None, priority=1)
+    (plain,) = add_jobs(conn, 1, None, None, priority=2)
+    with conn.transaction():
+        assert [j.id for j in claim(conn, worker_id="w2")] == [plain]
+        memo = conn.execute(
+            "SELECT current_setting('queue_engine_flow.skip_'"
+            " || to_hex(hashtext('\"queue_engine\"')), true)"
+        ).fetchone()
+    assert memo == ("{*hot}",)
+    states = conn.execute(
+        "SELECT status, attempt, count(*) FROM queue_engine.jobs WHERE id = ANY(%s) GROUP BY 1, 2",
+        (backlog,),
+    ).fetchall()
+    assert states == [("queued", 0, 200)]
+    # A job's own limit is remembered with the limit: another limit is looked at again.
+    first, *_ = add_jobs(conn, 3, "own", 1, priority=0)
+    (wider,) = add_jobs(conn, 1, "own", 2, priority=0)
+    with conn.transaction():
+        taken = claim(conn, limit=1, worker_id="w3") + claim(conn, limit=1, worker_id="w4")
+        memo = conn.execute(
+            "SELECT current_setting('queue_engine_flow.skip_'"
+            " || to_hex(hashtext('\"queue_engine\"')), true)"
+        ).fetchone()
+    assert [j.id for j in taken] == [first, wider]
+    assert memo == ("{1:own}",)

@@ -57,8 +57,10 @@ GRANT EXECUTE ON FUNCTION __SCHEMA__.take_rate_tokens(text, integer) TO __WORKER
 -- Per-key concurrency limits (migration 0031): the claim calls concurrency_free,
 -- a SECURITY DEFINER function that reads the operators' limits.
 GRANT EXECUTE ON FUNCTION __SCHEMA__.concurrency_free(text, integer) TO __WORKER_ROLE__;
--- With per-key rates (migration 0033) the claim calls the three-argument form.
+-- With per-key rates (migration 0033) the claim calls the three-argument form,
+-- which runs as the worker and reads the operators' limits and buckets.
 GRANT EXECUTE ON FUNCTION __SCHEMA__.concurrency_free(text, integer, integer) TO __WORKER_ROLE__;
+GRANT SELECT ON __SCHEMA__.concurrency_limits, __SCHEMA__.rate_buckets TO __WORKER_ROLE__;
 -- The status guard (run as the claiming role) takes a claimed job's tokens
 -- through rate_buckets_spend, SECURITY DEFINER like take_rate_tokens.
 GRANT EXECUTE ON FUNCTION __SCHEMA__.rate_buckets_spend(text, integer) TO __WORKER_ROLE__;
