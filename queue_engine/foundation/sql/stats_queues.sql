@@ -123,12 +123,13 @@ ranges AS MATERIALIZED (
     WHERE %(queue)s::text IS NULL OR pt.queue = %(queue)s::text
 ),
 backlog AS (
-    -- Per queue: the counts (each plain range's stop at cap + 1, so the sum is
-    -- exact when no read reached the cap, else a lower bound), how many ranges
-    -- reached the cap (a partitioned read that stopped there leaves both its
-    -- due and delayed counts open), and the oldest due job: exact from the
-    -- first plain entry of each range and the partitioned reads, a lower
-    -- bound of the age when a partitioned read stopped at the cap.
+    -- Per queue: the counts (each plain range's count stops at cap + 1, so
+    -- the sum is exact when no read reached the cap, else a lower bound), how
+    -- many ranges reached the cap (a partitioned read that stopped there
+    -- leaves both its due and delayed counts open), and the oldest due job:
+    -- exact from the first plain entry of each range and the partitioned
+    -- reads, a lower bound of the age when a partitioned read stopped at the
+    -- cap.
     SELECT r.queue,
         sum(r.queued + r.part_queued)::bigint AS queued,
         sum(r.delayed + r.part_delayed)::bigint AS delayed,
@@ -171,7 +172,8 @@ recent_queued AS MATERIALIZED (
     FROM ranges r CROSS JOIN p
     CROSS JOIN LATERAL (
         SELECT j.created_at, j.available_at,
-               row_number() OVER (ORDER BY j.fair_tag DESC NULLS LAST, j.available_at DESC) AS n
+               row_number() OVER (ORDER BY j.fair_tag DESC NULLS LAST,
+                                       j.available_at DESC) AS n
         FROM (
             SELECT j.created_at, j.available_at, j.fair_tag
             FROM __SCHEMA__.jobs j
