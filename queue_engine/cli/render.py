@@ -315,7 +315,7 @@ def stats_cells(rows: list[stats.QueueStats]) -> tuple[Row, list[Row], set[int]]
             q.mark("out_1m", "out_15m") + f"{_per_min(q.out_1m, 60)}|{_per_min(q.out_15m, 900)}",
             q.mark("wait_p50_s", "wait_p95_s") + _pair(q.wait_p50_s, q.wait_p95_s),
             q.mark("run_p50_s", "run_p95_s") + _pair(q.run_p50_s, q.run_p95_s),
-            stats.format_duration(q.oldest_queued_s),
+            q.mark("oldest_queued_s") + stats.format_duration(q.oldest_queued_s),
             f"{q.workers_live}/{q.workers_parked}/{q.workers_dead}",
             str(q.replicas_suggested),
             scale_cell(q.scale_limit),

@@ -107,3 +107,19 @@ def test_partitions_of_several_queues_merge_deepest_first(
         ("other", "tenant-z", 20),
         (PARTITION_QUEUE, "tenant-b", 12),
     ]
+
+
+def test_a_deep_plain_backlog_does_not_hide_the_partitions(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Plain jobs sort first in each priority: the partitions are read past them."""
+    build_scene(conn)
+    conn.execute(
+        f"INSERT INTO {S}.jobs (queue, task) SELECT %s, 't' FROM generate_series(1, 200)",
+        (PARTITION_QUEUE,),
+    )
+    rows = flow.top_partitions(conn, S, PARTITION_QUEUE, cap=100)
+    assert [(r.partition_key, r.queued, r.running) for r in rows] == [
+        (k, q, r) for k, (q, r) in PARTITIONS.items()
+    ]
+    assert not any(r.queued_at_least for r in rows)

@@ -195,3 +195,98 @@ def test_the_statement_reads_a_bounded_number_of_pages(conn) -> None:
     assert small < large / 5, (small, large)
     p = figures(conn, cap=100)["p"]
     assert "queued" in p.estimated and "out_15m" in p.estimated
+
+
+def insert_partitioned(
+    conn: psycopg.Connection[Any],
+    queue: str,
+    n: int,
+    *,
+    due_from_s: float,
+    step_s: float,
+    partitions: int,
+    created_ago_s: float = 3600,
+) -> None:
+    """``n`` queued jobs over ``partitions`` partition keys, due as in :func:`insert_queued`.
+
+    The row rules give each its fair turn (``fair_tag``), so they sit after the
+    plain jobs of their range in ``jobs_claimable_idx``, ordered by turn.
+    """
+    conn.execute(
+        "INSERT INTO queue_engine.jobs (queue, task, status, created_at, available_at, "
+        "partition_key) "
+        "SELECT %(q)s, 't.work', 'queued', %(created)s::timestamptz, "
+        "%(t)s::timestamptz + make_interval(secs => %(from)s + g * %(step)s), "
+        "'tenant-' || (g %% %(parts)s) "
+        "FROM generate_series(0, %(n)s - 1) g",
+        {
+            "q": queue,
+            "t": T,
+            "from": due_from_s,
+            "step": step_s,
+            "n": n,
+            "parts": partitions,
+            "created": T - s(created_ago_s),
+        },
+    )
+
+
+def pages_touched(conn: psycopg.Connection[Any], cap: int) -> int:
+    """Shared buffers the statement touches (hit or read), warm catalog caches."""
+    params = {"now": T, "queue": None, "dead_after_s": 30.0, "cap": cap}
+    sql = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries.query("stats_queues", SCHEMA)
+    conn.execute(sql, params)
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    plan = row[0][0]["Plan"]
+    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+
+
+def test_partitioned_jobs_below_the_cap_are_counted_exactly_beside_plain_ones(conn) -> None:
+    # Plain: 40 due (oldest T-98s), 10 delayed. Partitioned: 26 due, the oldest
+    # (T-500s) older than every plain job, 10 delayed, 4 created in the last minute.
+    insert_queued(conn, "m", 50, due_from_s=-98, step_s=2.5)  # T-98 .. T+24.5
+    insert_partitioned(conn, "m", 36, due_from_s=-500, step_s=20, partitions=3)  # .. T+200
+    insert_partitioned(conn, "m", 4, due_from_s=-30, step_s=1, partitions=2, created_ago_s=30)
+    tagged = conn.execute(
+        "SELECT count(*) FROM queue_engine.jobs WHERE queue = 'm' AND fair_tag IS NOT NULL"
+    ).fetchone()
+    assert tagged == (40,)
+    m = figures(conn, cap=1000)["m"]
+    assert (m.queued, m.delayed) == (40 + 26 + 4, 10 + 10)
+    assert m.oldest_queued_s == 500
+    assert m.in_1m == 4 and m.in_15m == 4
+    assert m.estimated == () and m.at_least == ()
+    # At a cap the partitioned read holds exactly (40 < 41): the backlog is
+    # still exact (only the plain `in` read, 50 in the window, stops at it).
+    m = figures(conn, cap=40)["m"]
+    assert (m.queued, m.delayed, m.oldest_queued_s) == (70, 20, 500)
+    assert m.estimated == () and m.at_least == ("in_15m",)
+    # Below: the partitioned read stops, and what it feeds is marked.
+    m = figures(conn, cap=20)["m"]
+    assert m.exactness("queued") == m.exactness("delayed") == "at_least"
+    assert {"oldest_queued_s", "in_1m", "in_15m"} <= set(m.at_least)
+
+
+def test_partitioned_backlogs_read_a_bounded_number_of_pages(conn) -> None:
+    """Plain and partitioned queued jobs in one range: a small cap touches few pages."""
+    conn.execute("ALTER TABLE queue_engine.jobs SET (autovacuum_enabled = false)")
+    insert_queued(conn, "p", 12_000, due_from_s=-600, step_s=0.05, created_ago_s=300)
+    insert_queued(conn, "p", 3_000, due_from_s=60, step_s=1)  # plain, delayed
+    insert_partitioned(conn, "p", 8_000, due_from_s=-700, step_s=0.08, partitions=20)
+    conn.execute(
+        "UPDATE queue_engine.jobs SET args = jsonb_build_object('payload', repeat('x', 300))"
+    )
+    conn.execute("VACUUM (ANALYZE) queue_engine.jobs")
+    heap = conn.execute(
+        "SELECT pg_relation_size('queue_engine.jobs') / current_setting('block_size')::int"
+    ).fetchone()
+    assert heap is not None and heap[0] > 1000, heap
+    small, large = pages_touched(conn, 100), pages_touched(conn, 100_000)
+    assert small < heap[0] / 10, (small, heap[0])
+    assert small < large / 5, (small, large)
+    exact = figures(conn, cap=100_000)["p"]
+    assert (exact.queued, exact.delayed) == (12_000 + 8_000, 3_000)
+    p = figures(conn, cap=100)["p"]
+    assert p.exactness("queued") == p.exactness("delayed") == "at_least"
+    assert p.queued >= 101 and p.delayed >= 101

@@ -73,3 +73,16 @@ def test_the_least_exact_figure_sets_the_mark() -> None:
     assert q.mark("in_1m", "in_15m") == "~"  # an estimate wins over a lower bound
     assert q.mark("queued") == "\N{GREATER-THAN OR EQUAL TO} "
     assert q.mark("running", "out_1m") == ""
+
+
+def test_an_oldest_age_past_the_cap_is_shown_as_a_lower_bound() -> None:
+    """A partitioned read that stopped at the cap may have left an older job unread."""
+    exact, bound = (
+        queue(oldest_queued_s=90.0),
+        queue(oldest_queued_s=90.0, at_least=("oldest_queued_s",)),
+    )
+    assert render.stats_lines([exact])[1] != render.stats_lines([bound])[1]
+    assert (
+        "\N{GREATER-THAN OR EQUAL TO} " + stats.format_duration(90.0)
+        in render.stats_lines([bound])[1]
+    )

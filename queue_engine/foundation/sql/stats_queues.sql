@@ -1,8 +1,10 @@
 -- Per-queue figures of `queue-ctl stats`, the live view and the metrics scrape,
 -- in one statement whose every read is bounded by %(cap)s (the
 -- QUEUE_ENGINE_STATS_EXACT_CAP setting), whatever the size of the jobs table:
---   * the backlog is counted from jobs_claimable_idx alone (index-only), per
---     (queue, priority) range, at most %(cap)s + 1 entries per range and figure;
+--   * the backlog of plain jobs is counted from jobs_claimable_idx alone
+--     (index-only), per (queue, priority) range, at most %(cap)s + 1 entries per
+--     range and figure; partitioned jobs (fair_tag set), ordered by their turn
+--     in that index, are read once per range, at most %(cap)s + 1 rows;
 --   * running rows come from jobs_running_lease_idx (as many as running jobs);
 --   * finished rows: the newest %(cap)s + 1 of the last hour from
 --     jobs_finished_at_idx; queued rows for `in`: the newest %(cap)s + 1 due in
@@ -17,7 +19,8 @@
 --     reaching further back are extrapolated from the span read (count x window
 --     / span) and listed in `estimated`; percentiles are those of the rows read;
 --   * in_1m / in_15m are listed in `at_least` when a queued read stopped at its
---     cap before the start of their window (a lower bound).
+--     cap before the start of their window (a lower bound), both when a
+--     partitioned read stopped at its cap; oldest_queued_s then too.
 -- A job created or started in the last 15 minutes is in one of those slices
 -- (still active, or finished after it was created/started), so throughput in,
 -- wait times and run times never need a scan of the whole table.
@@ -61,35 +64,80 @@ parts AS (
     ) n
     WHERE %(queue)s::text IS NULL OR c.queue = %(queue)s::text
 ),
+part_read AS MATERIALIZED (
+    -- Partitioned jobs (fair_tag set, migration 0032) sit after a range's plain
+    -- jobs in jobs_claimable_idx and are ordered by their turn, not by
+    -- available_at: no index range holds their due or their newest ones. So
+    -- each range's first cap + 1 of them are read once, in index order (the
+    -- next turns, usually the oldest), and every figure takes its share of
+    -- them from this read: exact when it held them all (part_n <= cap), else
+    -- the figures it feeds are marked (queued/delayed capped, oldest_queued_s
+    -- and in_* lower bounds). A queue without partitioned jobs pays one probe.
+    SELECT pt.queue, pt.priority, x.available_at, x.created_at,
+           count(*) OVER (PARTITION BY pt.queue, pt.priority) AS part_n
+    FROM parts pt CROSS JOIN p
+    CROSS JOIN LATERAL (
+        SELECT j.available_at, j.created_at
+        FROM __SCHEMA__.jobs j
+        WHERE j.status = 'queued' AND j.queue = pt.queue AND j.priority = pt.priority
+          AND j.fair_tag IS NOT NULL
+        ORDER BY j.fair_tag NULLS FIRST, j.available_at, j.id
+        LIMIT p.cap + 1
+    ) x
+    WHERE %(queue)s::text IS NULL OR pt.queue = %(queue)s::text
+),
 ranges AS MATERIALIZED (
+    -- Plain jobs (fair_tag NULL) come first in each range, by available_at:
+    -- their due and delayed entries are two contiguous runs, each counted up
+    -- to the cap, and the first is the oldest. The partitioned jobs' share
+    -- comes from part_read.
     SELECT pt.queue, pt.priority,
         (SELECT count(*) FROM (
             SELECT 1 FROM __SCHEMA__.jobs j
             WHERE j.status = 'queued' AND j.queue = pt.queue AND j.priority = pt.priority
-              AND j.available_at <= p.now
+              AND j.fair_tag IS NULL AND j.available_at <= p.now
+            ORDER BY j.fair_tag NULLS FIRST, j.available_at
             LIMIT p.cap + 1) x) AS queued,
         (SELECT count(*) FROM (
             SELECT 1 FROM __SCHEMA__.jobs j
             WHERE j.status = 'queued' AND j.queue = pt.queue AND j.priority = pt.priority
-              AND j.available_at > p.now
+              AND j.fair_tag IS NULL AND j.available_at > p.now
+            ORDER BY j.fair_tag NULLS FIRST, j.available_at
             LIMIT p.cap + 1) x) AS delayed,
         (SELECT j.available_at FROM __SCHEMA__.jobs j
          WHERE j.status = 'queued' AND j.queue = pt.queue AND j.priority = pt.priority
-         ORDER BY j.available_at
-         LIMIT 1) AS first_available_at
+           AND j.fair_tag IS NULL
+         ORDER BY j.fair_tag NULLS FIRST, j.available_at
+         LIMIT 1) AS first_available_at,
+        coalesce(pr.queued, 0) AS part_queued, coalesce(pr.delayed, 0) AS part_delayed,
+        pr.first_due AS part_first_due, coalesce(pr.n > p.cap, false) AS part_capped
     FROM parts pt CROSS JOIN p
+    LEFT JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE r.available_at <= p.now) AS queued,
+               count(*) FILTER (WHERE r.available_at > p.now) AS delayed,
+               min(r.available_at) FILTER (WHERE r.available_at <= p.now) AS first_due,
+               max(r.part_n) AS n
+        FROM part_read r
+        WHERE r.queue = pt.queue AND r.priority = pt.priority
+    ) pr ON true
     WHERE %(queue)s::text IS NULL OR pt.queue = %(queue)s::text
 ),
 backlog AS (
-    -- Per queue: the counts (each range's stops at cap + 1, so the sum is exact
-    -- when no range reached it, else a lower bound), how many ranges reached
-    -- the cap, and the oldest due job (exact: the first entry of each range).
+    -- Per queue: the counts (each plain range's count stops at cap + 1, so
+    -- the sum is exact when no read reached the cap, else a lower bound), how
+    -- many ranges reached the cap (a partitioned read that stopped there
+    -- leaves both its due and delayed counts open), and the oldest due job:
+    -- exact from the first plain entry of each range and the partitioned
+    -- reads, a lower bound of the age when a partitioned read stopped at the
+    -- cap.
     SELECT r.queue,
-        sum(r.queued)::bigint AS queued, sum(r.delayed)::bigint AS delayed,
-        count(*) FILTER (WHERE r.queued > p.cap) AS queued_capped,
-        count(*) FILTER (WHERE r.delayed > p.cap) AS delayed_capped,
-        min(r.first_available_at) FILTER (WHERE r.first_available_at <= p.now)
-            AS oldest_available_at
+        sum(r.queued + r.part_queued)::bigint AS queued,
+        sum(r.delayed + r.part_delayed)::bigint AS delayed,
+        count(*) FILTER (WHERE r.queued > p.cap OR r.part_capped) AS queued_capped,
+        count(*) FILTER (WHERE r.delayed > p.cap OR r.part_capped) AS delayed_capped,
+        least(min(r.first_available_at) FILTER (WHERE r.first_available_at <= p.now),
+              min(r.part_first_due)) AS oldest_available_at,
+        bool_or(r.part_capped) AS part_capped
     FROM ranges r CROSS JOIN p
     GROUP BY r.queue
 ),
@@ -114,31 +162,43 @@ fin_cover AS (
     GROUP BY p.cap
 ),
 recent_queued AS MATERIALIZED (
-    -- Queued rows for in_1m / in_15m: per range, the newest cap + 1 due in the
-    -- last 15 minutes or later (a job created in the window is due at its
-    -- creation, or later when delayed; a job enqueued with a run_at already in
-    -- the past is due before its creation and not counted in `in`).
+    -- Queued rows for in_1m / in_15m: per range, the newest cap + 1 plain jobs
+    -- due in the last 15 minutes or later (a job created in the window is due
+    -- at its creation, or later when delayed; a job enqueued with a run_at
+    -- already in the past is due before its creation and not counted in
+    -- `in`), read backwards in index order; and the partitioned jobs of
+    -- part_read, under the same rule (n = 0: always counted).
     SELECT r.queue, q.created_at, q.available_at, q.n, p.cap
     FROM ranges r CROSS JOIN p
     CROSS JOIN LATERAL (
-        SELECT j.created_at, j.available_at, row_number() OVER (ORDER BY j.available_at DESC) AS n
+        SELECT j.created_at, j.available_at,
+               row_number() OVER (ORDER BY j.fair_tag DESC NULLS LAST,
+                                       j.available_at DESC) AS n
         FROM (
-            SELECT j.created_at, j.available_at
+            SELECT j.created_at, j.available_at, j.fair_tag
             FROM __SCHEMA__.jobs j
             WHERE j.status = 'queued' AND j.queue = r.queue AND j.priority = r.priority
-              AND j.available_at > p.now - interval '15 minutes'
-            ORDER BY j.available_at DESC
+              AND j.fair_tag IS NULL AND j.available_at > p.now - interval '15 minutes'
+            ORDER BY j.fair_tag DESC NULLS LAST, j.available_at DESC
             LIMIT p.cap + 1
         ) j
     ) q
+    UNION ALL
+    SELECT pr.queue, pr.created_at, pr.available_at, 0, p.cap
+    FROM part_read pr CROSS JOIN p
+    WHERE pr.available_at > p.now - interval '15 minutes'
 ),
 queued_cover AS (
-    -- Per queue: the earliest available_at of a queued read that stopped at its
-    -- cap (NULL: every read was complete). `in` of a window starting before it
-    -- is a lower bound.
-    SELECT rq.queue, max(rq.available_at) FILTER (WHERE rq.n > rq.cap) AS queued_from
-    FROM recent_queued rq
-    GROUP BY rq.queue
+    -- Per queue: the earliest available_at of a plain read that stopped at its
+    -- cap, or now when a partitioned read did (it is not in available_at
+    -- order: every window may miss jobs). NULL: every read was complete. `in`
+    -- of a window starting before it is a lower bound.
+    SELECT b.queue,
+           greatest(max(rq.available_at) FILTER (WHERE rq.n > rq.cap),
+                    CASE WHEN b.part_capped THEN p.now END) AS queued_from
+    FROM backlog b CROSS JOIN p
+    LEFT JOIN recent_queued rq ON rq.queue = b.queue
+    GROUP BY b.queue, b.part_capped, p.now
 ),
 slice AS (
     SELECT rq.queue, 'queued'::text AS status, rq.available_at, rq.created_at,
@@ -258,7 +318,10 @@ queue_agg AS (
             CASE WHEN k.k_15m <> 1 OR qc.queued_from > p.now - interval '15 minutes'
                  THEN 'in_15m' END,
             CASE WHEN k.k_15m <> 1 THEN 'wait_samples' END,
-            CASE WHEN k.k_15m <> 1 THEN 'run_samples' END
+            CASE WHEN k.k_15m <> 1 THEN 'run_samples' END,
+            -- A partitioned read that stopped at its cap may have left an
+            -- older due job unread: the age shown is a lower bound.
+            CASE WHEN b.part_capped THEN 'oldest_queued_s' END
         ], NULL) AS at_least
     FROM backlog b
     FULL JOIN job_agg j ON j.queue = b.queue
