@@ -350,7 +350,7 @@ def plain(admin: str, opts: argparse.Namespace) -> None:
         this = statement(store.worker_tags(1, 1))
         before = statement(store.worker_tags(1, 1), base_sql(base.python))
         server_instructions(
-            [(label, before, downs(31) if opts.base else ""), ("new", this, "")],
+            [(label, before, downs(34, 33, 32, 31) if opts.base else ""), ("new", this, "")],
             opts.callgrind_counts,
         )
 
