@@ -6,7 +6,7 @@ Usage::
     python bench/flow_control.py --scenario keyed --callgrind     # + server instructions
     python bench/flow_control.py --scenario plain --callgrind \\
         --build base=../main/.venv/bin/python \\
-        --ddl base=migrations/0031_concurrency_limits.down.sql
+        --ddl base=DOWNS.sql   # 0034, 0033, 0032, 0031's .down.sql, concatenated
     python bench/flow_control.py --scenario scale --data-dir ../fc-data   # keep the load
     python bench/flow_control.py --quick                          # smoke run (the process test)
 
@@ -44,8 +44,8 @@ Three scenarios, each printing Markdown tables (progress on stderr):
 
 ``plain``
     What plain jobs pay: this build against ``--build base=PYTHON`` (the
-    build before the issue; its schema has no 0031: ``--ddl
-    base=migrations/0031_concurrency_limits.down.sql``), drains as in
+    build before the issue; its schema has none of 0031-0034: ``--ddl
+    base=FILE`` with their down migrations, newest first), drains as in
     ``keyed`` and single enqueues (``Client.enqueue``, one job a call, in
     each build's interpreter), alternated. ``--callgrind``: worker
     instructions per job (``job_cost.callgrind``) and the server
