@@ -3,6 +3,12 @@
 The same rules are CHECK constraints in the schema, so a plain SQL enqueue is
 held to them too; checking here first gives the caller a clear message instead
 of a constraint name.
+
+Why this module is long: it holds every enqueue option's rule (names, ids,
+keys, limits, weights, args, delays) and the one function that applies them
+all (:func:`spec_from_options`), so a rule and the message that names it stay
+together; every enqueue path (clients, CLI, HTTP, follow-ups, workflows)
+imports its checks from here.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ from support.browser import (  # fixtures too: a conftest.py here would shadow t
 )
 from support.flow import EXPECTED_KEYS, PARTITION_QUEUE, PARTITIONS, build_scene
 
+from queue_engine.operator.limits import set_rate
+
 FIXTURES = (browser_fixture, chromium_fixture, web_server_fixture)
 
 #: Elements wider than the room they have (the page, a table): none at 1366x768.
@@ -58,6 +60,7 @@ def test_limits_page_and_top_partitions(
     from selenium.webdriver.common.by import By
 
     build_scene(conn)
+    set_rate(conn, "queue_engine", "api:partner", "20/s", 20)  # a rated key, as a user sets one
     login(browser, web_server.url, OPERATOR)
     click(browser, By.LINK_TEXT, "Limits")  # the nav link
     wait_for(browser, lambda d: d.find_elements(By.ID, "limits-table"), what="the Limits page")

@@ -17,6 +17,8 @@ from support.audit import audit_rows
 from support.flow import build_scene
 from support.web import basic, web_client
 
+from queue_engine.operator.limits import set_rate
+
 ADA = basic("ada", "ada-password-42")  # operator
 REX = basic("rex", "rex-password-42")  # read-only
 
@@ -39,6 +41,18 @@ def test_page_lists_keys_and_shows_forms_to_operators_only(
         assert 'href="/limits"' in page.text  # the nav link
         assert "limit-form" not in page.text and "/actions/limits" not in page.text
         assert 'id="limit-form"' in web.get("/limits", headers=ADA).text
+
+
+def test_page_shows_a_rated_keys_bucket(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """A key with a rate (set from the CLI) shows its rate, burst and tokens; others show none."""
+    build_scene(conn)
+    set_rate(conn, "queue_engine", "api:partner", "20/s", 5)
+    with web_client(dsn) as web:
+        page = web.get("/limits", headers=REX).text
+    row = page.split('data-key="api:partner"', 1)[1].split("</tr>", 1)[0]
+    assert "20/s" in row and "burst 5" in row and "5.0 tokens now" in row
+    other = page.split('data-key="src:erp"', 1)[1].split("</tr>", 1)[0]
+    assert "tokens now" not in other
 
 
 def test_forms_set_and_clear_with_an_audit_row(
